@@ -1,0 +1,1 @@
+"""Tributary controller: Pravega-compatible Controller service."""

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Tributary developer entry point; the README's two newcomer commands are:
+#   ./dev.sh standalone   set everything up, then start the standalone server
+#   ./dev.sh test         set everything up, then run the whole test suite (pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=.venv
+
+log() { printf '[dev.sh] %s\n' "$*" >&2; }
+
+ensure_system_packages() {
+    # Python's venv module is a separate Debian package on a bare machine.
+    if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        log "installing python3-venv with apt"
+        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    fi
+}
+
+ensure_python_env() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        python3 -m venv "$VENV"
+    fi
+    # Reinstall only when pyproject.toml changed since the last successful install.
+    local stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+    if [ ! -f "$stamp" ]; then
+        log "installing tributary and its dependencies into $VENV"
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+        rm -f "$VENV"/.installed-* && touch "$stamp"
+    fi
+}
+
+setup() {
+    ensure_system_packages
+    ensure_python_env
+}
+
+command="${1:-}"
+shift || true
+case "$command" in
+    standalone)
+        setup
+        exec "$VENV/bin/tributary" standalone "$@"
+        ;;
+    test)
+        setup
+        exec "$VENV/bin/python" -m pytest "$@"
+        ;;
+    setup)
+        setup
+        ;;
+    *)
+        echo "usage: ./dev.sh {standalone|test|setup} [args...]" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,27 @@
+"""Tributary's sans-IO codec of Pravega's segment-store wire protocol (v15).
+
+Bytes in, commands out, and back; nothing here touches sockets, event loops or
+clocks. Entry points:
+
+* :class:`Decoder` -- incremental stream decoding, with append-block reassembly;
+* :func:`encode` / :func:`encode_parts` -- command to frame bytes;
+* :func:`decode_frame` -- one frame's payload to its command;
+* :mod:`wire.commands` -- every command as an immutable value class;
+* :mod:`wire.envelope` -- the event envelope inside segment data;
+* :class:`ProtocolError` -- the one error raised for malformed input.
+"""
+
+from . import commands, constants, envelope
+from .base import REGISTRY, Command, ErrorReply, Reply, Request
+from .codec import FRAME_HEADER, decode_frame, encode, encode_parts, frame_size
+from .commands import *  # noqa: F403 - the command classes are the package's vocabulary
+from .constants import MAX_WIRECOMMAND_SIZE, NULL_ATTRIBUTE_VALUE, OLDEST_COMPATIBLE_VERSION, WIRE_VERSION
+from .decoder import Decoder
+from .errors import ProtocolError
+
+__all__ = [
+    "REGISTRY", "Command", "Decoder", "ErrorReply", "FRAME_HEADER", "MAX_WIRECOMMAND_SIZE",
+    "NULL_ATTRIBUTE_VALUE", "OLDEST_COMPATIBLE_VERSION", "ProtocolError", "Reply", "Request", "WIRE_VERSION",
+    "commands", "constants", "decode_frame", "encode", "encode_parts", "envelope", "frame_size",
+    *commands.__all__,
+]
