@@ -195,6 +195,7 @@ class PayloadSize(c.Construct):
         super().__init__()
         self.field_count = field_count
         self.size_of = size_of
+        self.flagbuildnone = True  # computed: construct builds it without a value
 
     def _parse(self, stream, context, path):
         return c.Int32sb._parsereport(stream, context, path)
