@@ -21,10 +21,19 @@ So the consumer sees every append as a standalone AppendBlockEnd, a
 ConditionalAppend or a ConditionalBlockEnd. A top-level Padding is dropped; a
 top-level Event or PartialEvent, any append frame other than the matching
 AppendBlockEnd while a block is open, or ``num_events <= 0`` is a protocol
-error. After a ProtocolError the decoder stays failed.
+error.
+
+Usage (h11's shape): ``feed(data)`` takes bytes; ``next_command()`` returns the
+next whole command, or None when more bytes are needed. A malformed frame
+raises ProtocolError from ``next_command()`` only after every command before
+it has been returned, so a server acts on the valid frames that preceded the
+bad one, then closes. After a ProtocolError the decoder stays failed.
 """
 
 from __future__ import annotations
+
+from collections import deque
+from typing import Iterator
 
 from .codec import FRAME_HEADER, decode_frame
 from .commands import (
@@ -46,7 +55,7 @@ _NEVER_TOP_LEVEL = frozenset({Event.TYPE, PartialEvent.TYPE})
 
 
 class Decoder:
-    """Feed bytes with :meth:`feed`; get back the whole commands they complete."""
+    """Feed bytes with :meth:`feed`; take whole commands with :meth:`next_command`."""
 
     def __init__(self, max_frame_size: int = MAX_WIRECOMMAND_SIZE):
         if not FRAME_HEADER_SIZE <= max_frame_size <= MAX_WIRECOMMAND_SIZE:
@@ -57,6 +66,7 @@ class Decoder:
         self._payload_type = 0
         self._payload_filled = 0
         self._block: AppendBlock | None = None  # an AppendBlock awaiting its AppendBlockEnd
+        self._ready: deque = deque()  # decoded commands not yet taken
         self._failure: ProtocolError | None = None
 
     def __repr__(self) -> str:
@@ -74,26 +84,51 @@ class Decoder:
         """True while an AppendBlock waits for its AppendBlockEnd."""
         return self._block is not None
 
-    def feed(self, data) -> list:
-        """Consumes ``data`` (bytes-like) and returns the commands it completes, in order.
+    def feed(self, data) -> None:
+        """Consumes ``data`` (bytes-like). Decoded commands wait for :meth:`next_command`.
 
-        Raises:
-            ProtocolError: the stream is malformed (then and on every later call).
+        Decoding stops at the first malformed frame; the error is raised by
+        ``next_command`` once the commands before it are taken. Feeding a failed
+        decoder does nothing.
         """
         if self._failure is not None:
-            raise self._failure
+            return
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        commands: list = []
         try:
-            self._feed(view, commands)
+            self._feed(view, self._ready)
         except ProtocolError as error:
             self._failure = error
-            raise
-        return commands
 
-    def _feed(self, view: memoryview, commands: list) -> None:
+    def next_command(self):
+        """Returns the next decoded command, or None if more bytes are needed.
+
+        Raises:
+            ProtocolError: the next frame is malformed (and so is the stream from then on).
+        """
+        if self._ready:
+            return self._ready.popleft()
+        if self._failure is not None:
+            raise self._failure
+        return None
+
+    def commands(self) -> Iterator:
+        """Yields every command decoded so far (raising ProtocolError where the stream broke)."""
+        while (command := self.next_command()) is not None:
+            yield command
+
+    def receive(self, data) -> list:
+        """``feed(data)`` then take every command it completed.
+
+        Raises:
+            ProtocolError: the stream is malformed; commands before the bad frame are lost
+                to this caller, so servers use feed/next_command instead.
+        """
+        self.feed(data)
+        return list(self.commands())
+
+    def _feed(self, view: memoryview, commands: deque) -> None:
         position, size = 0, len(view)
         if self._header or self._payload is not None:
             position = self._resume(view, commands)
@@ -115,7 +150,7 @@ class Decoder:
         if position < size:
             self._header += view[position:]
 
-    def _resume(self, view: memoryview, commands: list) -> int:
+    def _resume(self, view: memoryview, commands: deque) -> int:
         """Continues a frame split across feeds; returns how many bytes of ``view`` it used."""
         used = 0
         if self._payload is None:
@@ -150,7 +185,7 @@ class Decoder:
         self._payload_filled = filled + taken
         return taken
 
-    def _dispatch(self, type_code: int, payload: memoryview, commands: list) -> None:
+    def _dispatch(self, type_code: int, payload: memoryview, commands: deque) -> None:
         command = decode_frame(type_code, payload)
         if type_code == AppendBlockEnd.TYPE:
             commands.append(self._close_block(command))

@@ -92,7 +92,7 @@ def test_encoder_produces_the_hand_assembled_bytes(command, expected):
 @pytest.mark.parametrize("command, expected", GOLDEN, ids=lambda value: type(value).__name__)
 def test_decoder_reads_the_hand_assembled_bytes(command, expected):
     """The stream decoder turns the hand-assembled frame back into the command."""
-    assert wire.Decoder().feed(expected) == [command]
+    assert wire.Decoder().receive(expected) == [command]
 
 
 # The worked examples of the protocol reference §7, as hex text copied from it.
