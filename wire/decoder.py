@@ -6,12 +6,14 @@ anything of it, and then:
 
 * if the whole frame is inside the fed chunk, decodes it in place: its buffers
   are memoryview slices of that chunk (no copy);
-* otherwise allocates one buffer of exactly the payload's size and fills it as
-  bytes arrive (one copy), decoding it once full.
+* otherwise keeps views of the pieces as they arrive and joins them into one
+  payload when the last piece comes (one copy), then decodes that.
 
-So memory is bounded by one frame plus a partial header, and no byte is copied
-more than once. Callers must not mutate a chunk after feeding it, since
-decoded commands may refer to it.
+Decoded commands and pending pieces refer to the fed chunks, so a chunk must
+never change afterwards: immutable input (``bytes``, as asyncio hands over) is
+used as is, and writable input (``bytearray``, a reused receive buffer) is
+copied once when fed. Either way no byte is copied more than once, and memory
+is bounded by one frame plus the chunks its pieces came in.
 
 Append blocks are reassembled as the reference server's append decoder does
 (protocol reference §1.7): an AppendBlock is held until its AppendBlockEnd, and
@@ -62,21 +64,22 @@ class Decoder:
             raise ValueError(f"max_frame_size must be in [{FRAME_HEADER_SIZE}, {MAX_WIRECOMMAND_SIZE}]")
         self._max_payload = max_frame_size - FRAME_HEADER_SIZE
         self._header = bytearray()  # a partial frame header
-        self._payload: bytearray | None = None  # the payload being filled, once its header is known
+        self._payload_length: int | None = None  # of the frame being assembled, once its header is known
         self._payload_type = 0
-        self._payload_filled = 0
+        self._pieces: list[memoryview] = []  # views of the payload bytes received so far
+        self._pieces_size = 0
         self._block: AppendBlock | None = None  # an AppendBlock awaiting its AppendBlockEnd
         self._ready: deque = deque()  # decoded commands not yet taken
         self._failure: ProtocolError | None = None
 
     def __repr__(self) -> str:
-        state = "failed" if self._failure else "in-frame" if self._payload is not None else "idle"
+        state = "failed" if self._failure else "in-frame" if self._payload_length is not None else "idle"
         return f"<Decoder {state} buffered={self.buffered_bytes}>"
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for frames not yet complete (partial header, partial payload, open block)."""
-        held = len(self._header) + self._payload_filled
+        held = len(self._header) + self._pieces_size
         return held + (len(self._block.data) if self._block is not None else 0)
 
     @property
@@ -96,6 +99,8 @@ class Decoder:
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
+        if not view.readonly:
+            view = memoryview(bytes(view))
         try:
             self._feed(view, self._ready)
         except ProtocolError as error:
@@ -130,9 +135,9 @@ class Decoder:
 
     def _feed(self, view: memoryview, commands: deque) -> None:
         position, size = 0, len(view)
-        if self._header or self._payload is not None:
+        if self._header or self._payload_length is not None:
             position = self._resume(view, commands)
-            if self._header or self._payload is not None:
+            if self._header or self._payload_length is not None:
                 return
         unpack_header = FRAME_HEADER.unpack_from
         while size - position >= FRAME_HEADER_SIZE:
@@ -145,7 +150,7 @@ class Decoder:
                 position = end
             else:
                 self._begin_payload(type_code, length)
-                self._fill(view[start:])
+                self._add_piece(view[start:])
                 return
         if position < size:
             self._header += view[position:]
@@ -153,7 +158,7 @@ class Decoder:
     def _resume(self, view: memoryview, commands: deque) -> int:
         """Continues a frame split across feeds; returns how many bytes of ``view`` it used."""
         used = 0
-        if self._payload is None:
+        if self._payload_length is None:
             used = min(FRAME_HEADER_SIZE - len(self._header), len(view))
             self._header += view[:used]
             if len(self._header) < FRAME_HEADER_SIZE:
@@ -162,10 +167,11 @@ class Decoder:
             self._header.clear()
             self._check_length(type_code, length)
             self._begin_payload(type_code, length)
-        used += self._fill(view[used:])
-        if self._payload_filled == len(self._payload):
-            payload, self._payload, self._payload_filled = self._payload, None, 0
-            self._dispatch(self._payload_type, memoryview(payload), commands)
+        used += self._add_piece(view[used:])
+        if self._pieces_size == self._payload_length:
+            payload = self._pieces[0] if len(self._pieces) == 1 else memoryview(b"".join(self._pieces))
+            self._pieces, self._pieces_size, self._payload_length = [], 0, None
+            self._dispatch(self._payload_type, payload, commands)
         return used
 
     def _check_length(self, type_code: int, length: int) -> None:
@@ -174,15 +180,14 @@ class Decoder:
                                 f"(limit {self._max_payload})")
 
     def _begin_payload(self, type_code: int, length: int) -> None:
-        self._payload = bytearray(length)
+        self._payload_length = length
         self._payload_type = type_code
-        self._payload_filled = 0
 
-    def _fill(self, view: memoryview) -> int:
-        filled = self._payload_filled
-        taken = min(len(self._payload) - filled, len(view))
-        self._payload[filled:filled + taken] = view[:taken]
-        self._payload_filled = filled + taken
+    def _add_piece(self, view: memoryview) -> int:
+        taken = min(self._payload_length - self._pieces_size, len(view))
+        if taken:
+            self._pieces.append(view[:taken])
+            self._pieces_size += taken
         return taken
 
     def _dispatch(self, type_code: int, payload: memoryview, commands: deque) -> None:

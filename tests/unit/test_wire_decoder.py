@@ -62,14 +62,25 @@ def test_whole_frames_are_decoded_in_place_without_copying():
 
 
 def test_split_frames_are_copied_once_into_an_exact_buffer():
-    """A frame split across feeds is assembled into one buffer the size of its payload."""
+    """A frame split across feeds is joined once into a buffer the size of its payload."""
     chunk = wire.encode(c.SegmentRead("s/t/0", 0, True, False, b"d" * 100_000, 1))
     decoder = wire.Decoder()
     assert decoder.receive(chunk[:50_000]) == []
     assert decoder.buffered_bytes == 50_000 - 8
     (read,) = decoder.receive(chunk[50_000:])
-    assert isinstance(read.data.obj, bytearray) and len(read.data.obj) == len(chunk) - 8
+    assert isinstance(read.data.obj, bytes) and len(read.data.obj) == len(chunk) - 8
     assert bytes(read.data) == b"d" * 100_000
+
+
+def test_writable_input_is_copied_so_later_reuse_cannot_corrupt_commands():
+    """A reused receive buffer (bytearray) may be overwritten after feeding without changing results."""
+    receive_buffer = bytearray(wire.encode(c.SegmentRead("s/t/0", 0, True, False, b"a" * 1000, 1)))
+    decoder = wire.Decoder()
+    decoder.feed(receive_buffer[:500])  # a slice: a copy already; now feed the buffer itself
+    decoder.feed(memoryview(receive_buffer)[500:])
+    receive_buffer[:] = b"\xff" * len(receive_buffer)
+    (read,) = decoder.commands()
+    assert bytes(read.data) == b"a" * 1000
 
 
 @pytest.mark.parametrize("length", [wire.MAX_WIRECOMMAND_SIZE - 7, 2**31 - 1, -1, -(2**31)])
