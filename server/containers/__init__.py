@@ -1,0 +1,1 @@
+"""Segment containers: metadata, operation log, read index, table segments, recovery."""

@@ -1,0 +1,431 @@
+"""A segment container: the owner of a set of segments, their operation log and their state.
+
+Theory of operation.
+
+* **Mutations** are decided synchronously by :class:`PendingState` (the
+  container's serialization point; no await between validation, sequence
+  numbering and framing). The decided operation joins the *current frame*.
+* **Frames.** All operations decided in one event-loop turn share one frame:
+  the first decision schedules a flush for the end of the turn. The flush
+  encodes the frame and hands it to the Tier-1 log without waiting, so several
+  frames can be in flight and the log group-commits them.
+* **Commit.** Frames complete in order. When a frame is durable its operations
+  are applied to the committed state (the same ``apply`` recovery uses), their
+  overlays released, parked readers woken, and only then the callers' futures
+  resolved: every acknowledged mutation is already visible to reads.
+* **Failure is fail-stop.** If a log write fails, every operation in flight
+  fails and the container stops; a new container instance recovers from the log.
+* **Checkpoints.** After enough operations the container stops deciding new
+  mutations, lets the frames in flight commit, and logs a Checkpoint holding a
+  snapshot of the metadata; a fresh log starts with one. Recovery skips to the
+  first checkpoint, loads it, replays the rest, and checks each later
+  checkpoint against the replayed state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import uuid
+from typing import Callable
+
+from wire import naming
+from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
+
+from .. import errors
+from ..tier1 import DurableDataLog, LogError
+from . import attributes as attrs
+from . import operations as ops
+from .metadata import SegmentMetadata, SegmentType
+from .pending import Decision, PendingState
+from .state import ContainerState, InconsistentState, wake_readers
+
+log = logging.getLogger("tributary.container")
+
+
+class ContainerStatus(enum.Enum):
+    NEW = "new"
+    RECOVERING = "recovering"
+    RUNNING = "running"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class ReadResult:
+    """The answer to a read: views of the data plus the tail flags of SegmentRead."""
+
+    __slots__ = ("parts", "length", "at_tail", "end_of_segment")
+
+    def __init__(self, parts: list, at_tail: bool, end_of_segment: bool):
+        self.parts = parts
+        self.length = sum(map(len, parts))
+        self.at_tail = at_tail
+        self.end_of_segment = end_of_segment
+
+    def data(self):
+        """The data as one buffer (a view if it lies in one block, otherwise one copy)."""
+        if len(self.parts) == 1:
+            return self.parts[0]
+        return b"".join(self.parts)
+
+
+class SegmentInfo:
+    __slots__ = ("name", "segment_type", "start_offset", "length", "sealed", "last_modified", "attributes",
+                 "table_entry_count")
+
+    def __init__(self, segment: SegmentMetadata):
+        self.name = segment.name
+        self.segment_type = segment.segment_type
+        self.start_offset = segment.start_offset
+        self.length = segment.length
+        self.sealed = segment.sealed
+        self.last_modified = segment.last_modified
+        self.attributes = dict(segment.attributes)
+        self.table_entry_count = segment.table.entry_count if segment.table is not None else 0
+
+
+class _Frame:
+    __slots__ = ("decisions", "futures", "size", "done", "error", "timestamp_ms", "first_sequence")
+
+    def __init__(self):
+        self.decisions: list[Decision] = []
+        self.futures: list[asyncio.Future] = []
+        self.size = 0
+        self.done = False
+        self.error: BaseException | None = None
+        self.timestamp_ms = 0
+        self.first_sequence = 0
+
+
+class SegmentContainer:
+    """Owns the segments that hash to ``container_id``."""
+
+    def __init__(self, container_id: int, durable_log: DurableDataLog, *,
+                 checkpoint_every_operations: int = 50_000,
+                 wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 on_failure: Callable[["SegmentContainer", BaseException], None] | None = None):
+        self.container_id = container_id
+        self.epoch = 0
+        self.status = ContainerStatus.NEW
+        self._log = durable_log
+        self._state = ContainerState()
+        self._pending = PendingState(self._state)
+        self._wall_clock_ms = wall_clock_ms
+        self._on_failure = on_failure
+        self._checkpoint_every = checkpoint_every_operations
+        self._operations_since_checkpoint = 0
+        self._frame: _Frame | None = None
+        self._in_flight: list[_Frame] = []  # frames handed to the log, in order
+        self._barrier: asyncio.Event | None = None  # set while no checkpoint is pending
+        self._failure: BaseException | None = None
+        self._max_frame_bytes = max(1 << 20, durable_log.max_append_size - 4096)
+        self._frame_overhead = 64
+
+    def __repr__(self) -> str:
+        return (f"<SegmentContainer {self.container_id} {self.status.value} epoch={self.epoch} "
+                f"segments={len(self._state.by_id)}>")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Opens the log (fencing older owners), recovers by replay, and starts accepting requests."""
+        self.status = ContainerStatus.RECOVERING
+        self._barrier = asyncio.Event()
+        self._barrier.set()
+        self.epoch = await self._log.open()
+        found_checkpoint = await self._recover()
+        self._pending = PendingState(self._state)
+        self.status = ContainerStatus.RUNNING
+        if not found_checkpoint:
+            await self._write_checkpoint()
+        log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
+                                             "segments": len(self._state.by_id)})
+
+    async def stop(self) -> None:
+        """Waits for frames in flight, then closes the log. Later requests fail."""
+        if self.status == ContainerStatus.RUNNING:
+            self.status = ContainerStatus.STOPPED
+            if self._frame is not None:
+                self._flush()
+            in_flight = [future for frame in self._in_flight for future in frame.futures]
+            if in_flight:
+                await asyncio.gather(*in_flight, return_exceptions=True)
+        self.status = ContainerStatus.STOPPED
+        await self._log.close()
+
+    async def _recover(self) -> bool:
+        """Replays the log into the committed state. Returns whether a checkpoint was found."""
+        started, records, operations_replayed = time.monotonic(), 0, 0
+        found_checkpoint = False
+        async for _, record in self._log.read():
+            records += 1
+            timestamp_ms, first_sequence, operations = ops.decode_frame(record)
+            for index, operation in enumerate(operations):
+                if isinstance(operation, ops.Checkpoint):
+                    found_checkpoint = self._recover_checkpoint(operation, found_checkpoint)
+                elif found_checkpoint:
+                    self._state.apply(operation, timestamp_ms)
+                    operations_replayed += 1
+                self._state.last_sequence = first_sequence + index
+            if records % 10_000 == 0:
+                log.info("recovery progress", extra={"container": self.container_id, "records": records,
+                                                      "operations": operations_replayed})
+        log.info("recovery done", extra={"container": self.container_id, "records": records,
+                                          "operations": operations_replayed,
+                                          "seconds": round(time.monotonic() - started, 3)})
+        return found_checkpoint
+
+    def _recover_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool) -> bool:
+        if not found_before:
+            self._state.restore(checkpoint.snapshot)
+        elif self._state.describe() != self._state.describe_snapshot(checkpoint.snapshot):
+            raise InconsistentState("replayed state differs from a checkpoint in the log")
+        return True
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is not None:
+            return
+        self._failure = error
+        self.status = ContainerStatus.FAILED
+        log.error("container failed", extra={"container": self.container_id, "error": repr(error)})
+        frames = self._in_flight + ([self._frame] if self._frame is not None else [])
+        self._in_flight, self._frame = [], None
+        for frame in frames:
+            for future in frame.futures:
+                if not future.done():
+                    future.set_exception(errors.ContainerUnavailable("", f"container failed: {error!r}"))
+        for segment in self._state.by_id.values():
+            wake_readers(segment)
+        if self._barrier is not None:
+            self._barrier.set()
+        if self._on_failure is not None:
+            self._on_failure(self, error)
+
+    # ------------------------------------------------------------------ the operation pipeline
+
+    async def _execute(self, decide: Callable[[PendingState], Decision]):
+        """Decides a mutation, logs it, and returns its result once durable and applied."""
+        if self._barrier is not None and not self._barrier.is_set():
+            await self._barrier.wait()
+        self._check_running()
+        decision = decide(self._pending)
+        future = asyncio.get_running_loop().create_future()
+        self._add_to_frame(decision, future)
+        await future
+        return decision.result
+
+    def _check_running(self) -> None:
+        if self.status != ContainerStatus.RUNNING:
+            raise errors.ContainerUnavailable("", f"container {self.container_id} is {self.status.value}")
+
+    def _add_to_frame(self, decision: Decision, future: asyncio.Future) -> None:
+        size = _operation_size(decision.operation)
+        frame = self._frame
+        if frame is not None and frame.size + size > self._max_frame_bytes:
+            self._flush()
+            frame = None
+        if frame is None:
+            frame = self._frame = _Frame()
+            asyncio.get_running_loop().call_soon(self._flush_if, frame)
+        frame.decisions.append(decision)
+        frame.futures.append(future)
+        frame.size += size
+
+    def _flush_if(self, frame: _Frame) -> None:
+        if self._frame is frame:
+            self._flush()
+
+    def _flush(self) -> None:
+        frame, self._frame = self._frame, None
+        if frame is None or self._failure is not None:
+            return
+        frame.timestamp_ms = self._wall_clock_ms()
+        frame.first_sequence = self._state.last_sequence + 1 + sum(len(f.decisions) for f in self._in_flight)
+        parts = ops.encode_frame(frame.timestamp_ms, frame.first_sequence,
+                                 [decision.operation for decision in frame.decisions])
+        self._in_flight.append(frame)
+        asyncio.get_running_loop().create_task(self._write(frame, parts))
+
+    async def _write(self, frame: _Frame, parts: list) -> None:
+        try:
+            await self._log.append(parts)
+        except (LogError, OSError) as error:
+            self._fail(error)
+            return
+        frame.done = True
+        try:
+            self._commit_ready_frames()
+        except InconsistentState as error:
+            self._fail(error)
+
+    def _commit_ready_frames(self) -> None:
+        """Applies durable frames in order (a frame never commits before the ones ahead of it)."""
+        while self._in_flight and self._in_flight[0].done:
+            frame = self._in_flight.pop(0)
+            woken = set()
+            for index, decision in enumerate(frame.decisions):
+                segment = self._state.apply(decision.operation, frame.timestamp_ms)
+                self._state.last_sequence = frame.first_sequence + index
+                self._pending.release(decision)
+                if segment is not None:
+                    woken.add(segment)
+            for segment in woken:
+                wake_readers(segment)
+            for future in frame.futures:
+                if not future.done():
+                    future.set_result(None)
+            self._operations_since_checkpoint += len(frame.decisions)
+        if self._operations_since_checkpoint >= self._checkpoint_every and self._barrier.is_set():
+            self._barrier.clear()
+            asyncio.get_running_loop().create_task(self._checkpoint_when_quiet())
+
+    async def _checkpoint_when_quiet(self) -> None:
+        """Runs with new mutations held at the barrier: waits for in-flight frames, then checkpoints."""
+        try:
+            while (self._in_flight or self._frame is not None) and self._failure is None:
+                if self._frame is not None:
+                    self._flush()
+                await asyncio.sleep(0)
+            if self._failure is None:
+                await self._write_checkpoint()
+        finally:
+            self._barrier.set()
+
+    async def _write_checkpoint(self) -> None:
+        decision = Decision(ops.Checkpoint(self._state.snapshot()), ())
+        future = asyncio.get_running_loop().create_future()
+        self._add_to_frame(decision, future)
+        self._flush()
+        await future
+        self._operations_since_checkpoint = 0
+
+    # ------------------------------------------------------------------ mutations
+
+    def _segment_type_of(self, name: str) -> SegmentType | None:
+        segment = self._state.by_name.get(name)
+        return None if segment is None else segment.segment_type
+
+    async def create_segment(self, name: str, segment_type: SegmentType = SegmentType.STREAM,
+                             attributes: dict | None = None) -> None:
+        attributes = dict(attributes or {})
+        attributes.setdefault(attrs.CREATION_TIME, self._wall_clock_ms())
+        attributes[attrs.SEGMENT_TYPE] = int(segment_type)
+        await self._execute(lambda pending: pending.create(name, segment_type, attributes))
+
+    async def create_transient_segment(self, parent: str, writer_id: uuid.UUID) -> str:
+        name = naming.transient_segment_name(parent, writer_id, uuid.uuid4())
+        await self.create_segment(name, SegmentType.TRANSIENT, {attrs.CREATION_EPOCH: self.epoch})
+        return name
+
+    async def append(self, name: str, data, attribute_updates=(), expected_offset: int | None = None) -> int:
+        """Appends ``data``; returns the segment length after it."""
+        offset = await self._execute(lambda pending: pending.append(name, data, attribute_updates, expected_offset))
+        return offset + len(data)
+
+    async def seal(self, name: str) -> int:
+        return await self._execute(lambda pending: pending.seal(name))
+
+    async def truncate(self, name: str, offset: int) -> None:
+        await self._execute(lambda pending: pending.truncate(name, offset))
+
+    async def delete(self, name: str) -> None:
+        await self._execute(lambda pending: pending.delete(name))
+
+    async def update_attributes(self, name: str, attribute_updates) -> None:
+        await self._execute(lambda pending: pending.update_attributes(name, attribute_updates))
+
+    async def merge(self, target: str, source: str, attribute_updates=(), header=b"") -> int:
+        """Merges ``source`` (sealing it) after ``header`` into ``target``; returns the target's new length.
+
+        A retried merge whose source was already merged into ``target`` answers the target's length.
+        """
+        if source not in self._state.by_name and self._state.merged_sources.get(source) == target:
+            return self.get_info(target).length
+        return await self._execute(lambda pending: pending.merge(target, source, attribute_updates, header))
+
+    async def update_table(self, name: str, entries, table_offset: int = -1) -> list[int]:
+        """Updates (key, version, value) entries atomically; returns their new versions."""
+        return await self._execute(lambda pending: pending.table_update(name, entries, table_offset))
+
+    async def remove_table_keys(self, name: str, keys, table_offset: int = -1) -> None:
+        await self._execute(lambda pending: pending.table_remove(name, keys, table_offset))
+
+    # ------------------------------------------------------------------ reads
+
+    def _segment(self, name: str) -> SegmentMetadata:
+        self._check_running()
+        segment = self._state.by_name.get(name)
+        if segment is None:
+            raise errors.NoSuchSegment(name)
+        return segment
+
+    def get_info(self, name: str) -> SegmentInfo:
+        return SegmentInfo(self._segment(name))
+
+    def get_attribute(self, name: str, attribute_id: uuid.UUID) -> int:
+        return self._segment(name).attributes.get(attribute_id, NULL_ATTRIBUTE_VALUE)
+
+    def table(self, name: str):
+        segment = self._segment(name)
+        if segment.table is None:
+            raise errors.OperationUnsupported(name, "readTable")
+        return segment
+
+    def segment_names(self):
+        return list(self._state.by_name)
+
+    async def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
+                   wait_timeout: float | None = None) -> ReadResult:
+        """Reads from ``offset``; at the tail of an unsealed segment waits for data (long-poll).
+
+        Raises NoSuchSegment, SegmentIsTruncated, SegmentIsSealed (past the end of a sealed
+        segment, or sealed while waiting below ``offset``), asyncio.TimeoutError after
+        ``wait_timeout`` seconds without data.
+        """
+        read_size = min(MAX_READ_SIZE, max(8, max_length))
+        deadline = None if wait_timeout is None else asyncio.get_running_loop().time() + wait_timeout
+        while True:
+            segment = self._segment(name)
+            result = _read_now(segment, offset, read_size)
+            if result is not None:
+                return result
+            waiter = asyncio.get_running_loop().create_future()
+            segment.waiters.append(waiter)
+            timeout = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            finally:
+                if waiter in segment.waiters:
+                    segment.waiters.remove(waiter)
+
+
+def _read_now(segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult | None:
+    """The read's answer from the committed state, or None if it must wait at the tail."""
+    if offset < segment.start_offset:
+        raise errors.SegmentIsTruncated(segment.name, segment.start_offset, offset)
+    length = segment.length
+    if offset < length:
+        parts = segment.data.read(offset, read_size)
+        end = offset + sum(map(len, parts))
+        short = end - offset < read_size
+        return ReadResult(parts, at_tail=not segment.sealed and end == length and short,
+                          end_of_segment=segment.sealed and end == length and short)
+    if segment.sealed:
+        if offset == length:
+            return ReadResult([], at_tail=False, end_of_segment=True)
+        raise errors.SegmentIsSealed(segment.name)
+    return None
+
+
+def _operation_size(operation) -> int:
+    if isinstance(operation, ops.Append):
+        return len(operation.data) + 64 + 24 * len(operation.attributes)
+    if isinstance(operation, ops.Checkpoint):
+        return len(operation.snapshot) + 16
+    if isinstance(operation, ops.Merge):
+        return len(operation.header) + 96 + 24 * len(operation.attributes)
+    if isinstance(operation, ops.CreateSegment):
+        return len(operation.name) * 3 + 64 + 24 * len(operation.attributes)
+    return 32

@@ -1,0 +1,49 @@
+"""Committed metadata of segments: what reads, info replies and checkpoints see."""
+
+from __future__ import annotations
+
+import enum
+
+from .read_index import ReadIndex
+from .table import TableIndex
+
+
+class SegmentType(enum.IntEnum):
+    STREAM = 0
+    TABLE = 1
+    TRANSIENT = 2
+
+
+class SegmentMetadata:
+    """One segment as made durable by the log: identity, lengths, flags, attributes, bytes."""
+
+    __slots__ = ("segment_id", "name", "segment_type", "sealed", "attributes", "last_modified", "data", "table",
+                 "waiters")
+
+    def __init__(self, segment_id: int, name: str, segment_type: SegmentType, attributes: dict,
+                 last_modified: int, start_offset: int = 0):
+        self.segment_id = segment_id
+        self.name = name
+        self.segment_type = SegmentType(segment_type)
+        self.sealed = False
+        self.attributes = dict(attributes)
+        self.last_modified = last_modified
+        self.data = ReadIndex(start_offset)
+        self.table = TableIndex() if self.segment_type == SegmentType.TABLE else None
+        self.waiters: list = []  # futures of reads parked at the tail
+
+    def __repr__(self) -> str:
+        flags = " sealed" if self.sealed else ""
+        return f"<Segment {self.segment_id} {self.name!r} {self.segment_type.name} {self.data!r}{flags}>"
+
+    @property
+    def length(self) -> int:
+        return self.data.length
+
+    @property
+    def start_offset(self) -> int:
+        return self.data.start_offset
+
+    @property
+    def is_table(self) -> bool:
+        return self.table is not None

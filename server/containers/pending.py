@@ -1,0 +1,250 @@
+"""Validation of mutations against the pending state: the container's one serialization point.
+
+Theory of operation. A mutation is decided synchronously (no await) against
+the *pending* view of the segments it touches: the committed state plus the
+effects of every operation accepted but not yet durable. Deciding fills in
+every value the operation depends on (the offset of an append, the versions of
+table entries, final attribute values), records the effect in the overlay, and
+returns the logged operation. When the operation's frame becomes durable the
+committed state applies it, and the overlay is dropped once no accepted
+operation on that segment is still in flight.
+
+Every check raises an operating error before anything is changed, so a failed
+request has no effect. Checks run in Java's order: existence, seal, attribute
+conditions, then offset conditions.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from wire.constants import NO_VERSION, NOT_EXISTS, NULL_ATTRIBUTE_VALUE
+
+from .. import errors
+from . import attributes as attrs
+from . import operations as ops
+from . import table
+from .metadata import SegmentMetadata, SegmentType
+from .state import ContainerState
+
+
+class PendingSegment:
+    """The pending view of one segment."""
+
+    __slots__ = ("segment_id", "name", "segment_type", "base", "length", "start_offset", "sealed", "deleted",
+                 "attributes", "table_keys", "inflight")
+
+    def __init__(self, segment_id: int, name: str, segment_type: SegmentType, base: SegmentMetadata | None,
+                 length: int = 0, start_offset: int = 0, sealed: bool = False):
+        self.segment_id = segment_id
+        self.name = name
+        self.segment_type = segment_type
+        self.base = base
+        self.length = length
+        self.start_offset = start_offset
+        self.sealed = sealed
+        self.deleted = False
+        self.attributes: dict = {}  # changed attributes only
+        self.table_keys: dict = {}  # changed table keys only: key -> version, or None when removed
+        self.inflight = 0
+
+    @classmethod
+    def of(cls, segment: SegmentMetadata) -> "PendingSegment":
+        return cls(segment.segment_id, segment.name, segment.segment_type, segment, segment.length,
+                   segment.start_offset, segment.sealed)
+
+    def attribute(self, attribute_id) -> int:
+        if attribute_id in self.attributes:
+            return self.attributes[attribute_id]
+        return self.base.attributes.get(attribute_id, NULL_ATTRIBUTE_VALUE) if self.base else NULL_ATTRIBUTE_VALUE
+
+    def table_version(self, key: bytes) -> int | None:
+        if key in self.table_keys:
+            return self.table_keys[key]
+        if self.base is None or self.base.table is None:
+            return None
+        found = self.base.table.get(key)
+        return None if found is None else found[0]
+
+
+class Decision(NamedTuple):
+    """A decided operation, the pending segments it touched, and the result for the caller."""
+
+    operation: object
+    touched: tuple
+    result: object = None
+
+
+class PendingState:
+    def __init__(self, state: ContainerState):
+        self._state = state
+        self._overlays: dict[str, PendingSegment] = {}
+        self._next_segment_id = state.next_segment_id
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _view(self, name: str) -> PendingSegment | None:
+        overlay = self._overlays.get(name)
+        if overlay is not None:
+            return None if overlay.deleted else overlay
+        segment = self._state.by_name.get(name)
+        return None if segment is None else PendingSegment.of(segment)
+
+    def _existing(self, name: str) -> PendingSegment:
+        view = self._view(name)
+        if view is None:
+            raise errors.NoSuchSegment(name)
+        return view
+
+    def _touch(self, *views: PendingSegment) -> tuple:
+        for view in views:
+            if self._overlays.get(view.name) is not view:
+                self._overlays[view.name] = view
+            view.inflight += 1
+        return views
+
+    def release(self, decision: Decision) -> None:
+        """Called once the decision's operation is committed (or the container failed)."""
+        for view in decision.touched:
+            view.inflight -= 1
+            if view.inflight == 0 and self._overlays.get(view.name) is view:
+                del self._overlays[view.name]
+
+    @property
+    def overlay_count(self) -> int:
+        return len(self._overlays)
+
+    # ------------------------------------------------------------------ segment lifecycle
+
+    def create(self, name: str, segment_type: SegmentType, attributes: dict) -> Decision:
+        if self._view(name) is not None:
+            raise errors.SegmentAlreadyExists(name)
+        segment_id = max(self._next_segment_id, self._state.next_segment_id)
+        self._next_segment_id = segment_id + 1
+        view = PendingSegment(segment_id, name, segment_type, None)
+        view.attributes.update(attributes)
+        return Decision(ops.CreateSegment(segment_id, segment_type, name, dict(attributes)), self._touch(view))
+
+    def seal(self, name: str) -> Decision:
+        view = self._existing(name)
+        if view.sealed:
+            raise errors.SegmentIsSealed(name)
+        view.sealed = True
+        return Decision(ops.Seal(view.segment_id, view.length), self._touch(view), view.length)
+
+    def truncate(self, name: str, offset: int) -> Decision:
+        view = self._existing(name)
+        if not view.start_offset <= offset <= view.length:
+            raise errors.SegmentIsTruncated(name, view.start_offset, offset)
+        view.start_offset = offset
+        return Decision(ops.Truncate(view.segment_id, offset), self._touch(view))
+
+    def delete(self, name: str) -> Decision:
+        view = self._existing(name)
+        view.deleted = True
+        return Decision(ops.Delete(view.segment_id), self._touch(view))
+
+    # ------------------------------------------------------------------ data and attributes
+
+    def append(self, name: str, data, updates=(), expected_offset: int | None = None) -> Decision:
+        """Decides an append; the result is the offset at which ``data`` lands."""
+        return self._append(self._existing(name), data, updates, expected_offset)
+
+    def _append(self, view: PendingSegment, data, updates=(), expected_offset: int | None = None) -> Decision:
+        name = view.name
+        if view.sealed:
+            raise errors.SegmentIsSealed(name)
+        decided = attrs.decide(name, updates, view.attribute)
+        if expected_offset is not None and expected_offset != view.length:
+            raise errors.BadOffset(name, expected_offset, view.length)
+        offset = view.length
+        view.length += len(data)
+        view.attributes.update(decided)
+        return Decision(ops.Append(view.segment_id, offset, data, decided), self._touch(view), offset)
+
+    def update_attributes(self, name: str, updates) -> Decision:
+        view = self._existing(name)
+        if view.sealed:
+            raise errors.SegmentIsSealed(name)
+        decided = attrs.decide(name, updates, view.attribute)
+        view.attributes.update(decided)
+        return Decision(ops.UpdateAttributes(view.segment_id, decided), self._touch(view))
+
+    def merge(self, target_name: str, source_name: str, updates=(), header=b"") -> Decision:
+        """Decides a merge (sealing the source); the result is the target's length after it."""
+        source = self._view(source_name)
+        target = self._view(target_name)
+        if source is None or target is None:
+            raise errors.NoSuchSegment(source_name)
+        if target.sealed:
+            raise errors.SegmentIsSealed(source_name)
+        if source.start_offset > 0:
+            raise errors.SegmentIsTruncated(source_name, source.start_offset, 0)
+        if source.segment_id == target.segment_id:
+            raise errors.IllegalArgument(source_name, "a segment cannot be merged into itself")
+        decided = attrs.decide(target_name, updates, target.attribute)
+        operation = ops.Merge(target.segment_id, source.segment_id, target.length, source.length, header, decided)
+        target.length += len(header) + source.length
+        target.attributes.update(decided)
+        source.sealed = source.deleted = True
+        return Decision(operation, self._touch(target, source), target.length)
+
+    # ------------------------------------------------------------------ table segments
+
+    def _table(self, name: str) -> PendingSegment:
+        view = self._existing(name)
+        if view.segment_type != SegmentType.TABLE:
+            raise errors.OperationUnsupported(name, "updateTableEntries")
+        return view
+
+    def table_update(self, name: str, entries, table_offset: int) -> Decision:
+        """Decides an update batch of (key, version, value); the result is the new versions."""
+        view = self._table(name)
+        self._check_versions(view, [(key, version) for key, version, _ in entries])
+        parts, versions, offset = [], [], self._check_append(view, table_offset)
+        for key, _, value in entries:
+            versions.append(offset)
+            parts += table.serialize_update(key, value)
+            offset += table.update_size(key, value)
+        decision = self._append(view, b"".join(parts))
+        for (key, _, _), version in zip(entries, versions):
+            view.table_keys[bytes(key)] = version
+        return decision._replace(result=versions)
+
+    def table_remove(self, name: str, keys, table_offset: int) -> Decision:
+        """Decides a removal batch of (key, version) (absent keys too, as Java does)."""
+        view = self._table(name)
+        self._check_versions(view, keys)
+        self._check_append(view, table_offset)
+        parts = []
+        for key, _ in keys:
+            parts += table.serialize_removal(key)
+        decision = self._append(view, b"".join(parts))
+        for key, _ in keys:
+            view.table_keys[bytes(key)] = None
+        return decision
+
+    def _check_versions(self, view: PendingSegment, keys) -> None:
+        bad_version = False
+        for key, version in keys:
+            if version == NO_VERSION:
+                continue
+            current = view.table_version(bytes(key))
+            if current is None:
+                if version == NOT_EXISTS:
+                    continue
+                if version >= 0:
+                    raise errors.TableKeyDoesNotExist(view.name)
+                bad_version = True
+            elif current != version:
+                bad_version = True
+        if bad_version:
+            raise errors.TableKeyBadVersion(view.name)
+
+    @staticmethod
+    def _check_append(view: PendingSegment, table_offset: int) -> int:
+        if view.sealed:
+            raise errors.SegmentIsSealed(view.name)
+        if table_offset != -1 and table_offset != view.length:
+            raise errors.BadOffset(view.name, table_offset, view.length)
+        return view.length

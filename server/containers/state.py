@@ -1,0 +1,173 @@
+"""Committed container state, changed only by applying logged operations.
+
+``apply`` is the one path by which state changes: it runs when a frame becomes
+durable and, identically, when recovery replays the log. So the state after a
+restart is, by construction, the state that was acknowledged before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+
+from . import operations as ops
+from .metadata import SegmentMetadata, SegmentType
+from .operations import decode_attributes, encode_attributes
+
+_MERGED_SOURCES_REMEMBERED = 10_000
+_SNAPSHOT_HEADER = struct.Struct(">BqqI")
+_SEGMENT_FIXED = struct.Struct(">qBqqBqH")
+
+
+class InconsistentState(Exception):
+    """A logged operation contradicts the state (corruption, or a bug): the container must stop."""
+
+
+class ContainerState:
+    def __init__(self):
+        self.by_name: dict[str, SegmentMetadata] = {}
+        self.by_id: dict[int, SegmentMetadata] = {}
+        self.next_segment_id = 1
+        self.last_sequence = 0
+        # Sources merged recently -> their target, so that a retried merge answers success.
+        self.merged_sources: OrderedDict[str, str] = OrderedDict()
+
+    def segment(self, segment_id: int) -> SegmentMetadata:
+        try:
+            return self.by_id[segment_id]
+        except KeyError:
+            raise InconsistentState(f"operation on unknown segment id {segment_id}") from None
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, operation, timestamp_ms: int) -> SegmentMetadata | None:
+        """Applies one decided operation; returns the segment whose readers should be woken."""
+        kind = type(operation)
+        if kind is ops.Append:
+            segment = self.segment(operation.segment_id)
+            if operation.offset != segment.length:
+                raise InconsistentState(f"append at {operation.offset} to {segment!r}")
+            segment.data.append(operation.data)
+            if segment.table is not None:
+                segment.table.index_batch(operation.data, operation.offset)
+            segment.attributes.update(operation.attributes)
+            segment.last_modified = timestamp_ms
+            return segment
+        if kind is ops.CreateSegment:
+            return self._create(operation, timestamp_ms)
+        if kind is ops.Seal:
+            segment = self.segment(operation.segment_id)
+            segment.sealed = True
+            segment.last_modified = timestamp_ms
+            return segment
+        if kind is ops.Merge:
+            return self._merge(operation, timestamp_ms)
+        if kind is ops.UpdateAttributes:
+            segment = self.segment(operation.segment_id)
+            segment.attributes.update(operation.attributes)
+            return None
+        if kind is ops.Truncate:
+            segment = self.segment(operation.segment_id)
+            segment.data.truncate(operation.offset)
+            segment.last_modified = timestamp_ms
+            return segment
+        if kind is ops.Delete:
+            segment = self.segment(operation.segment_id)
+            self._remove(segment)
+            return segment
+        if kind is ops.Checkpoint:
+            return None
+        raise InconsistentState(f"unknown operation {operation!r}")
+
+    def _create(self, operation: ops.CreateSegment, timestamp_ms: int) -> None:
+        if operation.name in self.by_name or operation.segment_id in self.by_id:
+            raise InconsistentState(f"create of existing segment {operation.name!r}")
+        segment = SegmentMetadata(operation.segment_id, operation.name, SegmentType(operation.segment_type),
+                                  operation.attributes, timestamp_ms)
+        self.by_name[segment.name] = segment
+        self.by_id[segment.segment_id] = segment
+        self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
+        self.merged_sources.pop(segment.name, None)
+        return None
+
+    def _merge(self, operation: ops.Merge, timestamp_ms: int) -> SegmentMetadata:
+        target = self.segment(operation.target_id)
+        source = self.segment(operation.source_id)
+        if operation.target_offset != target.length or operation.source_length != source.length:
+            raise InconsistentState(f"merge of {source!r} into {target!r} disagrees with the log")
+        target.data.append(operation.header)
+        target.data.append_index(source.data)
+        target.attributes.update(operation.attributes)
+        target.last_modified = timestamp_ms
+        self._remove(source)
+        self.merged_sources[source.name] = target.name
+        while len(self.merged_sources) > _MERGED_SOURCES_REMEMBERED:
+            self.merged_sources.popitem(last=False)
+        _wake(source)
+        return target
+
+    def _remove(self, segment: SegmentMetadata) -> None:
+        del self.by_name[segment.name]
+        del self.by_id[segment.segment_id]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        """The metadata (not the data) of every segment, for a Checkpoint operation."""
+        parts = [_SNAPSHOT_HEADER.pack(0, self.next_segment_id, self.last_sequence, len(self.by_id))]
+        for segment in self.by_id.values():
+            name = segment.name.encode("utf-8", "surrogatepass")
+            parts.append(_SEGMENT_FIXED.pack(segment.segment_id, segment.segment_type, segment.start_offset,
+                                             segment.length, segment.sealed, segment.last_modified, len(name)))
+            parts.append(name)
+            parts.append(encode_attributes(segment.attributes))
+        return b"".join(parts)
+
+    def restore(self, snapshot: bytes) -> None:
+        """Loads the metadata of a snapshot into an empty state (the first checkpoint of a replay).
+
+        Segment bytes are not in snapshots: they come from the appends that follow in
+        the log, or (once Tier-2 exists) from Tier-2. Until then a snapshot that
+        describes bytes this state cannot have means the log lost data.
+        """
+        view = memoryview(snapshot)
+        _, self.next_segment_id, self.last_sequence, _ = _SNAPSHOT_HEADER.unpack_from(view, 0)
+        for name, (segment_id, segment_type, start, length, sealed, attributes) in (
+                self.describe_snapshot(snapshot).items()):
+            if length != start:
+                raise InconsistentState(f"checkpoint describes {length - start} bytes of {name!r} "
+                                        "that are neither in the log nor in Tier-2")
+            segment = SegmentMetadata(segment_id, name, SegmentType(segment_type), attributes, 0, start)
+            segment.sealed = sealed
+            self.by_name[name] = segment
+            self.by_id[segment_id] = segment
+
+    @staticmethod
+    def describe_snapshot(snapshot: bytes) -> dict:
+        """Decodes a snapshot to {name: (id, type, start, length, sealed, attributes)} (for checks)."""
+        view = memoryview(snapshot)
+        _, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+        position = _SNAPSHOT_HEADER.size
+        segments = {}
+        for _ in range(count):
+            segment_id, segment_type, start, length, sealed, _, name_length = _SEGMENT_FIXED.unpack_from(
+                view, position)
+            position += _SEGMENT_FIXED.size
+            name = bytes(view[position:position + name_length]).decode("utf-8", "surrogatepass")
+            attributes, position = decode_attributes(view, position + name_length)
+            segments[name] = (segment_id, segment_type, start, length, bool(sealed), attributes)
+        return segments
+
+    def describe(self) -> dict:
+        """This state in the form of :meth:`describe_snapshot`."""
+        return self.describe_snapshot(self.snapshot())
+
+
+def _wake(segment: SegmentMetadata) -> None:
+    waiters, segment.waiters = segment.waiters, []
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
+wake_readers = _wake

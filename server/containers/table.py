@@ -1,0 +1,138 @@
+"""Table segments: the entry format inside the segment, and the in-memory key index.
+
+A table segment is an ordinary segment whose bytes are serialized entries; an
+update or removal batch is one append, so it is atomic. The version of a key is
+the segment offset of its latest update record (design §4.1, §4.3). Record
+format (Java's EntrySerializer, so versions, lengths and positions match Java)::
+
+    version:u8 (0) | key_length:i32 | value_length:i32 (-1: removal) | explicit_version:i64 | key | value
+
+The committed key index maps key -> (version, value view) and orders keys by a
+128-bit hash of the key for resumable iteration: the continuation token is the
+last returned key's hash, and a page resumes strictly after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Iterator, NamedTuple
+
+from sortedcontainers import SortedDict
+
+from wire.constants import NO_VERSION
+
+from ..errors import IllegalArgument
+
+ENTRY_HEADER = struct.Struct(">Biiq")
+ENTRY_HEADER_SIZE = ENTRY_HEADER.size  # 17
+REMOVAL = -1
+MAX_KEY_LENGTH = 8192
+MAX_VALUE_LENGTH = 1024 * 1024 - 8192
+TOKEN_SIZE = 16
+
+
+class Entry(NamedTuple):
+    """One record of a table segment's data."""
+
+    version: int  # its segment offset
+    key: bytes
+    value: object | None  # None for a removal
+    size: int  # bytes the record takes
+
+
+def key_hash(key: bytes) -> bytes:
+    return hashlib.sha256(key).digest()[:TOKEN_SIZE]
+
+
+def check_key(key, value=None) -> None:
+    if not 1 <= len(key) <= MAX_KEY_LENGTH:
+        raise IllegalArgument("", f"table keys are 1..{MAX_KEY_LENGTH} bytes, got {len(key)}")
+    if value is not None and len(value) > MAX_VALUE_LENGTH:
+        raise IllegalArgument("", f"table values are at most {MAX_VALUE_LENGTH} bytes, got {len(value)}")
+
+
+def serialize_update(key, value) -> list:
+    return [ENTRY_HEADER.pack(0, len(key), len(value), NO_VERSION), key, value]
+
+
+def serialize_removal(key) -> list:
+    return [ENTRY_HEADER.pack(0, len(key), REMOVAL, NO_VERSION), key]
+
+
+def update_size(key, value) -> int:
+    return ENTRY_HEADER_SIZE + len(key) + len(value)
+
+
+def removal_size(key) -> int:
+    return ENTRY_HEADER_SIZE + len(key)
+
+
+def parse_entries(data, base_offset: int) -> Iterator[Entry]:
+    """Parses whole records from ``data``, which starts at segment offset ``base_offset``.
+
+    Raises ValueError on a malformed record (table data is written only by the container).
+    """
+    view = memoryview(data)
+    position = 0
+    while position < len(view):
+        _, key_length, value_length, _ = ENTRY_HEADER.unpack_from(view, position)
+        key_start = position + ENTRY_HEADER_SIZE
+        key = bytes(view[key_start:key_start + key_length])
+        if value_length == REMOVAL:
+            size = ENTRY_HEADER_SIZE + key_length
+            yield Entry(base_offset + position, key, None, size)
+        else:
+            value_start = key_start + key_length
+            size = ENTRY_HEADER_SIZE + key_length + value_length
+            yield Entry(base_offset + position, key, view[value_start:value_start + value_length], size)
+        if position + size > len(view):
+            raise ValueError("table entry runs past the end of its batch")
+        position += size
+
+
+class TableIndex:
+    """The committed key index of one table segment."""
+
+    __slots__ = ("_entries", "_by_hash")
+
+    def __init__(self):
+        self._entries: dict[bytes, tuple[int, object]] = {}  # key -> (version, value)
+        self._by_hash: SortedDict = SortedDict()  # key hash -> key
+
+    @property
+    def entry_count(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: bytes) -> tuple[int, object] | None:
+        return self._entries.get(key)
+
+    def index_batch(self, data, base_offset: int) -> None:
+        """Applies an appended batch of records (committed) to the index."""
+        for entry in parse_entries(data, base_offset):
+            if entry.value is None:
+                if self._entries.pop(entry.key, None) is not None:
+                    del self._by_hash[key_hash(entry.key)]
+            else:
+                if entry.key not in self._entries:
+                    self._by_hash[key_hash(entry.key)] = entry.key
+                self._entries[entry.key] = (entry.version, entry.value)
+
+    def page(self, token: bytes, max_count: int, max_bytes: int) -> tuple[list, bytes]:
+        """Keys after ``token`` in hash order: ([(key, version, value)], next token).
+
+        An empty page comes with an empty token (the iteration is over).
+        """
+        if token and len(token) != TOKEN_SIZE:
+            raise IllegalArgument("", "invalid continuation token")
+        start = self._by_hash.bisect_right(bytes(token)) if token else 0
+        items, size, last_hash = [], 0, b""
+        for hash_value in self._by_hash.islice(start):
+            if len(items) >= max_count or size >= max_bytes:
+                break
+            key = self._by_hash[hash_value]
+            version, value = self._entries[key]
+            items.append((key, version, value))
+            size += len(key) + len(value) + 32
+            last_hash = hash_value
+        return items, last_hash
