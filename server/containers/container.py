@@ -15,9 +15,10 @@ Theory of operation.
   resolved: every acknowledged mutation is already visible to reads.
 * **Failure is fail-stop.** If a log write fails, every operation in flight
   fails and the container stops; a new container instance recovers from the log.
-* **Checkpoints.** After enough operations the container stops deciding new
-  mutations, lets the frames in flight commit, and logs a Checkpoint holding a
-  snapshot of the metadata; a fresh log starts with one. Recovery skips to the
+* **Checkpoints.** After enough operations the container holds new mutations
+  (in arrival order), lets the frames in flight commit, and logs a Checkpoint
+  holding a snapshot of the metadata, then decides the held mutations; a fresh
+  log starts with one. Recovery skips to the
   first checkpoint, loads it, replays the rest, and checks each later
   checkpoint against the replayed state.
 """
@@ -29,6 +30,7 @@ import enum
 import logging
 import time
 import uuid
+from collections import deque
 from typing import Callable
 
 from wire import naming
@@ -43,6 +45,7 @@ from .pending import Decision, PendingState
 from .state import ContainerState, InconsistentState, wake_readers
 
 log = logging.getLogger("tributary.container")
+_FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
 
 
 class ContainerStatus(enum.Enum):
@@ -111,17 +114,17 @@ class SegmentContainer:
         self.status = ContainerStatus.NEW
         self._log = durable_log
         self._state = ContainerState()
-        self._pending = PendingState(self._state)
+        self._pending = PendingState(self._state, durable_log.max_append_size - 2 * _FRAME_HEADROOM)
         self._wall_clock_ms = wall_clock_ms
         self._on_failure = on_failure
         self._checkpoint_every = checkpoint_every_operations
         self._operations_since_checkpoint = 0
         self._frame: _Frame | None = None
         self._in_flight: list[_Frame] = []  # frames handed to the log, in order
-        self._barrier: asyncio.Event | None = None  # set while no checkpoint is pending
+        self._held: deque | None = None  # mutations waiting for a checkpoint, when one is due
+        self._checkpoint_started = False
         self._failure: BaseException | None = None
-        self._max_frame_bytes = max(1 << 20, durable_log.max_append_size - 4096)
-        self._frame_overhead = 64
+        self._max_frame_bytes = durable_log.max_append_size - _FRAME_HEADROOM
 
     def __repr__(self) -> str:
         return (f"<SegmentContainer {self.container_id} {self.status.value} epoch={self.epoch} "
@@ -132,11 +135,9 @@ class SegmentContainer:
     async def start(self) -> None:
         """Opens the log (fencing older owners), recovers by replay, and starts accepting requests."""
         self.status = ContainerStatus.RECOVERING
-        self._barrier = asyncio.Event()
-        self._barrier.set()
         self.epoch = await self._log.open()
         found_checkpoint = await self._recover()
-        self._pending = PendingState(self._state)
+        self._pending = PendingState(self._state, self._log.max_append_size - 2 * _FRAME_HEADROOM)
         self.status = ContainerStatus.RUNNING
         if not found_checkpoint:
             await self._write_checkpoint()
@@ -196,25 +197,42 @@ class SegmentContainer:
             for future in frame.futures:
                 if not future.done():
                     future.set_exception(errors.ContainerUnavailable("", f"container failed: {error!r}"))
+        held, self._held = self._held or (), None
+        for _, future in held:
+            future.set_exception(errors.ContainerUnavailable("", f"container failed: {error!r}"))
         for segment in self._state.by_id.values():
             wake_readers(segment)
-        if self._barrier is not None:
-            self._barrier.set()
         if self._on_failure is not None:
             self._on_failure(self, error)
 
     # ------------------------------------------------------------------ the operation pipeline
 
-    async def _execute(self, decide: Callable[[PendingState], Decision]):
-        """Decides a mutation, logs it, and returns its result once durable and applied."""
-        if self._barrier is not None and not self._barrier.is_set():
-            await self._barrier.wait()
-        self._check_running()
-        decision = decide(self._pending)
+    def submit(self, decide: Callable[[PendingState], Decision]) -> asyncio.Future:
+        """Decides a mutation now (or, while a checkpoint is due, in arrival order after it).
+
+        Returns a future resolved with the decision's result once the operation is
+        durable and applied, or failed with the operating error that rejected it.
+        """
         future = asyncio.get_running_loop().create_future()
+        if self.status != ContainerStatus.RUNNING:
+            future.set_exception(errors.ContainerUnavailable("", f"container {self.container_id} is "
+                                                                 f"{self.status.value}"))
+        elif self._held is not None:
+            self._held.append((decide, future))
+        else:
+            self._decide(decide, future)
+        return future
+
+    def _decide(self, decide: Callable[[PendingState], Decision], future: asyncio.Future) -> None:
+        try:
+            decision = decide(self._pending)
+        except errors.SegmentStoreError as error:
+            future.set_exception(error)
+            return
         self._add_to_frame(decision, future)
-        await future
-        return decision.result
+
+    async def _execute(self, decide: Callable[[PendingState], Decision]):
+        return await self.submit(decide)
 
     def _check_running(self) -> None:
         if self.status != ContainerStatus.RUNNING:
@@ -273,33 +291,39 @@ class SegmentContainer:
                     woken.add(segment)
             for segment in woken:
                 wake_readers(segment)
-            for future in frame.futures:
+            for decision, future in zip(frame.decisions, frame.futures):
                 if not future.done():
-                    future.set_result(None)
+                    future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)
-        if self._operations_since_checkpoint >= self._checkpoint_every and self._barrier.is_set():
-            self._barrier.clear()
-            asyncio.get_running_loop().create_task(self._checkpoint_when_quiet())
+        if self._operations_since_checkpoint >= self._checkpoint_every and self._held is None:
+            self._held = deque()
+            if self._frame is not None:
+                self._flush()
+        if self._held is not None and not self._checkpoint_started and not self._in_flight and self._frame is None:
+            self._checkpoint_started = True
+            asyncio.get_running_loop().create_task(self._checkpoint_then_release())
 
-    async def _checkpoint_when_quiet(self) -> None:
-        """Runs with new mutations held at the barrier: waits for in-flight frames, then checkpoints."""
+    async def _checkpoint_then_release(self) -> None:
+        """Runs once every frame before the checkpoint is durable; then decides the held mutations."""
         try:
-            while (self._in_flight or self._frame is not None) and self._failure is None:
-                if self._frame is not None:
-                    self._flush()
-                await asyncio.sleep(0)
-            if self._failure is None:
-                await self._write_checkpoint()
-        finally:
-            self._barrier.set()
+            await self._write_checkpoint()
+        except errors.ContainerUnavailable:
+            return
+        held, self._held = self._held, None
+        self._checkpoint_started = False
+        for decide, future in held or ():
+            if self.status == ContainerStatus.RUNNING:
+                self._decide(decide, future)
+            else:
+                future.set_exception(errors.ContainerUnavailable("", "container stopped"))
 
     async def _write_checkpoint(self) -> None:
+        self._operations_since_checkpoint = 0
         decision = Decision(ops.Checkpoint(self._state.snapshot()), ())
         future = asyncio.get_running_loop().create_future()
         self._add_to_frame(decision, future)
         self._flush()
         await future
-        self._operations_since_checkpoint = 0
 
     # ------------------------------------------------------------------ mutations
 
@@ -386,8 +410,11 @@ class SegmentContainer:
         """
         read_size = min(MAX_READ_SIZE, max(8, max_length))
         deadline = None if wait_timeout is None else asyncio.get_running_loop().time() + wait_timeout
+        waited = False
         while True:
             segment = self._segment(name)
+            if waited and segment.sealed and offset >= segment.length:
+                raise errors.SegmentIsSealed(name)  # Java fails reads parked at the tail on seal
             result = _read_now(segment, offset, read_size)
             if result is not None:
                 return result
@@ -399,6 +426,7 @@ class SegmentContainer:
             finally:
                 if waiter in segment.waiters:
                     segment.waiters.remove(waiter)
+            waited = True
 
 
 def _read_now(segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult | None:
@@ -429,3 +457,15 @@ def _operation_size(operation) -> int:
     if isinstance(operation, ops.CreateSegment):
         return len(operation.name) * 3 + 64 + 24 * len(operation.attributes)
     return 32
+
+
+def transient_segments_to_expire(container: SegmentContainer, now_ms: int, idle_ms: int) -> list[str]:
+    """Transient segments idle for ``idle_ms`` or created by an earlier owner (epoch) of the container."""
+    names = []
+    for segment in list(container._state.by_id.values()):
+        if segment.segment_type != SegmentType.TRANSIENT:
+            continue
+        creation_epoch = segment.attributes.get(attrs.CREATION_EPOCH, 0)
+        if creation_epoch < container.epoch or now_ms - segment.last_modified >= idle_ms:
+            names.append(segment.name)
+    return names

@@ -76,8 +76,9 @@ class Decision(NamedTuple):
 
 
 class PendingState:
-    def __init__(self, state: ContainerState):
+    def __init__(self, state: ContainerState, max_operation_bytes: int):
         self._state = state
+        self._max_operation_bytes = max_operation_bytes
         self._overlays: dict[str, PendingSegment] = {}
         self._next_segment_id = state.next_segment_id
 
@@ -152,6 +153,9 @@ class PendingState:
 
     def _append(self, view: PendingSegment, data, updates=(), expected_offset: int | None = None) -> Decision:
         name = view.name
+        if len(data) > self._max_operation_bytes:
+            raise errors.IllegalArgument(name, f"an append of {len(data)} bytes exceeds the limit of "
+                                               f"{self._max_operation_bytes}")
         if view.sealed:
             raise errors.SegmentIsSealed(name)
         decided = attrs.decide(name, updates, view.attribute)
@@ -182,6 +186,8 @@ class PendingState:
             raise errors.SegmentIsTruncated(source_name, source.start_offset, 0)
         if source.segment_id == target.segment_id:
             raise errors.IllegalArgument(source_name, "a segment cannot be merged into itself")
+        if len(header) > self._max_operation_bytes:
+            raise errors.IllegalArgument(target_name, f"a merge header of {len(header)} bytes is too large")
         decided = attrs.decide(target_name, updates, target.attribute)
         operation = ops.Merge(target.segment_id, source.segment_id, target.length, source.length, header, decided)
         target.length += len(header) + source.length

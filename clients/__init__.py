@@ -1,0 +1,1 @@
+"""Everything that talks to a Tributary (or Pravega) server from outside: connections, SDK, loadgen."""

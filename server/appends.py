@@ -1,0 +1,171 @@
+"""The append path of one connection: writer states, dedup checks, acks in order.
+
+Theory of operation (protocol reference §3.4). SetupAppend registers a writer
+on this connection with the last event number the segment stores for it. Each
+append (AppendBlockEnd, ConditionalAppend, ConditionalBlockEnd) is checked in
+Java's order; connection-level violations close the connection. The append is
+submitted to the container with two attribute updates decided atomically with
+it: the writer's attribute ``ReplaceIfEquals(new=eventNumber, expected=prev)``
+(dedup and fencing of zombie writers) and ``EVENT_COUNT += numEvents``.
+
+Submission is synchronous (no task per append): the container returns a
+future. Replies for one writer go out strictly in submission order even though
+a rejected append fails at once while earlier ones are still being logged: each
+writer keeps a queue of outstanding appends and replies leave from its head.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Callable
+
+from wire import commands as wc
+from wire.envelope import envelope_header
+
+from . import errors
+from .containers import attributes as attrs
+from .replies import CloseConnection
+
+_NOT_STORED = None
+
+
+class WriterState:
+    """One writer registered on this connection."""
+
+    __slots__ = ("writer_id", "segment", "container", "last_stored", "last_acked", "last_seen", "outstanding",
+                 "failed")
+
+    def __init__(self, writer_id: uuid.UUID, segment: str, container, last_event_number: int):
+        self.writer_id = writer_id
+        self.segment = segment
+        self.container = container
+        self.last_stored = last_event_number  # highest event number submitted
+        self.last_acked = last_event_number
+        self.last_seen = 0  # the decoder's per-connection monotonicity counter starts at 0
+        self.outstanding: deque = deque()  # (future, append) in submission order
+        self.failed = False
+
+
+class _Append:
+    __slots__ = ("event_number", "previous", "request_id", "conditional", "size")
+
+    def __init__(self, event_number: int, previous: int, request_id: int, conditional: bool, size: int):
+        self.event_number = event_number
+        self.previous = previous
+        self.request_id = request_id
+        self.conditional = conditional
+        self.size = size
+
+
+class AppendProcessor:
+    """Handles SetupAppend and appends for one connection.
+
+    ``send(reply)`` writes a reply; ``close(reason)`` closes the connection;
+    ``on_bytes_settled(n)`` tells the connection ``n`` append bytes are no longer outstanding.
+    """
+
+    def __init__(self, container_for: Callable, send: Callable, close: Callable,
+                 on_bytes_settled: Callable[[int], None]):
+        self._container_for = container_for
+        self._send = send
+        self._close = close
+        self._settled = on_bytes_settled
+        self._writers: dict[uuid.UUID, WriterState] = {}
+
+    def setup_append(self, command: wc.SetupAppend):
+        """Returns AppendSetup (or an error reply) for a SetupAppend."""
+        try:
+            container = self._container_for(command.segment)
+            last = container.get_attribute(command.segment, command.writer_id)
+        except errors.NoSuchSegment:
+            return wc.NoSuchSegment(command.request_id, command.segment, "", -1)
+        except errors.WrongHost:
+            return wc.WrongHost(command.request_id, command.segment, "", "")
+        except errors.ContainerUnavailable as error:
+            raise CloseConnection(str(error)) from error
+        self._writers[command.writer_id] = WriterState(command.writer_id, command.segment, container, last)
+        return wc.AppendSetup(command.request_id, command.segment, command.writer_id, last)
+
+    def append_block_end(self, command: wc.AppendBlockEnd) -> int:
+        return self._append(command.writer_id, command.last_event_number, command.num_events, command.data,
+                            command.request_id, None)
+
+    def conditional_append(self, command: wc.ConditionalAppend) -> int:
+        data = envelope_header(len(command.data)) + bytes(command.data)
+        return self._append(command.writer_id, command.event_number, 1, data, command.request_id,
+                            command.expected_offset)
+
+    def conditional_block_end(self, command: wc.ConditionalBlockEnd) -> int:
+        return self._append(command.writer_id, command.event_number, 1, command.data, command.request_id,
+                            command.expected_offset)
+
+    def _append(self, writer_id: uuid.UUID, event_number: int, event_count: int, data, request_id: int,
+                expected_offset: int | None) -> int:
+        """Submits one append; returns the bytes now outstanding for it. Raises CloseConnection."""
+        state = self._writers.get(writer_id)
+        if state is None:
+            raise CloseConnection(f"append from writer {writer_id} without SetupAppend")
+        if event_number < state.last_seen:
+            raise CloseConnection(f"event numbers of writer {writer_id} went backwards")
+        if state.failed:
+            raise CloseConnection(f"append from writer {writer_id} after a failed append, without SetupAppend")
+        if event_number < state.last_stored:
+            raise CloseConnection(f"event {event_number} of writer {writer_id} was already appended")
+        state.last_seen = event_number
+        previous, state.last_stored = state.last_stored, event_number
+        updates = (attrs.AttributeUpdate(writer_id, attrs.REPLACE_IF_EQUALS, event_number, previous),
+                   attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
+        segment = state.segment
+        future = state.container.submit(
+            lambda pending: pending.append(segment, data, updates, expected_offset))
+        append = _Append(event_number, previous, request_id, expected_offset is not None, len(data))
+        state.outstanding.append((future, append))
+        future.add_done_callback(lambda _: self._drain(state))
+        return len(data)
+
+    def _drain(self, state: WriterState) -> None:
+        """Sends the replies of this writer's finished appends, oldest first."""
+        outstanding = state.outstanding
+        while outstanding and outstanding[0][0].done():
+            future, append = outstanding.popleft()
+            self._settled(append.size)
+            if future.cancelled():
+                continue
+            error = future.exception()
+            try:
+                if error is None:
+                    self._acknowledge(state, append, future.result() + append.size)
+                else:
+                    self._reject(state, append, error)
+            except CloseConnection as close:
+                self._close(str(close))
+                return
+
+    def _acknowledge(self, state: WriterState, append: _Append, new_length: int) -> None:
+        previous = state.last_acked
+        state.last_acked = max(previous, append.event_number)
+        if previous < append.event_number:
+            self._send(wc.DataAppended(state.writer_id, append.event_number, previous, append.request_id,
+                                       new_length))
+
+    def _reject(self, state: WriterState, append: _Append, error: BaseException) -> None:
+        segment = state.segment
+        if isinstance(error, errors.BadOffset) and append.conditional:
+            self._send(wc.ConditionalCheckFailed(state.writer_id, append.event_number, append.request_id))
+            if not state.outstanding:
+                state.last_stored = state.last_acked
+            return
+        if isinstance(error, errors.BadAttributeUpdate):
+            self._send(wc.InvalidEventNumber(state.writer_id, append.request_id, "", append.event_number))
+            raise CloseConnection(f"writer {state.writer_id} is not the owner of its event numbers on {segment}")
+        state.failed = True
+        self._writers.pop(state.writer_id, None)
+        if isinstance(error, errors.NoSuchSegment):
+            self._send(wc.NoSuchSegment(append.request_id, segment, "", -1))
+        elif isinstance(error, errors.SegmentIsSealed):
+            self._send(wc.SegmentIsSealed(append.request_id, segment, "", append.event_number))
+        elif isinstance(error, errors.WrongHost):
+            self._send(wc.WrongHost(append.request_id, segment, "", ""))
+        else:
+            raise CloseConnection(f"append to {segment} failed: {error!r}")

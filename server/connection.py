@@ -1,0 +1,223 @@
+"""One client connection: decoding, dispatch in arrival order, replies, flow control.
+
+Theory of operation. Bytes go into a ``wire.Decoder``. Each decoded command is
+dispatched with ``loop.call_soon`` so commands are taken strictly in arrival
+order, whatever their kind:
+
+* Hello, KeepAlive and SetupAppend are answered at once;
+* appends are submitted to their container synchronously (no task) and
+  acknowledged from callbacks, in order per writer (``server.appends``);
+* every other request runs as a task whose first step decides its effect, so
+  a tail read waiting for data never blocks later frames.
+
+A protocol violation or an error without a reply closes this connection only.
+Flow control: reading pauses while the append bytes not yet acknowledged, or
+the transport's unsent output, exceed their limits, so a fast writer or a slow
+reader cannot grow server memory without bound. Closing the connection deletes
+the transient segments created on it that were not merged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+import wire
+from wire import commands as wc
+
+from . import errors
+from .appends import AppendProcessor
+from .handlers import RequestHandlers
+from .replies import CloseConnection
+
+log = logging.getLogger("tributary.connection")
+
+_IMMEDIATE = frozenset({wc.Hello, wc.KeepAlive, wc.SetupAppend})
+_APPENDS = frozenset({wc.AppendBlockEnd, wc.ConditionalAppend, wc.ConditionalBlockEnd})
+
+
+class ConnectionLimits:
+    def __init__(self, *, append_bytes_outstanding_max: int = 64 * 1024 * 1024,
+                 write_buffer_high: int = 8 * 1024 * 1024, tail_read_timeout: float = 60.0,
+                 max_frame_size: int = wire.MAX_WIRECOMMAND_SIZE):
+        self.append_bytes_outstanding_max = append_bytes_outstanding_max
+        self.write_buffer_high = write_buffer_high
+        self.tail_read_timeout = tail_read_timeout
+        self.max_frame_size = max_frame_size
+
+
+class SegmentStoreConnection(asyncio.Protocol):
+    def __init__(self, container_for: Callable, limits: ConnectionLimits, on_closed: Callable | None = None):
+        self._container_for = container_for
+        self._limits = limits
+        self._on_closed = on_closed
+        self._decoder = wire.Decoder(limits.max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_event_loop()
+        self._transients: set[str] = set()
+        self._appends = AppendProcessor(container_for, self.send, self.close, self._append_bytes_settled)
+        self._handlers = RequestHandlers(container_for, tail_read_timeout=limits.tail_read_timeout,
+                                         transients=self._transients)
+        self._tasks: set[asyncio.Task] = set()
+        self._append_bytes_outstanding = 0
+        self._paused_for_appends = False
+        self._paused_for_writes = False
+        self._closed = False
+        self.peer = None
+
+    def __repr__(self) -> str:
+        return f"<SegmentStoreConnection {self.peer} closed={self._closed}>"
+
+    # ------------------------------------------------------------------ transport callbacks
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        self.peer = transport.get_extra_info("peername")
+        transport.set_write_buffer_limits(high=self._limits.write_buffer_high)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._decoder.feed(data)
+        call_soon = self._loop.call_soon
+        try:
+            while (command := self._decoder.next_command()) is not None:
+                call_soon(self._dispatch, command)
+        except wire.ProtocolError as error:
+            call_soon(self._close_after_pending, f"protocol error: {error}")
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, error) -> None:
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        self._delete_transients()
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    def pause_writing(self) -> None:
+        self._paused_for_writes = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_for_writes = False
+        self._update_reading()
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, command) -> None:
+        if self._closed:
+            return
+        kind = type(command)
+        try:
+            if kind in _APPENDS:
+                self._append(command)
+            elif kind in _IMMEDIATE:
+                self._answer_now(command)
+            else:
+                task = self._loop.create_task(self._answer_later(command))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except CloseConnection as close:
+            self.close(str(close))
+
+    def _append(self, command) -> None:
+        kind = type(command)
+        if kind is wc.AppendBlockEnd:
+            size = self._appends.append_block_end(command)
+        elif kind is wc.ConditionalAppend:
+            size = self._appends.conditional_append(command)
+        else:
+            size = self._appends.conditional_block_end(command)
+        self._append_bytes_outstanding += size
+        if self._append_bytes_outstanding > self._limits.append_bytes_outstanding_max:
+            self._paused_for_appends = True
+            self._update_reading()
+
+    def _answer_now(self, command) -> None:
+        if type(command) is wc.Hello:
+            self.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
+            if command.low_version > wire.WIRE_VERSION or command.high_version < wire.OLDEST_COMPATIBLE_VERSION:
+                self.close(f"incompatible client versions {command.low_version}..{command.high_version}")
+        elif type(command) is wc.KeepAlive:
+            self.send(wc.KeepAlive())
+        else:
+            self.send(self._appends.setup_append(command))
+
+    async def _answer_later(self, command) -> None:
+        try:
+            reply = await self._handlers.handle(command)
+        except CloseConnection as close:
+            self.close(str(close))
+            return
+        except errors.ContainerUnavailable as error:
+            self.close(f"container unavailable: {error}")
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug: this connection closes, the server stays up
+            log.exception("request handler failed", extra={"request": type(command).__name__})
+            self.close("internal error")
+            return
+        self.send(reply)
+
+    # ------------------------------------------------------------------ output and lifecycle
+
+    def send(self, reply) -> None:
+        if not self._closed and self._transport is not None:
+            self._transport.writelines(wire.encode_parts(reply))
+
+    def close(self, reason: str = "") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if reason:
+            log.info("closing connection", extra={"peer": str(self.peer), "reason": reason})
+        if self._transport is not None:
+            self._transport.close()
+
+    def _close_after_pending(self, reason: str, grace_seconds: float = 2.0) -> None:
+        """Stops reading, lets the requests and appends already taken finish (bounded), then closes."""
+        if self._closed or self._transport is None:
+            return
+        self._transport.pause_reading()
+
+        async def close_when_settled():
+            deadline = self._loop.time() + grace_seconds
+            while (self._tasks or self._append_bytes_outstanding) and self._loop.time() < deadline:
+                await asyncio.sleep(0.005)
+            self.close(reason)
+
+        self._loop.create_task(close_when_settled())
+
+    def _append_bytes_settled(self, size: int) -> None:
+        self._append_bytes_outstanding -= size
+        if self._paused_for_appends and self._append_bytes_outstanding <= self._limits.append_bytes_outstanding_max // 2:
+            self._paused_for_appends = False
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self._transport is None or self._closed:
+            return
+        if self._paused_for_appends or self._paused_for_writes:
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
+
+    def _delete_transients(self) -> None:
+        for name in list(self._transients):
+            try:
+                container = self._container_for(name)
+                future = container.submit(lambda pending, name=name: pending.delete(name))
+                future.add_done_callback(_ignore_outcome)
+            except errors.SegmentStoreError:
+                pass
+        self._transients.clear()
+
+
+def _ignore_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

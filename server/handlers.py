@@ -1,0 +1,353 @@
+"""Request handlers: one coroutine per request type, answering with exactly one reply.
+
+Each handler names the segment and offset its error replies carry (protocol
+reference §3.5-3.10); :func:`replies.error_reply` turns the operating error
+into the reply. Handlers never touch the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from wire import commands as wc
+from wire import naming
+from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
+
+from . import errors
+from .containers import attributes as attrs
+from .containers.metadata import SegmentType
+from .containers.table import check_key, parse_entries
+from .replies import CloseConnection, error_reply
+
+MAX_TABLE_REPLY_BYTES = 2 * 1024 * 1024
+MAX_SEGMENT_NAME_LENGTH = 2048
+
+
+def check_segment_name(name: str) -> None:
+    """Segment names are non-empty, bounded, printable and free of path tricks."""
+    if (not name or len(name) > MAX_SEGMENT_NAME_LENGTH or not name.isprintable()
+            or name.startswith("/") or "//" in name or any(part in (".", "..") for part in name.split("/"))):
+        raise errors.IllegalArgument(name, f"invalid segment name {name[:100]!r}")
+
+
+class RequestHandlers:
+    """The non-append requests of one connection."""
+
+    def __init__(self, container_for: Callable, *, tail_read_timeout: float, transients: set):
+        self._container_for = container_for
+        self._tail_read_timeout = tail_read_timeout
+        self._transients = transients  # transient segments created on this connection
+        self.table = {
+            wc.ReadSegment: self.read_segment,
+            wc.GetStreamSegmentInfo: self.get_stream_segment_info,
+            wc.CreateSegment: self.create_segment,
+            wc.SealSegment: self.seal_segment,
+            wc.SealTableSegment: self.seal_segment,
+            wc.TruncateSegment: self.truncate_segment,
+            wc.DeleteSegment: self.delete_segment,
+            wc.UpdateSegmentPolicy: self.update_segment_policy,
+            wc.GetSegmentAttribute: self.get_segment_attribute,
+            wc.UpdateSegmentAttribute: self.update_segment_attribute,
+            wc.CreateTransientSegment: self.create_transient_segment,
+            wc.MergeSegments: self.merge_segments,
+            wc.MergeTableSegments: self.merge_segments,
+            wc.MergeSegmentsWithHeader: self.merge_segments,
+            wc.MergeSegmentsBatch: self.merge_segments_batch,
+            wc.CreateTableSegment: self.create_table_segment,
+            wc.DeleteTableSegment: self.delete_table_segment,
+            wc.GetTableSegmentInfo: self.get_table_segment_info,
+            wc.UpdateTableEntries: self.update_table_entries,
+            wc.RemoveTableKeys: self.remove_table_keys,
+            wc.ReadTable: self.read_table,
+            wc.ReadTableKeys: self.read_table_keys,
+            wc.ReadTableEntries: self.read_table_entries,
+            wc.ReadTableEntriesDelta: self.read_table_entries_delta,
+            wc.FlushToStorage: self.flush_to_storage,
+            wc.ListStorageChunks: self.list_storage_chunks,
+            wc.LocateOffset: self.locate_offset,
+        }
+
+    async def handle(self, command):
+        """Returns the reply to ``command``. Raises CloseConnection when it has none."""
+        handler = self.table.get(type(command))
+        if handler is None:
+            raise CloseConnection(f"{type(command).__name__} is not a request this server handles")
+        return await handler(command)
+
+    # ------------------------------------------------------------------ segments
+
+    async def read_segment(self, command: wc.ReadSegment):
+        segment, offset, request_id = command.segment, command.offset, command.request_id
+        try:
+            if offset < 0:
+                raise errors.IllegalArgument(segment, f"negative read offset {offset}")
+            result = await self._container_for(segment).read(segment, offset, command.suggested_length,
+                                                             self._tail_read_timeout)
+        except asyncio.TimeoutError:
+            raise CloseConnection(f"tail read of {segment} at {offset} waited too long") from None
+        except errors.SegmentStoreError as error:
+            return error_reply(error, request_id, segment, offset)
+        return wc.SegmentRead(segment, offset, result.at_tail, result.end_of_segment, result.data(), request_id)
+
+    async def get_stream_segment_info(self, command: wc.GetStreamSegmentInfo):
+        name = command.segment_name
+        try:
+            info = self._container_for(name).get_info(name)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name)
+        return wc.StreamSegmentInfo(command.request_id, name, True, info.sealed, False, info.last_modified,
+                                    info.length, info.start_offset)
+
+    async def create_segment(self, command: wc.CreateSegment):
+        name = command.segment
+        attributes = {attrs.SCALE_POLICY_TYPE: command.scale_type, attrs.SCALE_POLICY_RATE: command.target_rate,
+                      attrs.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}
+        return await self._mutate(command, name, lambda container: container.create_segment(
+            name, SegmentType.STREAM, attributes), wc.SegmentCreated(command.request_id, name), check_name=True)
+
+    async def create_table_segment(self, command: wc.CreateTableSegment):
+        name = command.segment
+        return await self._mutate(command, name, lambda container: container.create_segment(
+            name, SegmentType.TABLE, {attrs.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}),
+            wc.SegmentCreated(command.request_id, name), check_name=True)
+
+    async def seal_segment(self, command):
+        name = command.segment
+        return await self._mutate(command, name, lambda container: container.seal(name),
+                                  wc.SegmentSealed(command.request_id, name))
+
+    async def truncate_segment(self, command: wc.TruncateSegment):
+        name, offset = command.segment, command.truncation_offset
+        return await self._mutate(command, name, lambda container: container.truncate(name, offset),
+                                  wc.SegmentTruncated(command.request_id, name), error_offset=offset)
+
+    async def delete_segment(self, command: wc.DeleteSegment):
+        name = command.segment
+        self._transients.discard(name)
+        return await self._mutate(command, name, lambda container: container.delete(name),
+                                  wc.SegmentDeleted(command.request_id, name))
+
+    async def update_segment_policy(self, command: wc.UpdateSegmentPolicy):
+        name = command.segment
+        updates = (attrs.AttributeUpdate(attrs.SCALE_POLICY_TYPE, attrs.REPLACE, command.scale_type),
+                   attrs.AttributeUpdate(attrs.SCALE_POLICY_RATE, attrs.REPLACE, command.target_rate))
+        return await self._mutate(command, name, lambda container: container.update_attributes(name, updates),
+                                  wc.SegmentPolicyUpdated(command.request_id, name))
+
+    async def get_segment_attribute(self, command: wc.GetSegmentAttribute):
+        name = command.segment_name
+        try:
+            value = self._container_for(name).get_attribute(name, command.attribute_id)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name)
+        return wc.SegmentAttribute(command.request_id, value)
+
+    async def update_segment_attribute(self, command: wc.UpdateSegmentAttribute):
+        name = command.segment_name
+        update = attrs.AttributeUpdate(command.attribute_id, attrs.REPLACE_IF_EQUALS, command.new_value,
+                                       command.expected_value)
+        return await self._mutate(command, name, lambda container: container.update_attributes(name, (update,)),
+                                  wc.SegmentAttributeUpdated(command.request_id, True))
+
+    async def create_transient_segment(self, command: wc.CreateTransientSegment):
+        parent = command.parent_segment
+        try:
+            check_segment_name(parent)
+            name = await self._container_for(parent).create_transient_segment(parent, command.writer_id)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, parent, operation="createTransientSegment")
+        self._transients.add(name)
+        return wc.SegmentCreated(command.request_id, name)
+
+    async def merge_segments(self, command):
+        target, source = command.target, command.source
+        header = getattr(command, "header", b"")
+        updates = [attrs.AttributeUpdate(update.attribute_id, update.update_type, update.new_value,
+                                         update.old_value)
+                   for update in getattr(command, "attribute_updates", ())]
+        try:
+            container = self._container_for(target)
+            updates.append(attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE,
+                                                 _source_event_count(container, source)))
+            length = await container.merge(target, source, updates, header)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, source, operation="mergeSegments")
+        self._transients.discard(source)
+        return wc.SegmentsMerged(command.request_id, target, source, length)
+
+    async def merge_segments_batch(self, command: wc.MergeSegmentsBatch):
+        target = command.target_segment_id
+        merged = []
+        try:
+            container = self._container_for(target)
+            for source in command.source_segment_ids:
+                try:
+                    count = _source_event_count(container, source)
+                    update = attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, count)
+                    length = await container.merge(target, source, (update,))
+                except errors.NoSuchSegment:
+                    # Already merged (a retried commit) or never existed: counts as merged.
+                    length = container.get_info(target).length
+                merged.append(wc.MergedSource(source, length))
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, target, operation="mergeSegmentsBatch")
+        return wc.SegmentsBatchMerged(command.request_id, target, merged)
+
+    async def _mutate(self, command, name: str, action, success, *, error_offset: int = -1, check_name=False):
+        try:
+            if check_name:
+                check_segment_name(name)
+            await action(self._container_for(name))
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, error_offset)
+        return success
+
+    # ------------------------------------------------------------------ tables
+
+    async def delete_table_segment(self, command: wc.DeleteTableSegment):
+        name = command.segment
+        try:
+            container = self._container_for(name)
+            if command.must_be_empty and container.get_info(name).table_entry_count > 0:
+                raise errors.TableSegmentNotEmpty(name)
+            await container.delete(name)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name)
+        return wc.SegmentDeleted(command.request_id, name)
+
+    async def get_table_segment_info(self, command: wc.GetTableSegmentInfo):
+        name = command.segment_name
+        try:
+            segment = self._container_for(name).table(name)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="getTableSegmentInfo")
+        return wc.TableSegmentInfo(command.request_id, name, segment.start_offset, segment.length,
+                                   segment.table.entry_count, 0)
+
+    async def update_table_entries(self, command: wc.UpdateTableEntries):
+        name, offset = command.segment, command.table_segment_offset
+        try:
+            entries = []
+            for entry in command.entries:
+                check_key(entry.key, entry.value)
+                entries.append((bytes(entry.key), entry.version, bytes(entry.value)))
+            versions = await self._container_for(name).update_table(name, entries, offset)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, offset, operation="updateTableEntries")
+        return wc.TableEntriesUpdated(command.request_id, versions)
+
+    async def remove_table_keys(self, command: wc.RemoveTableKeys):
+        name, offset = command.segment, command.table_segment_offset
+        try:
+            keys = []
+            for key in command.keys:
+                check_key(key.key)
+                keys.append((bytes(key.key), key.version))
+            await self._container_for(name).remove_table_keys(name, keys, offset)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, offset, operation="removeTableKeys")
+        return wc.TableKeysRemoved(command.request_id, name)
+
+    async def read_table(self, command: wc.ReadTable):
+        name = command.segment
+        try:
+            index = self._container_for(name).table(name).table
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="readTable")
+        entries = []
+        for key in command.keys:
+            found = index.get(bytes(key.key))
+            if found is None:
+                entries.append(wc.TableEntry(key.key, NOT_EXISTS, b""))
+            else:
+                entries.append(wc.TableEntry(key.key, found[0], found[1]))
+        return wc.TableRead(command.request_id, name, entries)
+
+    async def read_table_keys(self, command: wc.ReadTableKeys):
+        name = command.segment
+        try:
+            index = self._container_for(name).table(name).table
+            items, token = index.page(command.continuation_token, command.suggested_key_count,
+                                      MAX_TABLE_REPLY_BYTES)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="readTableKeys")
+        return wc.TableKeysRead(command.request_id, name, [wc.TableKey(key, version) for key, version, _ in items],
+                                token)
+
+    async def read_table_entries(self, command: wc.ReadTableEntries):
+        name = command.segment
+        try:
+            index = self._container_for(name).table(name).table
+            items, token = index.page(command.continuation_token, command.suggested_entry_count,
+                                      MAX_TABLE_REPLY_BYTES)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="readTableEntries")
+        entries = [wc.TableEntry(key, version, value) for key, version, value in items]
+        return wc.TableEntriesRead(command.request_id, name, entries, token)
+
+    async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
+        name, start = command.segment, command.from_position
+        try:
+            segment = self._container_for(name).table(name)
+            end = segment.length
+            if start > end or start < 0:
+                raise errors.IllegalArgument(name, f"position {start} is beyond the table's length {end}")
+            data = b"".join(segment.data.read(max(start, segment.start_offset), end - start))
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="readTableEntriesDelta")
+        return _delta_page(command, name, data, max(start, segment.start_offset), end)
+
+    # ------------------------------------------------------------------ admin
+
+    async def flush_to_storage(self, command: wc.FlushToStorage):
+        # Everything acknowledged is durable in Tier-1; there is no Tier-2 to flush to yet.
+        return wc.StorageFlushed(command.request_id)
+
+    async def list_storage_chunks(self, command: wc.ListStorageChunks):
+        name = command.segment
+        try:
+            self._container_for(name).get_info(name)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name)
+        return wc.StorageChunksListed(command.request_id, ())
+
+    async def locate_offset(self, command: wc.LocateOffset):
+        name = command.segment
+        try:
+            info = self._container_for(name).get_info(name)
+        except errors.SegmentStoreError as error:
+            return error_reply(error, command.request_id, name, operation="locateOffset")
+        return wc.OffsetLocated(command.request_id, name, info.length)
+
+
+def _source_event_count(container, source: str) -> int:
+    """What merging ``source`` adds to the target's EVENT_COUNT (a transient source counts as 1)."""
+    if naming.is_transient_segment(source):
+        return 1
+    try:
+        count = container.get_attribute(source, attrs.EVENT_COUNT)
+    except errors.NoSuchSegment:
+        return 0
+    return 0 if count == NULL_ATTRIBUTE_VALUE else count
+
+
+def _delta_page(command: wc.ReadTableEntriesDelta, name: str, data: bytes, base: int, end: int):
+    """The change-log page from ``base`` (Java's semantics, protocol reference §3.8.8)."""
+    page: dict = {}
+    page_bytes, last_position, reached_end = 0, 0, True
+    for entry in parse_entries(data, base):
+        if len(page) >= command.suggested_entry_count or page_bytes >= MAX_TABLE_REPLY_BYTES:
+            break
+        following = entry.version + entry.size
+        last_position, reached_end = following, following >= end
+        if entry.value is None:
+            page.pop(entry.key, None)
+        else:
+            page[entry.key] = wc.TableEntry(entry.key, entry.version, entry.value)
+            page_bytes += entry.size
+    return wc.TableEntriesDeltaRead(command.request_id, name, list(page.values()), False, reached_end,
+                                    last_position)
+
+
+__all__ = ["RequestHandlers", "check_segment_name"]

@@ -1,0 +1,160 @@
+"""The segment store service: its containers, its listener, and their lifecycle.
+
+All containers of the configured count run in this process (the embedded
+form); each has its own Tier-1 log under ``<data dir>/tier1/container-<id>``.
+The container count is fixed per data directory: it decides which container
+owns which segment, so starting with another count is refused. A container
+whose log fails is replaced by a new instance that recovers from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from wire import naming
+
+from . import errors
+from .config import SegmentStoreConfig
+from .connection import ConnectionLimits, SegmentStoreConnection
+from .containers.container import ContainerStatus, SegmentContainer, transient_segments_to_expire
+from .tier1 import LocalDurableDataLog
+
+log = logging.getLogger("tributary.segmentstore")
+_LAYOUT_FILE = "segmentstore.json"
+_RESTART_DELAY_SECONDS = 0.5
+
+
+class StartupError(Exception):
+    """The service cannot start (busy port, unusable data dir, changed container count)."""
+
+
+class SegmentStoreService:
+    def __init__(self, config: SegmentStoreConfig):
+        self.config = config
+        self.containers: dict[int, SegmentContainer] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[SegmentStoreConnection] = set()
+        self._background: set[asyncio.Task] = set()
+        self._stopping = False
+        self.port = config.port
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Recovers every container, then starts listening. Raises StartupError."""
+        self._prepare_data_dir()
+        await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
+        limits = ConnectionLimits(append_bytes_outstanding_max=self.config.append_bytes_outstanding_max,
+                                  write_buffer_high=self.config.write_buffer_high,
+                                  tail_read_timeout=self.config.tail_read_timeout)
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: self._track(SegmentStoreConnection(self.container_for, limits, self._forget)),
+                self.config.host, self.config.port, reuse_address=True)
+        except OSError as error:
+            await self._stop_containers()
+            raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {error.strerror}") from error
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._spawn(self._expire_transients_forever())
+        log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
+                                                    "containers": self.config.container_count})
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        for task in list(self._background):
+            task.cancel()
+        await self._stop_containers()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _stop_containers(self) -> None:
+        await asyncio.gather(*(container.stop() for container in self.containers.values()),
+                             return_exceptions=True)
+
+    def _prepare_data_dir(self) -> None:
+        data_dir = self.config.data_dir
+        try:
+            (data_dir / "tier1").mkdir(parents=True, exist_ok=True)
+            layout_file = data_dir / _LAYOUT_FILE
+            if layout_file.exists():
+                layout = json.loads(layout_file.read_text())
+                if layout.get("container_count") != self.config.container_count:
+                    raise StartupError(f"{data_dir} was created with {layout.get('container_count')} containers; "
+                                       f"it cannot be opened with {self.config.container_count}")
+            else:
+                temporary = layout_file.with_suffix(".tmp")
+                temporary.write_text(json.dumps({"container_count": self.config.container_count}))
+                temporary.replace(layout_file)
+        except OSError as error:
+            raise StartupError(f"data dir {data_dir} is not usable: {error.strerror or error}") from error
+
+    async def _start_container(self, container_id: int) -> None:
+        directory = self.config.data_dir / "tier1" / f"container-{container_id}"
+        durable_log = LocalDurableDataLog(directory, file_size=self.config.log_file_size)
+        container = SegmentContainer(container_id, durable_log, on_failure=self._container_failed,
+                                     checkpoint_every_operations=self.config.checkpoint_every_operations)
+        self.containers[container_id] = container
+        await container.start()
+
+    def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
+        if not self._stopping:
+            self._spawn(self._restart(container))
+
+    async def _restart(self, failed: SegmentContainer) -> None:
+        """Replaces a failed container with a new instance recovered from its log."""
+        try:
+            await failed.stop()
+        except Exception:  # the failed log may refuse to close cleanly; the new owner fences it
+            log.warning("failed container did not stop cleanly", extra={"container": failed.container_id})
+        while not self._stopping:
+            await asyncio.sleep(_RESTART_DELAY_SECONDS)
+            try:
+                await self._start_container(failed.container_id)
+                return
+            except Exception as error:
+                log.error("container restart failed", extra={"container": failed.container_id, "error": repr(error)})
+
+    # ------------------------------------------------------------------ routing
+
+    def container_for(self, segment: str) -> SegmentContainer:
+        """The running container that owns ``segment``. Raises ContainerUnavailable."""
+        container = self.containers.get(naming.container_of(segment, self.config.container_count))
+        if container is None or container.status != ContainerStatus.RUNNING:
+            raise errors.ContainerUnavailable(segment, f"the container of {segment} is not running")
+        return container
+
+    # ------------------------------------------------------------------ connections and housekeeping
+
+    def _track(self, connection: SegmentStoreConnection) -> SegmentStoreConnection:
+        self._connections.add(connection)
+        return connection
+
+    def _forget(self, connection: SegmentStoreConnection) -> None:
+        self._connections.discard(connection)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _expire_transients_forever(self) -> None:
+        idle_ms = int(self.config.transient_idle_seconds * 1000)
+        while True:
+            now_ms = int(time.time() * 1000)
+            for container in list(self.containers.values()):
+                if container.status != ContainerStatus.RUNNING:
+                    continue
+                for name in transient_segments_to_expire(container, now_ms, idle_ms):
+                    try:
+                        await container.delete(name)
+                    except errors.SegmentStoreError:
+                        pass
+            await asyncio.sleep(min(30.0, max(0.05, self.config.transient_idle_seconds / 4)))

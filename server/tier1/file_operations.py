@@ -1,0 +1,147 @@
+"""The narrow seam between the local log and the operating system (habit 8).
+
+Every byte the local log reads or writes, every sync and every metadata replacement goes
+through one ``FileOperations`` object passed to its constructor. ``faulty.FaultyFileOperations``
+wraps it to inject the faults we promise to survive (failed fsync, torn write, crash point,
+latency). All methods are blocking and run on the log's own threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+PREALLOCATION_CHUNK_BYTES = 1 << 20
+
+_ZEROS = bytes(PREALLOCATION_CHUNK_BYTES)
+
+
+class FileOperations:
+    """Plain POSIX file I/O, as the local log needs it."""
+
+    def open_for_update(self, path: str) -> int:
+        """Opens an existing file for reading and in-place writing."""
+        return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+
+    def open_for_reading(self, path: str) -> int:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def read(self, fd: int, size: int, offset: int) -> bytes:
+        """Reads up to ``size`` bytes at ``offset``; fewer only at the end of the file."""
+        data = os.pread(fd, size, offset)
+        if len(data) == size or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, offset + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def write(self, fd: int, buffers: Sequence, offset: int) -> None:
+        """Writes every buffer back to back at ``offset`` (one pwritev per IOV_MAX buffers).
+
+        Raises OSError unless all bytes were written.
+        """
+        index = 0
+        while index < len(buffers):
+            chunk = buffers[index:index + IOV_MAX]
+            written = os.pwritev(fd, chunk, offset)
+            expected = sum(len(buffer) for buffer in chunk)
+            if written < expected:
+                # Short writes are rare on regular files (a signal, a full disk); finish by hand.
+                self._write_remainder(fd, chunk, offset, written)
+            offset += expected
+            index += IOV_MAX
+
+    def _write_remainder(self, fd: int, chunk: Sequence, offset: int, written: int) -> None:
+        skip = written
+        position = offset + written
+        for buffer in chunk:
+            view = memoryview(buffer).cast("B")
+            if skip >= len(view):
+                skip -= len(view)
+                continue
+            view = view[skip:]
+            skip = 0
+            while view:
+                count = os.pwrite(fd, view, position)
+                if count == 0:
+                    raise OSError("pwrite wrote nothing")
+                view = view[count:]
+                position += count
+
+    def sync(self, fd: int) -> None:
+        """Makes written data durable (fdatasync: preallocated files need no size update)."""
+        os.fdatasync(fd)
+
+    def create_preallocated(self, path: str, temporary_path: str, size: int) -> None:
+        """Creates ``path`` holding ``size`` zero bytes, written and fsync'd, then renamed in place.
+
+        Writing real zeros once (not fallocate) makes later overwrites pure data writes whose
+        fdatasync commits no file metadata (PERF-NOTES: 1.3-2x faster than appending).
+        """
+        fd = os.open(temporary_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            offset = 0
+            while offset < size:
+                count = min(PREALLOCATION_CHUNK_BYTES, size - offset)
+                os.pwrite(fd, _ZEROS[:count] if count < PREALLOCATION_CHUNK_BYTES else _ZEROS, offset)
+                offset += count
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary_path, path)
+        self.sync_directory(os.path.dirname(path))
+
+    def replace_file(self, path: str, data: bytes) -> int:
+        """Atomically replaces ``path`` with ``data``: temp file, fsync, rename, fsync directory.
+
+        Returns:
+            The inode number of the new file (the log watches it to notice another owner).
+        """
+        temporary_path = path + ".tmp"
+        fd = os.open(temporary_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            inode = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        os.rename(temporary_path, path)
+        self.sync_directory(os.path.dirname(path))
+        return inode
+
+    def read_file(self, path: str) -> bytes | None:
+        """The whole content of a small file, or None if it does not exist."""
+        try:
+            with open(path, "rb") as file:
+                return file.read()
+        except FileNotFoundError:
+            return None
+
+    def inode(self, path: str) -> int:
+        """The inode number behind ``path``; raises FileNotFoundError if it is gone."""
+        return os.stat(path).st_ino
+
+    def remove(self, path: str) -> None:
+        os.unlink(path)
+
+    def sync_directory(self, directory: str) -> None:
+        fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,353 @@
+"""LocalDurableDataLog: the embedded Tier-1 log, fsync'd files in one directory.
+
+Theory of operation. The log lives in one directory:
+
+    LOCK                 flock'd by the owner (ownership.py explains why that fences)
+    METADATA             epoch, truncation point, live files in order (log_metadata.py)
+    log-<index>.tlog     preallocated data files holding records (record_format.py)
+
+This module is the event-loop half. ``append`` validates, assigns the next sequence number and
+puts the record, with its future, on a deque shared with the log's I/O thread; nothing else
+happens per record on the loop. If the thread is idle, the first queued record schedules one
+wake-up (``call_soon``, so every append made in the same loop turn is already queued when it
+looks). The thread then writes batches until the deque is empty (writer_thread.py): each batch
+is everything queued up to ``batch_bytes_max`` bytes, never splitting a record, written with one
+pwritev sequence and one fdatasync (batch_writer.py), and reported back with one callback that
+resolves its futures in order. That is group commit with one batch in flight.
+
+If a batch fails, its records and everything queued behind it fail with the same kind of error,
+the log becomes FAILED, and the files and the lock are released: a new instance recovers. A
+record reaches the disk only through a batch, and batch k+1 is written only after batch k was
+synced, which is what the reader relies on to tell a torn tail from corruption.
+
+Payloads are not copied on the loop: the caller must leave them unchanged until append returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from collections import deque
+from collections.abc import AsyncIterator
+
+from .api import DEFAULT_MAX_APPEND_SIZE, AppendData, DurableDataLog, LogAddress
+from .errors import LogClosed, LogError, LogWriteFailed, RecordTooLarge
+from .file_operations import FileOperations
+from .log_files import LogFilePool
+from .ownership import DirectoryLock
+from .record_format import HEADER_SIZE, LENGTH_MAX
+from .recovery import recover_log
+from .scanner import LogFileScanner, corruption_in_file
+from .writer_thread import BatchTaker, WriterThread
+
+DEFAULT_FILE_SIZE = 64 * 1024 * 1024
+DEFAULT_BATCH_BYTES_MAX = 1024 * 1024
+DEFAULT_SPARE_FILES_MAX = 2
+READ_CHUNK_BYTES = 1024 * 1024  # records handed from the I/O thread per hop while reading
+
+
+class LogState(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class LocalDurableDataLog(DurableDataLog):
+    """A DurableDataLog kept in fsync'd, preallocated, recycled files of one directory."""
+
+    def __init__(self, directory: str | os.PathLike, *, file_size: int = DEFAULT_FILE_SIZE,
+                 batch_bytes_max: int = DEFAULT_BATCH_BYTES_MAX, max_append_size: int = DEFAULT_MAX_APPEND_SIZE,
+                 spare_files_max: int = DEFAULT_SPARE_FILES_MAX, file_operations: FileOperations | None = None):
+        if not 0 < max_append_size <= LENGTH_MAX:
+            raise ValueError(f"max_append_size {max_append_size} out of range")
+        if file_size < HEADER_SIZE + max_append_size:
+            raise ValueError(f"file_size {file_size} cannot hold a record of max_append_size {max_append_size}")
+        if batch_bytes_max < HEADER_SIZE:
+            raise ValueError(f"batch_bytes_max {batch_bytes_max} is smaller than a record header")
+        self.directory = os.fspath(directory)
+        self.max_append_size = max_append_size
+        self.file_size = file_size
+        self.batch_bytes_max = batch_bytes_max
+        self.spare_files_max = spare_files_max
+        # Replaceable until open(): the fault-injection seam (faulty.py wraps it).
+        self.file_operations = file_operations or FileOperations()
+        self._lock = DirectoryLock(self.directory)
+        self._state = LogState.NEW
+        self._epoch: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: WriterThread | None = None
+        self._writer = None
+        self._pending: deque = deque()  # (sequence, data, length, future), shared with the I/O thread
+        self._taker = BatchTaker(self._pending, batch_bytes_max)
+        self._unacknowledged_bytes = 0
+        self._thread_draining = False
+        self._wake_scheduled = False
+        self._drained: asyncio.Future | None = None  # set when the thread goes idle, for close()
+        self._next_sequence = 1
+        self._acknowledged_sequence = 0
+        self._truncation_sequence = 0
+        self._failure: LogError | None = None
+        self._release_task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return (f"<LocalDurableDataLog {self.directory} {self._state.value} epoch={self._epoch} "
+                f"acknowledged={self._acknowledged_sequence} queued={len(self._pending)}>")
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def epoch(self) -> int:
+        if self._epoch is None:
+            raise LogClosed(f"log {self.directory} was never opened")
+        return self._epoch
+
+    @property
+    def truncation_address(self) -> LogAddress | None:
+        return LogAddress(self._truncation_sequence) if self._truncation_sequence else None
+
+    @property
+    def append_bytes_unacknowledged(self) -> int:
+        """Bytes appended but not yet durable (for the caller's throttling, design §2.11)."""
+        return self._unacknowledged_bytes
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> int:
+        if self._state is not LogState.NEW:
+            raise LogClosed(f"log {self.directory} instance was already opened; create a new instance")
+        loop = asyncio.get_running_loop()
+        os.makedirs(self.directory, exist_ok=True)
+        self._lock.acquire()
+        thread = WriterThread(loop, name=f"tier1-writer {os.path.basename(self.directory)}")
+        pool = LogFilePool(self.directory, self.file_size, self.file_operations, self.spare_files_max)
+        recovery = thread.submit(recover_log, self.directory, self.file_operations, pool, self.batch_bytes_max)
+        try:
+            recovered = await asyncio.shield(recovery)
+        except BaseException as error:
+            # Give up ownership, but only once the thread is done with the files.
+            abandon = thread.submit(_close_after_failed_open, recovery, pool)
+            thread.stop()
+            if isinstance(error, asyncio.CancelledError):
+                abandon.add_done_callback(lambda _: self._lock.release())
+            else:
+                await asyncio.wait([abandon])
+                self._lock.release()
+            raise
+        self._loop, self._thread, self._writer = loop, thread, recovered.writer
+        self._epoch = recovered.writer.epoch
+        self._acknowledged_sequence = recovered.last_sequence
+        self._next_sequence = recovered.last_sequence + 1
+        self._truncation_sequence = recovered.writer.metadata.truncation_sequence
+        self._state = LogState.OPEN
+        return self._epoch
+
+    async def close(self) -> None:
+        if self._state is LogState.NEW:
+            self._state = LogState.CLOSED
+            return
+        if self._state is LogState.OPEN:
+            self._state = LogState.CLOSED  # refuse new appends; the queued ones are still written
+            if self._thread_draining or self._pending:
+                self._drained = self._loop.create_future()
+                self._wake_thread()
+                await self._drained
+            self._fail_records(self._take_all_pending(), LogClosed(f"log {self.directory} was closed"))
+            if self._release_task is None:
+                self._release_task = asyncio.ensure_future(self._release())
+        self._state = LogState.CLOSED
+        if self._release_task is not None:
+            await asyncio.shield(self._release_task)
+
+    async def _release(self) -> None:
+        """Closes the files on the I/O thread, ends it, then gives up the lock."""
+        try:
+            await self._thread.submit(self._writer.close)
+        finally:
+            self._thread.stop()
+            self._lock.release()
+
+    # ------------------------------------------------------------------ append
+
+    async def append(self, data: AppendData) -> LogAddress:
+        if self._state is not LogState.OPEN:
+            raise self._not_open_error()
+        kind = type(data)
+        if kind is bytes or kind is bytearray:
+            length = len(data)
+        elif kind is list or kind is tuple:
+            data, length = _parts_and_length(data)
+        else:
+            data = _byte_view(data)
+            length = len(data)
+        if length > self.max_append_size:
+            raise RecordTooLarge(f"record of {length} bytes exceeds max_append_size {self.max_append_size}")
+        sequence = self._next_sequence
+        self._next_sequence = sequence + 1
+        future = self._loop.create_future()
+        self._pending.append((sequence, data, length, future))
+        self._unacknowledged_bytes += HEADER_SIZE + length
+        if not self._thread_draining and not self._wake_scheduled:
+            self._wake_scheduled = True
+            self._loop.call_soon(self._wake_thread)
+        return await future
+
+    def _wake_thread(self) -> None:
+        self._wake_scheduled = False
+        if not self._thread_draining and self._pending:
+            self._thread_draining = True
+            self._thread.wake_to_drain(self._write_one_batch)
+
+    def _write_one_batch(self) -> bool:
+        """On the I/O thread: writes the next batch and reports it. Returns False once nothing is queued."""
+        records = self._taker.take()
+        if not records:
+            self._thread.post(self._on_thread_idle)
+            return False
+        try:
+            self._writer.write_batch(records)
+        except BaseException as error:  # noqa: BLE001 - reported to the loop, which fails the log
+            self._thread.post(self._on_batch_done, records, error)
+        else:
+            self._thread.post(self._on_batch_done, records, None)
+        return True
+
+    def _on_batch_done(self, records: list, error: BaseException | None) -> None:
+        self._unacknowledged_bytes -= sum(HEADER_SIZE + record[2] for record in records)
+        if error is not None:
+            self._fail(error, records)
+            return
+        for sequence, _, _, future in records:
+            if not future.done():  # a caller that gave up does not withdraw its record
+                future.set_result(LogAddress(sequence))
+        self._acknowledged_sequence = records[-1][0]
+
+    def _on_thread_idle(self) -> None:
+        self._thread_draining = False
+        if self._pending and self._state is not LogState.FAILED:
+            self._wake_thread()  # records queued after the thread last looked
+        elif self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # ------------------------------------------------------------------ failure
+
+    def _fail(self, error: BaseException, records: list) -> None:
+        """Fails ``records`` and everything queued; an open log becomes FAILED and lets go of its files."""
+        if not isinstance(error, LogError):
+            wrapped = LogWriteFailed(f"log {self.directory}: {error!r}")
+            wrapped.__cause__ = error
+            error = wrapped
+        if self._failure is None:
+            self._failure = error
+        self._fail_records(records + self._take_all_pending(), error)
+        if self._state is LogState.OPEN:
+            self._state = LogState.FAILED
+            self._release_task = asyncio.ensure_future(self._release())
+
+    def _take_all_pending(self) -> list:
+        records = []
+        while True:  # popleft, not clear(): the I/O thread may be taking records concurrently
+            try:
+                record = self._pending.popleft()
+            except IndexError:
+                return records
+            records.append(record)
+            self._unacknowledged_bytes -= HEADER_SIZE + record[2]
+
+    @staticmethod
+    def _fail_records(records: list, error: LogError) -> None:
+        for _, _, _, future in records:
+            if not future.done():
+                failure = type(error)(str(error))  # one instance per waiter: tracebacks stay apart
+                failure.__cause__ = error
+                future.set_exception(failure)
+
+    def _not_open_error(self) -> LogError:
+        if self._state is LogState.FAILED or (self._state is LogState.CLOSED and self._failure is not None):
+            error = type(self._failure)(f"the log failed earlier: {self._failure}")
+            error.__cause__ = self._failure
+            return error
+        return LogClosed(f"log {self.directory} is {self._state.value}")
+
+    # ------------------------------------------------------------------ truncate and read
+
+    async def truncate(self, upto: LogAddress) -> None:
+        if self._state is not LogState.OPEN:
+            raise self._not_open_error()
+        if upto.sequence > self._acknowledged_sequence:
+            raise ValueError(f"cannot truncate at {upto.sequence}: only {self._acknowledged_sequence} acknowledged")
+        if upto.sequence <= self._truncation_sequence:
+            return
+        try:
+            metadata = await self._thread.submit(self._writer.truncate, upto.sequence)
+        except LogError as error:
+            self._fail(error, [])
+            raise
+        self._truncation_sequence = max(self._truncation_sequence, metadata.truncation_sequence)
+
+    async def read(self, after: LogAddress | None = None) -> AsyncIterator[tuple[LogAddress, memoryview]]:
+        """See DurableDataLog.read. Reads up to the last acknowledged record as of the call.
+
+        Payloads are views into 1 MiB read windows (no copies): keeping one alive keeps its window.
+        """
+        if self._state is not LogState.OPEN:
+            raise self._not_open_error()
+        start = max(after.sequence if after is not None else 0, self._truncation_sequence)
+        end_of_log = self._acknowledged_sequence
+        files = self._writer.metadata.files
+        for index, entry in enumerate(files):
+            file_end = end_of_log if index == len(files) - 1 else files[index + 1].first_sequence - 1
+            if file_end > start:
+                async for address, payload in self._read_file(entry, start, file_end):
+                    yield address, payload
+
+    async def _read_file(self, entry, start: int, end_sequence: int):
+        path = os.path.join(self.directory, entry.name)
+        fd = self.file_operations.open_for_reading(path)
+        try:
+            scanner = LogFileScanner(fd, self.file_operations, location=path, first_sequence=entry.first_sequence,
+                                     epoch_minimum=entry.epoch, epoch_maximum=self.epoch)
+            while True:
+                if self._state is not LogState.OPEN:
+                    raise self._not_open_error()
+                records = await self._thread.submit(scanner.read_records, READ_CHUNK_BYTES, end_sequence)
+                if not records:
+                    break
+                for sequence, payload in records:
+                    if sequence > start:
+                        yield LogAddress(sequence), payload
+            if scanner.last_sequence < end_sequence:
+                raise await self._thread.submit(corruption_in_file, scanner, end_sequence)
+        finally:
+            self.file_operations.close(fd)
+
+
+def _close_after_failed_open(recovery: asyncio.Future, pool: LogFilePool) -> None:
+    """On the I/O thread, after a failed or cancelled open: close whatever recovery left open."""
+    if recovery.done() and not recovery.cancelled() and recovery.exception() is None:
+        recovery.result().writer.close()
+    else:
+        pool.close()
+
+
+def _byte_view(data) -> memoryview:
+    """A flat byte view of any contiguous buffer (so len() counts bytes)."""
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        if not view.c_contiguous:
+            raise ValueError("append data must be a contiguous buffer")
+        view = view.cast("B")
+    return view
+
+
+def _parts_and_length(parts) -> tuple[list, int]:
+    normalized = []
+    length = 0
+    for part in parts:
+        kind = type(part)
+        if kind is not bytes and kind is not bytearray:
+            part = _byte_view(part)
+        normalized.append(part)
+        length += len(part)
+    return normalized, length

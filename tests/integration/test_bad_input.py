@@ -1,0 +1,138 @@
+"""Bad input: garbage, wrong versions, oversize frames, protocol violations, unknown segments and
+invalid names each get their error reply or a close of that connection only; a bystander
+connection keeps working throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+
+import pytest
+
+import wire
+from clients.connection import WireConnection, next_request_id
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService
+from wire import commands as c
+from wire.envelope import envelope
+
+SEGMENT = "bad/input/0.#epoch.0"
+
+
+@pytest.fixture
+async def store(tmp_path):
+    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2))
+    await service.start()
+    yield service
+    await service.stop()
+
+
+@pytest.fixture
+async def bystander(store):
+    connection = await WireConnection.connect("127.0.0.1", store.port)
+    await connection.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+    yield connection
+    assert not connection.closed
+    info = await connection.request(c.GetStreamSegmentInfo(next_request_id(), SEGMENT, ""))
+    assert isinstance(info, c.StreamSegmentInfo)
+    await connection.close()
+
+
+async def raw_exchange(port: int, data: bytes, read_timeout: float = 5.0) -> tuple[bytes, bool]:
+    """Sends raw bytes; returns (bytes received, whether the server closed the connection)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    received = b""
+    try:
+        while chunk := await asyncio.wait_for(reader.read(65536), read_timeout):
+            received += chunk
+        closed = True
+    except asyncio.TimeoutError:
+        closed = False
+    except ConnectionResetError:
+        closed = True
+    writer.close()
+    return received, closed
+
+
+def decode_all(data: bytes) -> list:
+    decoder = wire.Decoder()
+    decoder.feed(data)
+    return list(decoder.commands())
+
+
+async def test_garbage_bytes_close_the_connection(store, bystander):
+    """Random bytes (an unknown type code) close the connection with no reply."""
+    received, closed = await raw_exchange(store.port, b"\x13\x37" * 40)
+    assert closed and received == b""
+
+
+async def test_wrong_hello_version_gets_hello_then_close(store, bystander):
+    """A client speaking only versions 1..3 gets the server's Hello(15, 5), then the connection closes."""
+    received, closed = await raw_exchange(store.port, wire.encode(c.Hello(3, 1)))
+    assert closed and decode_all(received) == [c.Hello(15, 5)]
+
+
+async def test_frame_over_16_mib_is_rejected_without_buffering(store, bystander):
+    """A header announcing 20 MiB closes the connection at once, before any payload is sent."""
+    received, closed = await raw_exchange(store.port, struct.pack(">ii", c.AppendBlockEnd.TYPE, 20 << 20),
+                                          read_timeout=5)
+    assert closed and received == b""
+
+
+async def test_negative_length_closes(store, bystander):
+    received, closed = await raw_exchange(store.port, struct.pack(">ii", c.KeepAlive.TYPE, -5))
+    assert closed
+
+
+async def test_truncated_payload_of_a_known_command_closes(store, bystander):
+    """A SetupAppend whose payload is cut short (but framed) is malformed: close."""
+    frame = wire.encode(c.SetupAppend(1, uuid.uuid4(), SEGMENT, ""))
+    body = frame[8:20]
+    received, closed = await raw_exchange(store.port, struct.pack(">ii", c.SetupAppend.TYPE, len(body)) + body)
+    assert closed and received == b""
+
+
+async def test_append_without_setup_closes(store, bystander):
+    received, closed = await raw_exchange(
+        store.port, wire.encode(c.AppendBlockEnd(uuid.uuid4(), 9, envelope(b"x"), 1, 1, 1)))
+    assert closed and received == b""
+
+
+async def test_valid_requests_before_a_bad_frame_are_answered(store, bystander):
+    """Frames before a malformed one in the same packet are processed and answered first."""
+    request_id = next_request_id()
+    data = wire.encode(c.GetStreamSegmentInfo(request_id, SEGMENT, "")) + b"\xff" * 16
+    received, closed = await raw_exchange(store.port, data)
+    replies = decode_all(received)
+    assert closed and len(replies) == 1 and replies[0].request_id == request_id
+
+
+async def test_unknown_segment_and_invalid_names(store, bystander):
+    """Unknown segments get NoSuchSegment and invalid names ErrorMessage, on a connection that stays open."""
+    connection = await WireConnection.connect("127.0.0.1", store.port)
+    try:
+        missing = await connection.request(c.SetupAppend(next_request_id(), uuid.uuid4(), "no/such/0", ""))
+        assert isinstance(missing, c.NoSuchSegment)
+        for name in ["", "../../etc/passwd", "a\nb"]:
+            reply = await connection.request(c.CreateTableSegment(next_request_id(), name, ""))
+            assert isinstance(reply, c.ErrorMessage), reply
+        oversized_key = c.UpdateTableEntries(next_request_id(), SEGMENT, "",
+                                             [c.TableEntry(b"k" * 8000, -(2**63), b"v" * 1_100_000)])
+        assert isinstance(await connection.request(oversized_key), c.ErrorMessage)
+        assert not connection.closed
+    finally:
+        await connection.close()
+
+
+async def test_a_hostile_flood_does_not_disturb_others(store, bystander):
+    """Many connections sending garbage and half frames while a bystander keeps reading and writing."""
+    async def hostile(index: int):
+        return await raw_exchange(store.port, struct.pack(">ii", 10, 1000) + b"x" * (index % 900), read_timeout=0.5)
+
+    results = await asyncio.gather(*(hostile(i) for i in range(30)))
+    assert all(received == b"" for received, _ in results)
+    reply = await bystander.request(c.GetStreamSegmentInfo(next_request_id(), SEGMENT, ""))
+    assert isinstance(reply, c.StreamSegmentInfo)

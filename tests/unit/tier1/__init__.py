@@ -1,0 +1,1 @@
+"""Tier-1 durable log tests."""
