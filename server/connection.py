@@ -1,8 +1,7 @@
 """One client connection: decoding, dispatch in arrival order, replies, flow control.
 
-Theory of operation. Bytes go into a ``wire.Decoder``. Each decoded command is
-dispatched with ``loop.call_soon`` so commands are taken strictly in arrival
-order, whatever their kind:
+Theory of operation. Bytes go into a ``wire.Decoder``; decoded commands join a
+backlog that is pumped strictly in arrival order, whatever their kind:
 
 * Hello, KeepAlive and SetupAppend are answered at once;
 * appends are submitted to their container synchronously (no task) and
@@ -11,9 +10,12 @@ order, whatever their kind:
   a tail read waiting for data never blocks later frames.
 
 A protocol violation or an error without a reply closes this connection only.
-Flow control: reading pauses while the append bytes not yet acknowledged, or
-the transport's unsent output, exceed their limits, so a fast writer or a slow
-reader cannot grow server memory without bound. Closing the connection deletes
+Flow control, so that no client can grow server memory without bound: the
+pump stops while the append bytes not yet acknowledged exceed their limit,
+while the transport's unsent output is above its high-water mark, or while the
+connection already runs its maximum of request tasks; reading from the socket
+pauses whenever the backlog is not empty. Replies from tasks wait until the
+transport is writable, so unsent output stays near one reply above the mark. Closing the connection deletes
 the transient segments created on it that were not merged.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Callable
 
 import wire
@@ -40,7 +43,8 @@ _APPENDS = frozenset({wc.AppendBlockEnd, wc.ConditionalAppend, wc.ConditionalBlo
 class ConnectionLimits:
     def __init__(self, *, append_bytes_outstanding_max: int = 64 * 1024 * 1024,
                  write_buffer_high: int = 8 * 1024 * 1024, tail_read_timeout: float = 60.0,
-                 max_frame_size: int = wire.MAX_WIRECOMMAND_SIZE):
+                 max_frame_size: int = wire.MAX_WIRECOMMAND_SIZE, request_tasks_max: int = 256):
+        self.request_tasks_max = request_tasks_max
         self.append_bytes_outstanding_max = append_bytes_outstanding_max
         self.write_buffer_high = write_buffer_high
         self.tail_read_timeout = tail_read_timeout
@@ -60,10 +64,15 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._handlers = RequestHandlers(container_for, tail_read_timeout=limits.tail_read_timeout,
                                          transients=self._transients)
         self._tasks: set[asyncio.Task] = set()
+        self._backlog: deque = deque()  # decoded commands not yet dispatched, in arrival order
+        self._pump_scheduled = False
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._append_bytes_outstanding = 0
         self._paused_for_appends = False
         self._paused_for_writes = False
         self._closed = False
+        self._closing = False  # a protocol error was seen: finish what was taken, then close
         self.peer = None
 
     def __repr__(self) -> str:
@@ -77,15 +86,15 @@ class SegmentStoreConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._limits.write_buffer_high)
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
+        if self._closed or self._closing:
             return
         self._decoder.feed(data)
-        call_soon = self._loop.call_soon
         try:
             while (command := self._decoder.next_command()) is not None:
-                call_soon(self._dispatch, command)
+                self._backlog.append(command)
         except wire.ProtocolError as error:
-            call_soon(self._close_after_pending, f"protocol error: {error}")
+            self._backlog.append(_ProtocolFailure(str(error)))
+        self._schedule_pump()
 
     def eof_received(self):
         return False
@@ -100,17 +109,39 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._paused_for_writes = True
+        self._writable.clear()
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._paused_for_writes = False
+        self._writable.set()
         self._update_reading()
+        self._schedule_pump()
 
     # ------------------------------------------------------------------ dispatch
 
+    def _schedule_pump(self) -> None:
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Dispatches backlog commands in order until the backlog is empty or a limit stops it."""
+        self._pump_scheduled = False
+        backlog = self._backlog
+        while backlog and not self._closed:
+            if (self._paused_for_writes or self._paused_for_appends
+                    or len(self._tasks) >= self._limits.request_tasks_max):
+                break
+            command = backlog.popleft()
+            if type(command) is _ProtocolFailure:
+                backlog.clear()
+                self._close_after_pending(f"protocol error: {command.reason}")
+                return
+            self._dispatch(command)
+        self._update_reading()
+
     def _dispatch(self, command) -> None:
-        if self._closed:
-            return
         kind = type(command)
         try:
             if kind in _APPENDS:
@@ -120,7 +151,7 @@ class SegmentStoreConnection(asyncio.Protocol):
             else:
                 task = self._loop.create_task(self._answer_later(command))
                 self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                task.add_done_callback(self._task_done)
         except CloseConnection as close:
             self.close(str(close))
 
@@ -135,7 +166,6 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._append_bytes_outstanding += size
         if self._append_bytes_outstanding > self._limits.append_bytes_outstanding_max:
             self._paused_for_appends = True
-            self._update_reading()
 
     def _answer_now(self, command) -> None:
         if type(command) is wc.Hello:
@@ -162,7 +192,14 @@ class SegmentStoreConnection(asyncio.Protocol):
             log.exception("request handler failed", extra={"request": type(command).__name__})
             self.close("internal error")
             return
+        while self._paused_for_writes and not self._closed:
+            await self._writable.wait()
         self.send(reply)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if self._backlog:
+            self._schedule_pump()
 
     # ------------------------------------------------------------------ output and lifecycle
 
@@ -181,8 +218,9 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def _close_after_pending(self, reason: str, grace_seconds: float = 2.0) -> None:
         """Stops reading, lets the requests and appends already taken finish (bounded), then closes."""
-        if self._closed or self._transport is None:
+        if self._closed or self._closing or self._transport is None:
             return
+        self._closing = True
         self._transport.pause_reading()
 
         async def close_when_settled():
@@ -197,12 +235,12 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._append_bytes_outstanding -= size
         if self._paused_for_appends and self._append_bytes_outstanding <= self._limits.append_bytes_outstanding_max // 2:
             self._paused_for_appends = False
-            self._update_reading()
+            self._schedule_pump()
 
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
             return
-        if self._paused_for_appends or self._paused_for_writes:
+        if self._closing or self._backlog or self._paused_for_appends or self._paused_for_writes:
             self._transport.pause_reading()
         else:
             self._transport.resume_reading()
@@ -216,6 +254,15 @@ class SegmentStoreConnection(asyncio.Protocol):
             except errors.SegmentStoreError:
                 pass
         self._transients.clear()
+
+
+class _ProtocolFailure:
+    """Marks, in the backlog, where the byte stream became malformed."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
 
 
 def _ignore_outcome(future: asyncio.Future) -> None:

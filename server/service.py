@@ -31,9 +31,16 @@ class StartupError(Exception):
     """The service cannot start (busy port, unusable data dir, changed container count)."""
 
 
+def local_log_factory(config: SegmentStoreConfig, container_id: int) -> LocalDurableDataLog:
+    """The embedded default: a local fsync'd log per container under the data dir."""
+    return LocalDurableDataLog(config.data_dir / "tier1" / f"container-{container_id}",
+                               file_size=config.log_file_size)
+
+
 class SegmentStoreService:
-    def __init__(self, config: SegmentStoreConfig):
+    def __init__(self, config: SegmentStoreConfig, log_factory=local_log_factory):
         self.config = config
+        self._log_factory = log_factory
         self.containers: dict[int, SegmentContainer] = {}
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[SegmentStoreConnection] = set()
@@ -97,8 +104,7 @@ class SegmentStoreService:
             raise StartupError(f"data dir {data_dir} is not usable: {error.strerror or error}") from error
 
     async def _start_container(self, container_id: int) -> None:
-        directory = self.config.data_dir / "tier1" / f"container-{container_id}"
-        durable_log = LocalDurableDataLog(directory, file_size=self.config.log_file_size)
+        durable_log = self._log_factory(self.config, container_id)
         container = SegmentContainer(container_id, durable_log, on_failure=self._container_failed,
                                      checkpoint_every_operations=self.config.checkpoint_every_operations)
         self.containers[container_id] = container

@@ -1,0 +1,116 @@
+"""Fault injection through the Tier-1 log under a container and under the whole server: fsync
+failures and torn writes surface as failed (never acknowledged) appends, the container stops, and
+recovery on the same log keeps every acknowledged append exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from clients.connection import WireConnection, next_request_id
+from clients.errors import ClientError
+from server import errors
+from server.config import SegmentStoreConfig
+from server.containers.container import ContainerStatus, SegmentContainer
+from server.service import SegmentStoreService
+from server.tier1 import FaultyDurableDataLog, FaultyFileOperations, LocalDurableDataLog
+from wire import commands as c
+from wire.envelope import envelope, envelope_all, split_events
+
+SEGMENT = "fault/stream/0.#epoch.0"
+LOG_OPTIONS = {"file_size": 1 << 20, "max_append_size": 256 << 10}
+
+
+def faulty_log(directory) -> FaultyDurableDataLog:
+    return FaultyDurableDataLog(LocalDurableDataLog(directory, file_operations=FaultyFileOperations(),
+                                                    **LOG_OPTIONS))
+
+
+async def recovered_data(directory) -> bytes:
+    container = SegmentContainer(0, LocalDurableDataLog(directory, **LOG_OPTIONS))
+    await container.start()
+    try:
+        info = container.get_info(SEGMENT)
+        result = await container.read(SEGMENT, 0, info.length)
+        return bytes(result.data())
+    finally:
+        await container.stop()
+
+
+@pytest.mark.parametrize("inject", ["fsync failure", "fsync failure losing data", "torn write",
+                                    "append failure after the record reached the disk"])
+async def test_log_fault_fails_the_append_and_recovery_keeps_acknowledged(tmp_path, inject):
+    """Acknowledged appends survive; the faulted append and everything after it fail; the container
+    reports the failure; a new container on the same log recovers exactly a prefix that includes
+    every acknowledged append."""
+    durable_log = faulty_log(tmp_path)
+    failures = []
+    container = SegmentContainer(0, durable_log, on_failure=lambda _, error: failures.append(error))
+    await container.start()
+    await container.create_segment(SEGMENT)
+    acknowledged = [f"event-{n}".encode() for n in range(30)]
+    for event in acknowledged:
+        await container.append(SEGMENT, envelope(event))
+    {"fsync failure": lambda: durable_log.fail_next_sync(),
+     "fsync failure losing data": lambda: durable_log.fail_next_sync(lose_unsynced_data=True),
+     "torn write": lambda: durable_log.tear_next_write(),
+     "append failure after the record reached the disk":
+         lambda: durable_log.fail_next_append(data_reaches_disk=True)}[inject]()
+    with pytest.raises(errors.ContainerUnavailable):
+        await container.append(SEGMENT, envelope(b"doomed"))
+    assert failures and container.status == ContainerStatus.FAILED
+    with pytest.raises(errors.ContainerUnavailable):
+        await container.append(SEGMENT, envelope(b"after the failure"))
+    await container.stop()
+    events, consumed = split_events(await recovered_data(tmp_path))
+    recovered = [bytes(event) for event in events]
+    assert recovered[:len(acknowledged)] == acknowledged
+    assert recovered[len(acknowledged):] in ([], [b"doomed"])
+
+
+async def test_server_restarts_a_failed_container_and_the_writer_resumes(tmp_path):
+    """Through the wire: an fsync failure closes the writer's connection without an ack; the service
+    restarts the container from its log; the writer reconnects, SetupAppend reports what is stored,
+    and the segment holds every acknowledged event exactly once."""
+    logs: dict[int, list] = {}
+
+    def factory(config, container_id):
+        log = faulty_log(config.data_dir / "tier1" / f"container-{container_id}")
+        logs.setdefault(container_id, []).append(log)
+        return log
+
+    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=1), factory)
+    await service.start()
+    writer = uuid.uuid4()
+    try:
+        connection = await WireConnection.connect("127.0.0.1", service.port)
+        await connection.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+        await connection.request(c.SetupAppend(next_request_id(), writer, SEGMENT, ""))
+        for number in range(1, 11):
+            reply = await connection.request(c.AppendBlockEnd(writer, 0, envelope(b"e%d" % number), 1, number,
+                                                              next_request_id()))
+            assert isinstance(reply, c.DataAppended)
+        logs[0][-1].fail_next_sync()
+        with pytest.raises(ClientError):
+            await connection.request(c.AppendBlockEnd(writer, 0, envelope(b"e11"), 1, 11, next_request_id()),
+                                     timeout=10)
+        for _ in range(100):
+            if len(logs[0]) == 2 and service.containers[0].status == ContainerStatus.RUNNING:
+                break
+            await asyncio.sleep(0.05)
+        assert len(logs[0]) == 2, "the failed container was not replaced"
+        connection = await WireConnection.connect("127.0.0.1", service.port)
+        setup = await connection.request(c.SetupAppend(next_request_id(), writer, SEGMENT, ""))
+        assert setup.last_event_number in (10, 11)
+        stored = setup.last_event_number
+        for number in range(stored + 1, 13):
+            reply = await connection.request(c.AppendBlockEnd(writer, 0, envelope(b"e%d" % number), 1, number,
+                                                              next_request_id()))
+            assert isinstance(reply, c.DataAppended)
+        read = await connection.request(c.ReadSegment(SEGMENT, 0, 1 << 20, "", next_request_id()))
+        assert bytes(read.data) == envelope_all([b"e%d" % n for n in range(1, 13)])
+        await connection.close()
+    finally:
+        await service.stop()

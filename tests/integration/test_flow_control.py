@@ -1,0 +1,96 @@
+"""Per-connection limits: a client that pipelines many large reads and never reads the replies
+cannot grow the server's memory; a flood of requests is taken in bounded steps; transient segments
+idle too long are expired; requests on the wrong kind of segment are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+
+import pytest
+
+import wire
+from clients.connection import WireConnection, next_request_id
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService
+from wire import commands as c
+from wire.constants import NO_VERSION
+
+SEGMENT = "flow/control/0.#epoch.0"
+WRITE_BUFFER_HIGH = 1 << 20
+READ_SIZE = 2 << 20
+
+
+@pytest.fixture
+async def store(tmp_path):
+    config = SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=1, write_buffer_high=WRITE_BUFFER_HIGH,
+                                transient_idle_seconds=0.3)
+    service = SegmentStoreService(config)
+    await service.start()
+    yield service
+    await service.stop()
+
+
+async def test_slow_reader_does_not_grow_server_output(store):
+    """300 pipelined 2 MiB reads from a client that reads nothing: the server's unsent output stays
+    within the high-water mark plus one reply, the backlog within one read's worth of frames; once
+    the client reads, every reply arrives."""
+    client = await WireConnection.connect("127.0.0.1", store.port)
+    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+    writer = uuid.uuid4()
+    await client.request(c.SetupAppend(next_request_id(), writer, SEGMENT, ""))
+    block = b"\0\0\0\0" + (READ_SIZE - 8).to_bytes(4, "big") + b"r" * (READ_SIZE - 8)
+    await client.request(c.AppendBlockEnd(writer, len(block), block, 1, 1, next_request_id()))
+    await client.close()
+
+    sock = socket.create_connection(("127.0.0.1", store.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    requests = b"".join(wire.encode(c.ReadSegment(SEGMENT, 0, READ_SIZE, "", n)) for n in range(1, 301))
+    sock.sendall(wire.encode(c.Hello(15, 5)) + requests)
+    await asyncio.sleep(1.0)
+    (connection,) = [conn for conn in store._connections]
+    peak = connection._transport.get_write_buffer_size()
+    assert peak <= WRITE_BUFFER_HIGH + 2 * READ_SIZE + 65536, peak
+    assert len(connection._tasks) <= connection._limits.request_tasks_max
+
+    sock.setblocking(False)
+    decoder, replies = wire.Decoder(), 0
+    loop = asyncio.get_running_loop()
+    while replies < 301:
+        data = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 20)
+        assert data, "server closed the connection"
+        decoder.feed(data)
+        for reply in decoder.commands():
+            replies += 1
+            assert isinstance(reply, (c.Hello, c.SegmentRead))
+            peak = max(peak, connection._transport.get_write_buffer_size())
+    assert peak <= WRITE_BUFFER_HIGH + 2 * READ_SIZE + 65536, peak
+    sock.close()
+
+
+async def test_idle_transient_segments_expire(store):
+    """A transient segment left idle longer than the configured time is deleted, even while its
+    connection stays open."""
+    client = await WireConnection.connect("127.0.0.1", store.port)
+    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+    created = await client.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT, ""))
+    for _ in range(60):
+        reply = await client.request(c.GetStreamSegmentInfo(next_request_id(), created.segment, ""))
+        if isinstance(reply, c.NoSuchSegment):
+            break
+        await asyncio.sleep(0.05)
+    assert isinstance(reply, c.NoSuchSegment)
+    await client.close()
+
+
+async def test_table_requests_on_a_stream_segment_are_unsupported(store):
+    """Table requests on a segment that is not a table get OperationUnsupported."""
+    client = await WireConnection.connect("127.0.0.1", store.port)
+    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+    read = await client.request(c.ReadTable(next_request_id(), SEGMENT, "", [c.TableKey(b"k", NO_VERSION)]))
+    assert isinstance(read, c.OperationUnsupported) and read.operation_name == "readTable"
+    update = await client.request(c.UpdateTableEntries(next_request_id(), SEGMENT, "",
+                                                       [c.TableEntry(b"k", NO_VERSION, b"v")]))
+    assert isinstance(update, c.OperationUnsupported) and update.operation_name == "updateTableEntries"
+    await client.close()
