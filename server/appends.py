@@ -8,6 +8,11 @@ submitted to the container with two attribute updates decided atomically with
 it: the writer's attribute ``ReplaceIfEquals(new=eventNumber, expected=prev)``
 (dedup and fencing of zombie writers) and ``EVENT_COUNT += numEvents``.
 
+A duplicate (an event number at or below the writer's last stored or submitted
+one, as a client resends after a lost ack) is acknowledged, in order, without
+being written again; Java would close the connection (lower) or append it a
+second time (equal).
+
 Submission is synchronous (no task per append): the container returns a
 future. Replies for one writer go out strictly in submission order even though
 a rejected append fails at once while earlier ones are still being logged: each
@@ -16,6 +21,7 @@ writer keeps a queue of outstanding appends and replies leave from its head.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import deque
 from typing import Callable
@@ -48,14 +54,16 @@ class WriterState:
 
 
 class _Append:
-    __slots__ = ("event_number", "previous", "request_id", "conditional", "size")
+    __slots__ = ("event_number", "previous", "request_id", "conditional", "size", "duplicate")
 
-    def __init__(self, event_number: int, previous: int, request_id: int, conditional: bool, size: int):
+    def __init__(self, event_number: int, previous: int, request_id: int, conditional: bool, size: int,
+                 duplicate: bool = False):
         self.event_number = event_number
         self.previous = previous
         self.request_id = request_id
         self.conditional = conditional
         self.size = size
+        self.duplicate = duplicate
 
 
 class AppendProcessor:
@@ -110,9 +118,9 @@ class AppendProcessor:
             raise CloseConnection(f"event numbers of writer {writer_id} went backwards")
         if state.failed:
             raise CloseConnection(f"append from writer {writer_id} after a failed append, without SetupAppend")
-        if event_number < state.last_stored:
-            raise CloseConnection(f"event {event_number} of writer {writer_id} was already appended")
         state.last_seen = event_number
+        if event_number <= state.last_stored:
+            return self._duplicate(state, event_number, request_id, expected_offset is not None)
         previous, state.last_stored = state.last_stored, event_number
         updates = (attrs.AttributeUpdate(writer_id, attrs.REPLACE_IF_EQUALS, event_number, previous),
                    attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
@@ -124,6 +132,15 @@ class AppendProcessor:
         future.add_done_callback(lambda _: self._drain(state))
         return len(data)
 
+    def _duplicate(self, state: WriterState, event_number: int, request_id: int, conditional: bool) -> int:
+        """Queues the acknowledgement of an append already stored (or in flight); writes nothing."""
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        state.outstanding.append((done, _Append(event_number, state.last_stored, request_id, conditional, 0,
+                                                duplicate=True)))
+        self._drain(state)
+        return 0
+
     def _drain(self, state: WriterState) -> None:
         """Sends the replies of this writer's finished appends, oldest first."""
         outstanding = state.outstanding
@@ -134,7 +151,9 @@ class AppendProcessor:
                 continue
             error = future.exception()
             try:
-                if error is None:
+                if append.duplicate:
+                    self._acknowledge_duplicate(state, append)
+                elif error is None:
                     self._acknowledge(state, append, future.result() + append.size)
                 else:
                     self._reject(state, append, error)
@@ -148,6 +167,16 @@ class AppendProcessor:
         if previous < append.event_number:
             self._send(wc.DataAppended(state.writer_id, append.event_number, previous, append.request_id,
                                        new_length))
+
+    def _acknowledge_duplicate(self, state: WriterState, append: _Append) -> None:
+        if state.failed:
+            return  # the original failed; the writer must set up again
+        try:
+            length = state.container.get_info(state.segment).length
+        except errors.SegmentStoreError:
+            length = -1
+        self._send(wc.DataAppended(state.writer_id, append.event_number, state.last_acked, append.request_id,
+                                   length))
 
     def _reject(self, state: WriterState, append: _Append, error: BaseException) -> None:
         segment = state.segment

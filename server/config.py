@@ -6,6 +6,7 @@ import dataclasses
 import pathlib
 
 DEFAULT_PORT = 12345
+MIN_LOG_FILE_SIZE = 16 * 1024 * 1024  # a Tier-1 log file holds at least one largest record (8 MiB + 64 KiB)
 
 
 @dataclasses.dataclass
@@ -27,3 +28,5 @@ class SegmentStoreConfig:
             raise ValueError("container_count must be in [1, 4096]")
         if not 0 <= self.port <= 65535:
             raise ValueError("port must be in [0, 65535]")
+        if self.log_file_size < MIN_LOG_FILE_SIZE:
+            raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")

@@ -488,3 +488,27 @@ async def test_table_requests_on_missing_table(client):
                     c.ReadTableEntriesDelta(rid(), TABLE, "", 0, 10),
                     c.GetTableSegmentInfo(rid(), TABLE, "")]:
         assert isinstance(await client.request(request), c.NoSuchSegment), request
+
+
+async def test_duplicate_appends_are_acknowledged_without_being_written_twice(client, store):
+    """A block resent after a lost ack (same or lower event numbers), on the same connection or after
+    reconnecting, is acknowledged and not appended again."""
+    await create(client)
+    writer = uuid.uuid4()
+    await append_events(client, SEGMENT, [b"1", b"2", b"3"], writer=writer)
+    resend = envelope_all([b"2", b"3"])
+    request_id = rid()
+    future = client.expect(request_id)
+    client.send(c.AppendBlockEnd(writer, len(resend), resend, 2, 3, request_id))
+    ack = await asyncio.wait_for(future, 5)
+    assert isinstance(ack, c.DataAppended) and ack.event_number == 3
+    other = await WireConnection.connect("127.0.0.1", store.port)
+    try:
+        assert (await other.request(c.SetupAppend(rid(), writer, SEGMENT, ""))).last_event_number == 3
+        again = await other.request(c.AppendBlockEnd(writer, 9, envelope(b"1"), 1, 1, rid()))
+        assert isinstance(again, c.DataAppended) and again.event_number == 1
+        fresh = await other.request(c.AppendBlockEnd(writer, 9, envelope(b"4"), 1, 4, rid()))
+        assert isinstance(fresh, c.DataAppended) and fresh.previous_event_number == 3
+    finally:
+        await other.close()
+    assert await _read_all(store, SEGMENT) == envelope_all([b"1", b"2", b"3", b"4"])
