@@ -319,7 +319,15 @@ class SegmentContainer:
 
     async def _write_checkpoint(self) -> None:
         self._operations_since_checkpoint = 0
-        decision = Decision(ops.Checkpoint(self._state.snapshot()), ())
+        snapshot = self._state.snapshot()
+        if len(snapshot) + _FRAME_HEADROOM > self._max_frame_bytes:
+            # Replay starts at the log's first checkpoint, which is never truncated away before
+            # Tier-2 exists, so skipping a later one loses nothing. Splitting snapshots across
+            # records comes with log truncation (Tier-2).
+            log.warning("checkpoint too large for one log record; skipped",
+                        extra={"container": self.container_id, "bytes": len(snapshot)})
+            return
+        decision = Decision(ops.Checkpoint(snapshot), ())
         future = asyncio.get_running_loop().create_future()
         self._add_to_frame(decision, future)
         self._flush()
