@@ -73,7 +73,11 @@ class RequestHandlers:
         handler = self.table.get(type(command))
         if handler is None:
             raise CloseConnection(f"{type(command).__name__} is not a request this server handles")
-        return await handler(command)
+        try:
+            return await handler(command)
+        except errors.SegmentStoreError as error:  # errors not mapped inside a handler name its segment
+            return error_reply(error, command.request_id, getattr(command, "segment", ""),
+                               operation=_OPERATION_NAMES.get(type(command), ""))
 
     # ------------------------------------------------------------------ segments
 
@@ -265,26 +269,19 @@ class RequestHandlers:
         return wc.TableRead(command.request_id, name, entries)
 
     async def read_table_keys(self, command: wc.ReadTableKeys):
-        name = command.segment
-        try:
-            index = self._container_for(name).table(name).table
-            items, token = index.page(command.continuation_token, command.suggested_key_count,
-                                      MAX_TABLE_REPLY_BYTES)
-        except errors.SegmentStoreError as error:
-            return error_reply(error, command.request_id, name, operation="readTableKeys")
-        return wc.TableKeysRead(command.request_id, name, [wc.TableKey(key, version) for key, version, _ in items],
-                                token)
+        items, token = self._table_page(command, command.suggested_key_count)
+        keys = [wc.TableKey(key, version) for key, version, _ in items]
+        return wc.TableKeysRead(command.request_id, command.segment, keys, token)
 
     async def read_table_entries(self, command: wc.ReadTableEntries):
-        name = command.segment
-        try:
-            index = self._container_for(name).table(name).table
-            items, token = index.page(command.continuation_token, command.suggested_entry_count,
-                                      MAX_TABLE_REPLY_BYTES)
-        except errors.SegmentStoreError as error:
-            return error_reply(error, command.request_id, name, operation="readTableEntries")
+        items, token = self._table_page(command, command.suggested_entry_count)
         entries = [wc.TableEntry(key, version, value) for key, version, value in items]
-        return wc.TableEntriesRead(command.request_id, name, entries, token)
+        return wc.TableEntriesRead(command.request_id, command.segment, entries, token)
+
+    def _table_page(self, command, count: int):
+        """(items, token) of the page after the command's continuation token (iteration in hash order)."""
+        index = self._container_for(command.segment).table(command.segment).table
+        return index.page(command.continuation_token, count, MAX_TABLE_REPLY_BYTES)
 
     async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
         name, start = command.segment, command.from_position
@@ -319,6 +316,9 @@ class RequestHandlers:
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="locateOffset")
         return wc.OffsetLocated(command.request_id, name, info.length)
+
+
+_OPERATION_NAMES = {wc.ReadTableKeys: "readTableKeys", wc.ReadTableEntries: "readTableEntries"}
 
 
 def _source_event_count(container, source: str) -> int:
