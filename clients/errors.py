@@ -25,3 +25,51 @@ class ServerError(ClientError):
     def __init__(self, reply):
         super().__init__(repr(reply))
         self.reply = reply
+
+
+class SegmentError(ServerError):
+    """An error reply about a segment (``reply.segment`` names it)."""
+
+
+class NoSuchSegment(SegmentError):
+    pass
+
+
+class SegmentSealed(SegmentError):
+    pass
+
+
+class SegmentTruncated(SegmentError):
+    """An offset below the start offset, or an offset condition that failed."""
+
+
+class SegmentExists(SegmentError):
+    pass
+
+
+class TableKeyBadVersion(SegmentError):
+    """A conditional table update met a different version (optimistic concurrency lost)."""
+
+
+class TableKeyDoesNotExist(SegmentError):
+    pass
+
+
+class TableNotEmpty(SegmentError):
+    pass
+
+
+class WrongHost(SegmentError):
+    retriable = True
+
+
+class AttributeConditionFailed(SegmentError):
+    """A conditional attribute update (or a merge's attribute condition) did not hold."""
+
+
+class Unsupported(ServerError):
+    pass
+
+
+class IllegalArgument(ServerError):
+    pass

@@ -1,0 +1,197 @@
+"""Raw segment and table-segment calls to segment stores, over pooled wire connections.
+
+One multiplexed connection per endpoint (requests are pipelined by request id),
+re-established on failure. ``endpoint_for(segment)`` says where a segment lives
+(standalone: always the same store; with a controller: its getURI answer).
+Error replies become typed exceptions (``clients.errors``); calls retry
+``retriable`` failures with exponential backoff, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from wire import commands as wc
+from wire.constants import NO_VERSION, NULL_ATTRIBUTE_VALUE
+
+from . import errors
+from .connection import WireConnection, next_request_id
+
+Endpoint = tuple[str, int]
+
+_ERRORS = {
+    wc.NoSuchSegment: errors.NoSuchSegment,
+    wc.SegmentIsSealed: errors.SegmentSealed,
+    wc.SegmentIsTruncated: errors.SegmentTruncated,
+    wc.SegmentAlreadyExists: errors.SegmentExists,
+    wc.TableKeyBadVersion: errors.TableKeyBadVersion,
+    wc.TableKeyDoesNotExist: errors.TableKeyDoesNotExist,
+    wc.TableSegmentNotEmpty: errors.TableNotEmpty,
+    wc.WrongHost: errors.WrongHost,
+    wc.OperationUnsupported: errors.Unsupported,
+    wc.ErrorMessage: errors.IllegalArgument,
+}
+
+
+def raise_for(reply, expected: tuple):
+    """Returns ``reply`` if it is one of ``expected``; raises its typed error otherwise."""
+    if isinstance(reply, expected):
+        return reply
+    if isinstance(reply, wc.SegmentAttributeUpdated) and not reply.success:
+        raise errors.AttributeConditionFailed(reply)
+    raise _ERRORS.get(type(reply), errors.ServerError)(reply)
+
+
+class SegmentStoreClient:
+    def __init__(self, endpoint_for: Callable[[str], Endpoint] | Endpoint, *, attempts: int = 5,
+                 backoff_seconds: float = 0.01, request_timeout: float = 30.0):
+        self._endpoint_for = endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for)
+        self._connections: dict[Endpoint, WireConnection] = {}
+        self._connecting: dict[Endpoint, asyncio.Future] = {}
+        self._attempts = attempts
+        self._backoff = backoff_seconds
+        self._timeout = request_timeout
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for connection in connections.values():
+            await connection.close()
+
+    async def _connection(self, endpoint: Endpoint) -> WireConnection:
+        connection = self._connections.get(endpoint)
+        if connection is not None and not connection.closed:
+            return connection
+        pending = self._connecting.get(endpoint)
+        if pending is None:
+            pending = asyncio.ensure_future(WireConnection.connect(*endpoint))
+            self._connecting[endpoint] = pending
+            pending.add_done_callback(lambda _: self._connecting.pop(endpoint, None))
+        connection = await asyncio.shield(pending)
+        self._connections[endpoint] = connection
+        return connection
+
+    async def call(self, segment: str, make_request: Callable[[int], object], expected: tuple):
+        """Sends ``make_request(request_id)`` to the store owning ``segment``, retrying retriable failures."""
+        delay = self._backoff
+        for attempt in range(self._attempts):
+            try:
+                connection = await self._connection(self._endpoint_for(segment))
+                reply = await connection.request(make_request(next_request_id()), self._timeout)
+                return raise_for(reply, expected)
+            except (errors.ClientError, asyncio.TimeoutError) as error:
+                retriable = isinstance(error, asyncio.TimeoutError) or error.retriable
+                if not retriable or attempt == self._attempts - 1:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 10, 2.0)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ segments
+
+    async def create_segment(self, name: str, scale_type: int = 0, target_rate: int = 0,
+                             rollover_size_bytes: int = 0) -> bool:
+        """Creates a stream segment; False if it already existed."""
+        try:
+            await self.call(name, lambda rid: wc.CreateSegment(rid, name, target_rate, scale_type, "",
+                                                               rollover_size_bytes), (wc.SegmentCreated,))
+            return True
+        except errors.SegmentExists:
+            return False
+
+    async def seal_segment(self, name: str) -> None:
+        """Seals a segment (already sealed counts as done)."""
+        try:
+            await self.call(name, lambda rid: wc.SealSegment(rid, name, ""), (wc.SegmentSealed,))
+        except errors.SegmentSealed:
+            pass
+
+    async def delete_segment(self, name: str) -> bool:
+        """Deletes a segment; False if it did not exist."""
+        try:
+            await self.call(name, lambda rid: wc.DeleteSegment(rid, name, ""), (wc.SegmentDeleted,))
+            return True
+        except errors.NoSuchSegment:
+            return False
+
+    async def truncate_segment(self, name: str, offset: int) -> None:
+        await self.call(name, lambda rid: wc.TruncateSegment(rid, name, offset, ""), (wc.SegmentTruncated,))
+
+    async def segment_info(self, name: str) -> wc.StreamSegmentInfo:
+        return await self.call(name, lambda rid: wc.GetStreamSegmentInfo(rid, name, ""), (wc.StreamSegmentInfo,))
+
+    async def update_segment_policy(self, name: str, scale_type: int, target_rate: int) -> None:
+        await self.call(name, lambda rid: wc.UpdateSegmentPolicy(rid, name, target_rate, scale_type, ""),
+                        (wc.SegmentPolicyUpdated,))
+
+    async def merge_segments_batch(self, target: str, sources: list[str]) -> list[int]:
+        """Merges sources into target in order; returns the target length after each."""
+        reply = await self.call(target, lambda rid: wc.MergeSegmentsBatch(rid, target, sources, ""),
+                                (wc.SegmentsBatchMerged,))
+        return [merged.new_target_write_offset for merged in reply.merged]
+
+    async def get_attribute(self, name: str, attribute_id) -> int:
+        reply = await self.call(name, lambda rid: wc.GetSegmentAttribute(rid, name, attribute_id, ""),
+                                (wc.SegmentAttribute,))
+        return reply.value
+
+    # ------------------------------------------------------------------ table segments
+
+    async def create_table(self, name: str) -> bool:
+        """Creates a table segment; False if it already existed."""
+        try:
+            await self.call(name, lambda rid: wc.CreateTableSegment(rid, name, ""), (wc.SegmentCreated,))
+            return True
+        except errors.SegmentExists:
+            return False
+
+    async def delete_table(self, name: str, must_be_empty: bool = False) -> bool:
+        try:
+            await self.call(name, lambda rid: wc.DeleteTableSegment(rid, name, must_be_empty, ""),
+                            (wc.SegmentDeleted,))
+            return True
+        except errors.NoSuchSegment:
+            return False
+
+    async def update_table(self, name: str, entries, table_offset: int = -1) -> list[int]:
+        """Writes (key, version, value) entries atomically; returns their new versions.
+
+        Raises TableKeyBadVersion / TableKeyDoesNotExist when a versioned key does not match.
+        """
+        table_entries = [wc.TableEntry(key, version, value) for key, version, value in entries]
+        reply = await self.call(name, lambda rid: wc.UpdateTableEntries(rid, name, "", table_entries,
+                                                                          table_offset),
+                                (wc.TableEntriesUpdated,))
+        return list(reply.updated_versions)
+
+    async def remove_table_keys(self, name: str, keys, table_offset: int = -1) -> None:
+        """Removes (key, version) pairs atomically (NO_VERSION: unconditionally)."""
+        table_keys = [wc.TableKey(key, version) for key, version in keys]
+        await self.call(name, lambda rid: wc.RemoveTableKeys(rid, name, "", table_keys, table_offset),
+                        (wc.TableKeysRemoved,))
+
+    async def read_table(self, name: str, keys) -> list[tuple[int, bytes] | None]:
+        """The (version, value) of each key, or None where it is absent."""
+        table_keys = [wc.TableKey(key, NO_VERSION) for key in keys]
+        reply = await self.call(name, lambda rid: wc.ReadTable(rid, name, "", table_keys), (wc.TableRead,))
+        return [None if entry.version < 0 else (entry.version, bytes(entry.value)) for entry in reply.entries]
+
+    async def read_table_entries(self, name: str, token: bytes = b"", count: int = 1000):
+        """A page of (key, version, value) and the token to resume after it (empty when done)."""
+        reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, "", count, token),
+                                (wc.TableEntriesRead,))
+        entries = [(bytes(e.key), e.version, bytes(e.value)) for e in reply.entries]
+        return entries, bytes(reply.continuation_token)
+
+    async def table_entries(self, name: str, page_size: int = 1000):
+        """Every (key, version, value) of a table, page by page."""
+        token = b""
+        while True:
+            entries, token = await self.read_table_entries(name, token, page_size)
+            if not entries:
+                return
+            for entry in entries:
+                yield entry
+
+
+__all__ = ["SegmentStoreClient", "raise_for", "NULL_ATTRIBUTE_VALUE"]
