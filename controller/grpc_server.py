@@ -1,0 +1,27 @@
+"""The controller's gRPC server lifecycle (grpcio asyncio API)."""
+
+from __future__ import annotations
+
+import grpc
+
+from .grpc_api import controller_pb2_grpc
+
+DEFAULT_PORT = 9090
+
+
+class GrpcStartupError(Exception):
+    """The gRPC port could not be bound."""
+
+
+async def start_grpc_server(servicer, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[grpc.aio.Server, int]:
+    """Starts serving ``servicer`` (a ControllerServiceServicer); returns the server and its port."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as error:
+        raise GrpcStartupError(f"cannot listen on {host}:{port}: {error}") from error
+    if bound == 0:
+        raise GrpcStartupError(f"cannot listen on {host}:{port}: address in use or not available")
+    await server.start()
+    return server, bound
