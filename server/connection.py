@@ -37,6 +37,7 @@ from .replies import CloseConnection
 log = logging.getLogger("tributary.connection")
 
 _IMMEDIATE = frozenset({wc.Hello, wc.KeepAlive, wc.SetupAppend})
+_ERROR_MESSAGE_VERSION = 15  # the first version whose Rust decoder knows ErrorMessage (protocol reference §3.1)
 _APPENDS = frozenset({wc.AppendBlockEnd, wc.ConditionalAppend, wc.ConditionalBlockEnd})
 
 
@@ -73,6 +74,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._paused_for_writes = False
         self._closed = False
         self._closing = False  # a protocol error was seen: finish what was taken, then close
+        self._client_version = wire.WIRE_VERSION  # the client's high version, from its Hello
         self.peer = None
 
     def __repr__(self) -> str:
@@ -169,6 +171,7 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def _answer_now(self, command) -> None:
         if type(command) is wc.Hello:
+            self._client_version = command.high_version
             self.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
             if command.low_version > wire.WIRE_VERSION or command.high_version < wire.OLDEST_COMPATIBLE_VERSION:
                 self.close(f"incompatible client versions {command.low_version}..{command.high_version}")
@@ -204,8 +207,13 @@ class SegmentStoreConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ output and lifecycle
 
     def send(self, reply) -> None:
-        if not self._closed and self._transport is not None:
-            self._transport.writelines(wire.encode_parts(reply))
+        if self._closed or self._transport is None:
+            return
+        if type(reply) is wc.ErrorMessage and self._client_version < _ERROR_MESSAGE_VERSION:
+            # Clients older than v15 cannot decode ErrorMessage; closing gives them the same outcome.
+            self.close(f"error for a v{self._client_version} client: {reply.message}")
+            return
+        self._transport.writelines(wire.encode_parts(reply))
 
     def close(self, reason: str = "") -> None:
         if self._closed:

@@ -136,3 +136,10 @@ async def test_a_hostile_flood_does_not_disturb_others(store, bystander):
     assert all(received == b"" for received, _ in results)
     reply = await bystander.request(c.GetStreamSegmentInfo(next_request_id(), SEGMENT, ""))
     assert isinstance(reply, c.StreamSegmentInfo)
+
+
+async def test_v11_client_is_closed_instead_of_sent_error_message(store, bystander):
+    """A client that said Hello(11, 5) cannot decode ErrorMessage: an invalid name closes its connection."""
+    hello = wire.encode(c.Hello(11, 5))
+    received, closed = await raw_exchange(store.port, hello + wire.encode(c.CreateSegment(7, "", 0, 0, "")))
+    assert closed and decode_all(received) == [c.Hello(15, 5)]
