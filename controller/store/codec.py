@@ -1,0 +1,176 @@
+"""Symmetric binary encoder/decoder for metadata records (big-endian, struct-based, no schema library).
+
+Every record value starts with one byte, its *format version* (currently 1 for every record).
+Then come its fields in a fixed order: integers as i32/i64, floats as IEEE-754 f64 (key ranges
+round-trip exactly), booleans as one byte, strings as u16 length + UTF-8, byte strings as u32
+length + bytes, UUIDs as 16 raw bytes, and lists as a u32 count followed by the items.
+
+Evolution rule: a newer writer may only *append* fields and bump the version byte. A reader
+that knows version N decodes the prefix it knows from any version >= N and ignores the rest; at
+exactly its own version, leftover bytes are corruption. (A reader of version N + 1 meeting an
+older value will have to default the appended fields; every record is at version 1 today, so
+an older version is corruption.) Version 0 and truncated values are corruption too. Errors
+raise ``CorruptRecord`` naming the record type.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from .errors import CorruptRecord, RecordTooLarge
+
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+_PAIR = struct.Struct(">qq")
+
+
+class Encoder:
+    """Accumulates one record's fields; ``to_bytes`` joins them once."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, format_version: int):
+        self._parts: list[bytes] = [_U8.pack(format_version)]
+
+    def u8(self, value: int) -> Encoder:
+        self._parts.append(_U8.pack(value))
+        return self
+
+    def i32(self, value: int) -> Encoder:
+        self._parts.append(_I32.pack(value))
+        return self
+
+    def i64(self, value: int) -> Encoder:
+        self._parts.append(_I64.pack(value))
+        return self
+
+    def f64(self, value: float) -> Encoder:
+        self._parts.append(_F64.pack(value))
+        return self
+
+    def boolean(self, value: bool) -> Encoder:
+        self._parts.append(b"\x01" if value else b"\x00")
+        return self
+
+    def text(self, value: str) -> Encoder:
+        data = value.encode("utf-8")
+        if len(data) > 0xFFFF:
+            raise RecordTooLarge(f"strings in records are at most 65535 bytes, got {len(data)}")
+        self._parts.append(_U16.pack(len(data)))
+        self._parts.append(data)
+        return self
+
+    def blob(self, value: bytes) -> Encoder:
+        self._parts.append(_U32.pack(len(value)))
+        self._parts.append(bytes(value))
+        return self
+
+    def uuid(self, value: uuid.UUID) -> Encoder:
+        self._parts.append(value.bytes)
+        return self
+
+    def count(self, value: int) -> Encoder:
+        self._parts.append(_U32.pack(value))
+        return self
+
+    def packed(self, layout: struct.Struct, rows) -> Encoder:
+        """A list of fixed-layout rows (tuples) as a count and the packed rows: fast for long lists."""
+        rows = list(rows)
+        self._parts.append(_U32.pack(len(rows)))
+        self._parts.append(b"".join(layout.pack(*row) for row in rows))
+        return self
+
+    def pairs(self, mapping: dict[int, int]) -> Encoder:
+        """An int64 -> int64 map (stream cuts, sizes) sorted by key, so equal maps encode equally."""
+        return self.packed(_PAIR, sorted(mapping.items()))
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self._parts)
+
+
+class Decoder:
+    """Reads the fields an ``Encoder`` wrote, in the same order."""
+
+    __slots__ = ("_data", "_position", "_record", "version", "_known_version")
+
+    def __init__(self, data: bytes, record: str, known_version: int):
+        self._data = memoryview(data)
+        self._record = record
+        self._position = 0
+        self._known_version = known_version
+        self.version = self._unpack(_U8)
+        if self.version == 0:
+            raise CorruptRecord(f"{record}: format version 0")
+        if self.version < known_version:
+            raise CorruptRecord(f"{record}: format version {self.version} predates {known_version}")
+
+    def _take(self, size: int) -> memoryview:
+        end = self._position + size
+        if end > len(self._data):
+            raise CorruptRecord(f"{self._record}: truncated at byte {self._position} (needs {size} more)")
+        view = self._data[self._position:end]
+        self._position = end
+        return view
+
+    def _unpack(self, layout: struct.Struct):
+        return layout.unpack(self._take(layout.size))[0]
+
+    def u8(self) -> int:
+        return self._unpack(_U8)
+
+    def i32(self) -> int:
+        return self._unpack(_I32)
+
+    def i64(self) -> int:
+        return self._unpack(_I64)
+
+    def f64(self) -> float:
+        return self._unpack(_F64)
+
+    def boolean(self) -> bool:
+        value = self._unpack(_U8)
+        if value > 1:
+            raise CorruptRecord(f"{self._record}: boolean byte {value}")
+        return value == 1
+
+    def text(self) -> str:
+        try:
+            return bytes(self._take(self._unpack(_U16))).decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecord(f"{self._record}: a string is not UTF-8") from None
+
+    def blob(self) -> bytes:
+        return bytes(self._take(self._unpack(_U32)))
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16)))
+
+    def count(self) -> int:
+        count = self._unpack(_U32)
+        if count > len(self._data) - self._position:  # each item takes at least one byte
+            raise CorruptRecord(f"{self._record}: count {count} exceeds the remaining bytes")
+        return count
+
+    def packed(self, layout: struct.Struct) -> list[tuple]:
+        count = self._unpack(_U32)
+        return list(layout.iter_unpack(self._take(count * layout.size))) if count else []
+
+    def pairs(self) -> dict[int, int]:
+        return dict(self.packed(_PAIR))
+
+    def enum(self, enum_type, value: int):
+        """Converts a decoded number to ``enum_type``; an unknown member is corruption."""
+        try:
+            return enum_type(value)
+        except ValueError:
+            raise CorruptRecord(f"{self._record}: {value} is not a {enum_type.__name__}") from None
+
+    def finish(self) -> None:
+        """Checks that nothing is left over (unless the writer was a newer format version)."""
+        if self.version == self._known_version and self._position != len(self._data):
+            raise CorruptRecord(f"{self._record}: {len(self._data) - self._position} bytes left over")

@@ -1,0 +1,28 @@
+"""PDP-32 metadata records: typed values with a compact, versioned binary encoding each.
+
+Every record has ``encode() -> bytes`` and ``decode(bytes)``; formats are documented at the top
+of each module and in controller/store/LAYOUT.md.
+"""
+
+from .cuts import EMPTY_TRUNCATION, RetentionSet, StreamCutRecord, TruncationRecord
+from .epochs import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitionRecord, HistoryChunk, HistoryIndexLeaf,
+                     HistoryIndexRoot, HistoryTimeSeriesRecord, NewSegment, SealedEpochRecord, SealedSizesShard,
+                     SegmentRecord)
+from .readers import (ReaderGroupConfigRecord, ReaderGroupRetentionType, SubscriberRecord, SubscriberSet,
+                      WriterMarkRecord)
+from .streams import (CreationRecord, DeletedStreamRecord, RetentionPolicy, RetentionType, ScaleType,
+                      ScalingPolicy, ScopeRecord, StateRecord, StreamConfiguration)
+from .transactions import EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, TransactionRecord
+from .workflows import PendingWorkflowRecord, WorkflowIntentRecord, WorkflowKind
+
+__all__ = [
+    "EMPTY_TRUNCATION", "RetentionSet", "StreamCutRecord", "TruncationRecord",
+    "EMPTY_EPOCH_TRANSITION", "EpochRecord", "EpochTransitionRecord", "HistoryChunk", "HistoryIndexLeaf",
+    "HistoryIndexRoot", "HistoryTimeSeriesRecord", "NewSegment", "SealedEpochRecord", "SealedSizesShard",
+    "SegmentRecord",
+    "ReaderGroupConfigRecord", "ReaderGroupRetentionType", "SubscriberRecord", "SubscriberSet", "WriterMarkRecord",
+    "CreationRecord", "DeletedStreamRecord", "RetentionPolicy", "RetentionType", "ScaleType",
+    "ScalingPolicy", "ScopeRecord", "StateRecord", "StreamConfiguration",
+    "EMPTY_COMMITTING_TRANSACTIONS", "CommittingTransactionsRecord", "TransactionRecord",
+    "PendingWorkflowRecord", "WorkflowIntentRecord", "WorkflowKind",
+]
