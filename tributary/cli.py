@@ -17,6 +17,11 @@ import click
 from . import __version__, logs
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+SEGMENT_STORE_WAIT_SECONDS = 30.0  # `tributary controller` waits this long for its segment store
+
+
+class CommandFailed(Exception):
+    """A server could not start; the message says why (printed, exit status 1)."""
 
 
 @click.group()
@@ -31,7 +36,7 @@ def _segment_store_options(function):
                      show_default=True, help="Directory for the container logs (and later Tier-2)."),
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
         click.option("--port", default=12345, show_default=True, type=click.IntRange(0, 65535),
-                     help="Wire-protocol port."),
+                     help="Wire-protocol (segment store) port."),
         click.option("--containers", "container_count", default=4, show_default=True,
                      type=click.IntRange(1, 4096), help="Segment containers (fixed per data dir)."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
@@ -40,45 +45,131 @@ def _segment_store_options(function):
     return function
 
 
+def _endpoint(text: str) -> tuple[str, int]:
+    host, separator, port = text.rpartition(":")
+    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
 @main.command()
 @_segment_store_options
 def segmentstore(data_dir, host, port, container_count, log_level) -> None:
     """Run one segment store."""
-    _run_segment_store(data_dir, host, port, container_count, log_level, banner="segment store")
+    logs.configure(log_level)
+    _run_or_exit(_serve_segment_store(data_dir, host, port, container_count))
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=9090, show_default=True, type=click.IntRange(0, 65535), help="gRPC port.")
+@click.option("--segment-store", "segment_store", default="127.0.0.1:12345", show_default=True,
+              help="HOST:PORT of the segment store that owns every container.")
+@click.option("--containers", "container_count", default=4, show_default=True, type=click.IntRange(1, 4096),
+              help="Segment containers of the segment store (must match it).")
+@click.option("--wait", "wait_seconds", default=SEGMENT_STORE_WAIT_SECONDS, show_default=True,
+              type=click.FloatRange(0), help="Seconds to keep trying to reach the segment store at start.")
+@click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
+def controller(host, port, segment_store, container_count, wait_seconds, log_level) -> None:
+    """Run one controller against a running segment store."""
+    logs.configure(log_level)
+    _run_or_exit(_serve_controller(host, port, _endpoint(segment_store), container_count, wait_seconds))
 
 
 @main.command()
 @_segment_store_options
-def standalone(data_dir, host, port, container_count, log_level) -> None:
-    """Run the controller and the segment store in one process (the controller is not built yet)."""
-    click.echo("note: the controller is not built yet; starting the segment store alone", err=True)
-    _run_segment_store(data_dir, host, port, container_count, log_level, banner="standalone segment store")
+@click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
+              help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
+def standalone(data_dir, host, port, container_count, log_level, controller_port) -> None:
+    """Run the segment store and the controller in one process."""
+    logs.configure(log_level)
+    _run_or_exit(_serve_standalone(data_dir, host, port, container_count, controller_port))
 
 
-def _run_segment_store(data_dir, host, port, container_count, log_level, banner: str) -> None:
+# ---------------------------------------------------------------------- serving
+
+
+async def _serve_segment_store(data_dir, host, port, container_count) -> None:
+    store = await _start_segment_store(data_dir, host, port, container_count)
+    click.echo(f"tributary {__version__}: segment store listening on {host}:{store.port} (data dir {data_dir})",
+               err=True)
+    await _until_signal()
+    await store.stop()
+    click.echo("stopped", err=True)
+
+
+async def _serve_controller(host, port, segment_store, container_count, wait_seconds: float) -> None:
+    app = await _start_controller(host, port, segment_store, container_count, wait_seconds)
+    click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
+               f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
+    await _until_signal()
+    await app.stop()
+    click.echo("stopped", err=True)
+
+
+async def _serve_standalone(data_dir, host, port, container_count, controller_port) -> None:
+    store = await _start_segment_store(data_dir, host, port, container_count)
+    try:
+        app = await _start_controller(host, controller_port, (host, store.port), container_count, 0.0)
+    except BaseException:
+        await store.stop()
+        raise
+    click.echo(f"tributary {__version__}: standalone: controller on tcp://{host}:{app.port}, "
+               f"segment store on {host}:{store.port} (data dir {data_dir})", err=True)
+    await _until_signal()
+    await app.stop()
+    await store.stop()
+    click.echo("stopped", err=True)
+
+
+async def _start_segment_store(data_dir, host, port, container_count):
     from server.config import SegmentStoreConfig
     from server.service import SegmentStoreService, StartupError
 
-    logs.configure(log_level)
-    config = SegmentStoreConfig(data_dir=data_dir, host=host, port=port, container_count=container_count)
+    service = SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, host=host, port=port,
+                                                     container_count=container_count))
     try:
-        _run(_serve(SegmentStoreService(config), banner))
+        await service.start()
     except StartupError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        raise CommandFailed(str(error)) from None
+    return service
 
 
-async def _serve(service, banner: str) -> None:
+async def _start_controller(host, port, segment_store, container_count, wait_seconds: float):
+    """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
+    from clients.errors import ClientError
+    from controller.app import ControllerApp, GrpcStartupError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    while True:
+        app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count)
+        try:
+            await app.start()
+            return app
+        except GrpcStartupError as error:
+            raise CommandFailed(str(error)) from None
+        except (ClientError, OSError, asyncio.TimeoutError) as error:
+            if loop.time() >= deadline:
+                raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "
+                                    f"{error}") from None
+        await asyncio.sleep(0.5)
+
+
+async def _until_signal() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
-    await service.start()
-    click.echo(f"tributary {__version__}: {banner} listening on {service.config.host}:{service.port} "
-               f"(data dir {service.config.data_dir})", err=True)
     await stop.wait()
-    await service.stop()
-    click.echo("stopped", err=True)
+
+
+def _run_or_exit(coroutine) -> None:
+    try:
+        _run(coroutine)
+    except CommandFailed as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
 
 
 def _run(coroutine) -> None:

@@ -1,1 +1,19 @@
-"""The controller's service layer: workflows and queries behind the gRPC API, over the metadata store."""
+"""The controller's service layer: workflows and queries behind the gRPC API, over the metadata store.
+
+Modules by concern (dependencies point down):
+
+    services                  ControllerServices: every service over one ControllerContext
+    scopes                    scopes, stream listings (with tags)
+    stream_creation, stream_update, stream_sealing, stream_deletion, truncation, scaling
+                              the stream workflows, each idempotent and re-drivable
+    segment_queries           tail, epochs, head, successors, cuts, validity, getURI
+    reader_groups, writer_marks, key_value_tables
+                              Java-client features (controller-managed groups, watermark marks, KVTs)
+    transaction_coordination  what sealing needs from transactions (abort open ones, wait)
+    workflows                 WorkflowRunner: per-stream exclusion, persisted intents, re-drive
+    stream_access, stream_cut_rules, configuration, payloads, segment_calls, fault_points
+                              shared helpers
+    context, errors           ControllerContext and the typed operating errors
+
+``transactions`` (TransactionService) is written separately and plugs into the same context.
+"""

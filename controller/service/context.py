@@ -11,10 +11,27 @@ from clients.segment_store_client import SegmentStoreClient
 
 from ..endpoints import SegmentLocator
 from ..store import MetadataStore
+from .fault_points import FaultPoints
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceSettings:
+    """Limits and periods of the services (defaults follow the Java controller where it has one)."""
+
+    workflow_timeout_seconds: float = 120.0  # update/seal/delete/truncate reply DEADLINE_EXCEEDED after this
+    workflow_retry_delay_seconds: float = 0.05  # first wait when the stream is busy; doubles up to the max
+    workflow_retry_delay_seconds_max: float = 1.0
+    redrive_interval_seconds: float = 10.0  # how often pending intents of failed workflows are re-driven
+    segment_calls_concurrency_max: int = 64  # segment-store calls in flight per workflow step
+    segments_per_epoch_max: int = 10_000  # one epoch record holds at most ~32,000 segments
+    tags_max: int = 127  # Java allows fewer than 128 tags ...
+    tag_length_max: int = 255  # ... each shorter than 256 characters
+    listing_page_max: int = 1000  # entries per list reply (Java's PAGE_LIMIT)
+    transactions_wait_seconds_max: float = 110.0  # seal waits this long for committing txns to finish
 
 
 @dataclasses.dataclass
@@ -23,3 +40,5 @@ class ControllerContext:
     segments: SegmentStoreClient  # raw segment and table-segment calls, routed by ``locator``
     locator: SegmentLocator
     now_ms: Callable[[], int] = wall_clock_ms
+    settings: ServiceSettings = dataclasses.field(default_factory=ServiceSettings)
+    fault_points: FaultPoints = dataclasses.field(default_factory=FaultPoints)

@@ -1,0 +1,59 @@
+"""Named points inside the workflows where a test can make the controller "crash".
+
+A workflow calls ``fault_points.reach("scale.epoch_written")`` between its steps. In production
+nothing is armed and the call does nothing. A test arms a point to raise ``SimulatedCrash`` there:
+the workflow stops half done, exactly as if the process had died, with its persisted intent left
+behind for another controller to re-drive. The names are listed in ``POINTS`` so a typo in a
+test fails loudly instead of never firing.
+"""
+
+from __future__ import annotations
+
+POINTS = frozenset({
+    "create.records_written",
+    "create.segments_created",
+    "scale.segments_created",
+    "scale.epoch_written",
+    "scale.segments_sealed",
+    "scale.epoch_moved",
+    "seal.state_sealing",
+    "seal.segments_sealed",
+    "delete.segments_deleted",
+    "truncate.record_written",
+    "truncate.segments_truncated",
+    "update.configuration_written",
+    "update.policies_updated",
+})
+
+
+class SimulatedCrash(Exception):
+    """Raised at an armed fault point."""
+
+
+class FaultPoints:
+    def __init__(self) -> None:
+        self._armed: dict[str, int] = {}
+
+    def arm(self, point: str, times: int = 1) -> None:
+        """Makes the next ``times`` arrivals at ``point`` raise SimulatedCrash.
+
+        Raises:
+            ValueError: ``point`` is not one of ``POINTS``.
+        """
+        if point not in POINTS:
+            raise ValueError(f"unknown fault point {point!r}")
+        self._armed[point] = times
+
+    def disarm_all(self) -> None:
+        self._armed.clear()
+
+    def reach(self, point: str) -> None:
+        """Called by workflows between steps.
+
+        Raises:
+            SimulatedCrash: the point is armed.
+        """
+        remaining = self._armed.get(point, 0)
+        if remaining > 0:
+            self._armed[point] = remaining - 1
+            raise SimulatedCrash(f"simulated crash at {point}")

@@ -1,0 +1,162 @@
+"""Key-value tables (spec §4.9): a fixed set of table-segment partitions per table.
+
+The metadata store has no key-value-table records, so this module keeps its own: one table per
+scope, ``_system/_tables/<scope>/keyValueTables``, mapping a table name to a
+``KeyValueTableRecord``. Partitions are the table segments ``<scope>/<kvt>_kvtable/<i>.#epoch.0``,
+each owning [i/p, (i+1)/p) of the key space (the last one ending at exactly 1.0). A record is
+written with ``creating`` set before its partitions, and cleared after: an interrupted create is
+finished by the next create of the same name.
+
+Record format (after the format-version byte)::
+
+    partition_count:i32 primary_key_length:i32 secondary_key_length:i32 rollover_size_bytes:i64
+    creation_time:i64 creating:bool
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from wire import naming
+
+from ..store import AlreadyExists, NotFound, layout
+from ..store.codec import Decoder, Encoder
+from ..store.key_space import equal_ranges
+from .context import ControllerContext
+from .errors import InvalidArgument, InvalidName, ScopeNotFound, TableExists, TableNotFound
+from .segment_calls import bounded_gather
+
+FORMAT_VERSION = 1
+
+
+def tables_table(scope: str) -> str:
+    return f"{layout.TABLE_PREFIX}/{scope}/keyValueTables"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeyValueTableRecord:
+    partition_count: int
+    primary_key_length: int
+    secondary_key_length: int = 0
+    rollover_size_bytes: int = 0
+    creation_time: int = 0
+    creating: bool = False
+
+    def encode(self) -> bytes:
+        return (Encoder(FORMAT_VERSION).i32(self.partition_count).i32(self.primary_key_length)
+                .i32(self.secondary_key_length).i64(self.rollover_size_bytes).i64(self.creation_time)
+                .boolean(self.creating).to_bytes())
+
+    @classmethod
+    def decode(cls, data: bytes) -> KeyValueTableRecord:
+        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
+        record = cls(decoder.i32(), decoder.i32(), decoder.i32(), decoder.i64(), decoder.i64(), decoder.boolean())
+        decoder.finish()
+        return record
+
+
+class KeyValueTables:
+    def __init__(self, context: ControllerContext):
+        self._context = context
+        self._kv = context.store.kv
+
+    async def create_table(self, scope: str, table: str, record: KeyValueTableRecord) -> None:
+        """Creates the table and its partitions.
+
+        Raises:
+            InvalidArgument: no partitions, no primary key, or negative lengths.
+            InvalidName: the table name breaks the user-name rules.
+            ScopeNotFound: no such scope, or it is being deleted.
+            TableExists: the table exists (a retried create included, as in Java).
+        """
+        if (record.partition_count < 1 or record.primary_key_length < 1 or record.secondary_key_length < 0
+                or record.rollover_size_bytes < 0):
+            raise InvalidArgument("a key-value table needs partitions > 0, primary key length > 0, "
+                                  "secondary key length >= 0, rollover size >= 0")
+        if record.partition_count > self._context.settings.segments_per_epoch_max:
+            raise InvalidArgument(f"at most {self._context.settings.segments_per_epoch_max} partitions")
+        try:
+            naming.validate_user_name(table, "key-value table name")
+        except naming.InvalidName as error:
+            raise InvalidName(str(error)) from None
+        scopes = self._context.store.scopes
+        if not await scopes.scope_exists(scope) or (await scopes.get_scope(scope))[0].sealed:
+            raise ScopeNotFound(f"scope {scope!r} does not exist")
+        await self._kv.create_table(tables_table(scope))
+        (found,) = await self._kv.get_many(tables_table(scope), [table])
+        if found is not None:
+            stored = KeyValueTableRecord.decode(found.value)
+            if stored.creating:
+                await self._finish(scope, table, stored, found.version)
+            raise TableExists(f"key-value table {scope}/{table} exists")
+        creating = dataclasses.replace(record, creation_time=self._context.now_ms(), creating=True)
+        try:
+            version = await self._kv.create(tables_table(scope), table, creating.encode())
+        except AlreadyExists:
+            raise TableExists(f"key-value table {scope}/{table} exists") from None
+        await self._finish(scope, table, creating, version)
+
+    async def _finish(self, scope: str, table: str, record: KeyValueTableRecord, version: int) -> None:
+        names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
+        await bounded_gather([lambda name=name: self._context.segments.create_table(name) for name in names],
+                             self._context.settings.segment_calls_concurrency_max)
+        await self._kv.replace(tables_table(scope), table,
+                               dataclasses.replace(record, creating=False).encode(), version)
+
+    async def get_table(self, scope: str, table: str) -> KeyValueTableRecord:
+        """Raises TableNotFound."""
+        try:
+            (found,) = await self._kv.get_many(tables_table(scope), [table])
+        except NotFound:
+            found = None
+        if found is None or KeyValueTableRecord.decode(found.value).creating:
+            raise TableNotFound(f"key-value table {scope}/{table} does not exist")
+        return KeyValueTableRecord.decode(found.value)
+
+    async def partitions(self, scope: str, table: str) -> list[tuple[int, float, float]]:
+        """(segment id, key start, key end) of every partition. Raises TableNotFound."""
+        record = await self.get_table(scope, table)
+        ranges = equal_ranges(0.0, 1.0, record.partition_count)
+        return [(naming.segment_id(number, 0), start, end) for number, (start, end) in enumerate(ranges)]
+
+    async def list_tables(self, scope: str, token: str) -> tuple[list[str], str]:
+        """One page of table names and the next token.
+
+        Raises:
+            ScopeNotFound: no such scope.
+            InvalidArgument: the token is not one of ours.
+        """
+        if not await self._context.store.scopes.scope_exists(scope):
+            raise ScopeNotFound(f"scope {scope!r} does not exist")
+        try:
+            page = await self._kv.list_entries(tables_table(scope), bytes.fromhex(token),
+                                               self._context.settings.listing_page_max)
+        except NotFound:
+            return [], ""
+        except ValueError:
+            raise InvalidArgument(f"invalid continuation token {token[:40]!r}") from None
+        return [name for name, _ in page.entries], page.token.hex()
+
+    async def delete_table(self, scope: str, table: str) -> None:
+        """Deletes the partitions, then the record. Raises TableNotFound."""
+        try:
+            (found,) = await self._kv.get_many(tables_table(scope), [table])
+        except NotFound:
+            found = None
+        if found is None:
+            raise TableNotFound(f"key-value table {scope}/{table} does not exist")
+        record = KeyValueTableRecord.decode(found.value)
+        names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
+        await bounded_gather([lambda name=name: self._context.segments.delete_table(name) for name in names],
+                             self._context.settings.segment_calls_concurrency_max)
+        await self._kv.remove(tables_table(scope), table)
+
+    async def has_tables(self, scope: str) -> bool:
+        try:
+            return bool((await self._kv.list_entries(tables_table(scope), b"", 1)).entries)
+        except NotFound:
+            return False
+
+    async def forget_scope(self, scope: str) -> None:
+        """Drops the scope's (empty) table of tables after the scope is deleted."""
+        await self._kv.delete_table(tables_table(scope))

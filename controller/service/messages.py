@@ -1,0 +1,127 @@
+"""Conversions between the gRPC messages and the services' values (spec §3, presence rules §1.5).
+
+Every ``SegmentId`` built here carries its ``streamInfo``; key ranges are copied exactly (epochs
+tile [0, 1) with the last range ending at exactly 1.0); tags are always set on a configuration
+reply; a retention policy is left unset when the stream has none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterable
+
+from ..grpc_api import controller_pb2 as pb
+from ..store.records import (ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy, RetentionType,
+                             ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration)
+from .errors import InvalidArgument
+
+
+def stream_info(scope: str, stream: str) -> pb.StreamInfo:
+    return pb.StreamInfo(scope=scope, stream=stream)
+
+
+def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
+    return pb.SegmentId(streamInfo=stream_info(scope, stream), segmentId=value)
+
+
+def segment_range(scope: str, stream: str, segment: SegmentRecord) -> pb.SegmentRange:
+    return pb.SegmentRange(segmentId=segment_id(scope, stream, segment.segment_id), minKey=segment.key_start,
+                           maxKey=segment.key_end)
+
+
+def segment_ranges(scope: str, stream: str, segments: Iterable[SegmentRecord]) -> list[pb.SegmentRange]:
+    """Ranges sorted by key start."""
+    return [segment_range(scope, stream, segment) for segment in sorted(segments, key=lambda s: s.key_start)]
+
+
+def token(value: str) -> pb.ContinuationToken:
+    return pb.ContinuationToken(token=value)
+
+
+# ---------------------------------------------------------------------- stream configuration
+
+
+def configuration_from(message: pb.StreamConfig) -> StreamConfiguration:
+    """The configuration a createStream/updateStream asks for.
+
+    Raises:
+        InvalidArgument: an unknown scale or retention type.
+    """
+    policy = message.scalingPolicy
+    retention = message.retentionPolicy
+    try:
+        scaling = ScalingPolicy(ScaleType(policy.scaleType), policy.targetRate, policy.scaleFactor,
+                                policy.minNumSegments)
+        retention_type = RetentionType(retention.retentionType)
+    except ValueError as error:
+        raise InvalidArgument(str(error)) from None
+    retention_policy = None
+    if message.HasField("retentionPolicy") and retention_type != RetentionType.UNKNOWN:
+        retention_policy = RetentionPolicy(retention_type, retention.retentionParam, retention.retentionMax)
+    return StreamConfiguration(scaling, retention_policy, tuple(message.tags.tag),
+                               timestamp_aggregation_timeout=message.timestampAggregationTimeout,
+                               rollover_size_bytes=message.rolloverSizeBytes)
+
+
+def configuration_to(scope: str, stream: str, configuration: StreamConfiguration) -> pb.StreamConfig:
+    scaling = configuration.scaling
+    message = pb.StreamConfig(
+        streamInfo=stream_info(scope, stream),
+        scalingPolicy=pb.ScalingPolicy(scaleType=int(scaling.scale_type), targetRate=scaling.target_rate,
+                                       scaleFactor=scaling.scale_factor, minNumSegments=scaling.min_num_segments),
+        tags=pb.Tags(tag=list(configuration.tags)),
+        timestampAggregationTimeout=configuration.timestamp_aggregation_timeout,
+        rolloverSizeBytes=configuration.rollover_size_bytes)
+    if configuration.retention is not None:
+        retention = configuration.retention
+        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(retentionType=int(retention.retention_type),
+                                                            retentionParam=retention.retention_param,
+                                                            retentionMax=retention.retention_max))
+    return message
+
+
+# ---------------------------------------------------------------------- reader groups
+
+
+def group_id_from(text: str) -> uuid.UUID:
+    """A reader group id ("" is the all-zero id). Raises InvalidArgument for a malformed UUID."""
+    if not text:
+        return uuid.UUID(int=0)
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgument(f"readerGroupId {text[:40]!r} is not a UUID") from None
+
+
+def _cuts_from(cuts: Iterable[pb.StreamCut]) -> dict[str, dict[int, int]]:
+    return {f"{cut.streamInfo.scope}/{cut.streamInfo.stream}": dict(cut.cut) for cut in cuts}
+
+
+def _cuts_to(cuts: dict[str, dict[int, int]]) -> list[pb.StreamCut]:
+    result = []
+    for scoped, cut in sorted(cuts.items()):
+        scope, _, stream = scoped.partition("/")
+        result.append(pb.StreamCut(streamInfo=stream_info(scope, stream), cut=cut))
+    return result
+
+
+def reader_group_from(message: pb.ReaderGroupConfiguration) -> ReaderGroupConfigRecord:
+    """Raises InvalidArgument for a malformed id or retention type."""
+    try:
+        retention = ReaderGroupRetentionType(message.retentionType)
+    except ValueError:
+        raise InvalidArgument(f"unknown reader group retention type {message.retentionType}") from None
+    return ReaderGroupConfigRecord(
+        group_id_from(message.readerGroupId), message.generation, message.groupRefreshTimeMillis,
+        message.automaticCheckpointIntervalMillis, message.maxOutstandingCheckpointRequest, retention,
+        message.rolloverSizeBytes, False, _cuts_from(message.startingStreamCuts), _cuts_from(message.endingStreamCuts))
+
+
+def reader_group_to(scope: str, group: str, record: ReaderGroupConfigRecord) -> pb.ReaderGroupConfiguration:
+    return pb.ReaderGroupConfiguration(
+        scope=scope, readerGroupName=group, groupRefreshTimeMillis=record.group_refresh_time_ms,
+        automaticCheckpointIntervalMillis=record.checkpoint_interval_ms,
+        maxOutstandingCheckpointRequest=record.max_outstanding_checkpoints, retentionType=int(record.retention_type),
+        generation=record.generation, readerGroupId=str(record.reader_group_id),
+        startingStreamCuts=_cuts_to(record.starting_cuts), endingStreamCuts=_cuts_to(record.ending_cuts),
+        rolloverSizeBytes=record.rollover_size_bytes)

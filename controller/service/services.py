@@ -1,0 +1,114 @@
+"""All controller services over one context: what the gRPC layer and the app talk to."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..store import NotFound
+from ..store.records import StreamConfiguration
+from .context import ControllerContext
+from .errors import StreamNotFound, StreamNotReady, TableNotFound
+from .key_value_tables import KeyValueTables
+from .reader_groups import ReaderGroups
+from .scaling import Scaling
+from .scopes import Scopes
+from .segment_queries import SegmentQueries
+from .stream_access import require_state
+from .stream_creation import StreamCreation
+from .stream_deletion import StreamDeletion
+from .stream_sealing import StreamSealing
+from .stream_update import StreamUpdate
+from .transaction_coordination import Abort
+from .truncation import Truncation
+from .workflows import WorkflowRunner
+from .writer_marks import WriterMarks
+
+
+class ControllerServices:
+    def __init__(self, context: ControllerContext, abort_transaction: Abort | None = None):
+        self.context = context
+        self.runner = WorkflowRunner(context)
+        self.scopes = Scopes(context)
+        self.creation = StreamCreation(context, self.runner)
+        self.scaling = Scaling(context, self.runner)
+        self.update = StreamUpdate(context, self.runner, self.scaling)
+        self.sealing = StreamSealing(context, self.runner, abort_transaction)
+        self.deletion = StreamDeletion(context, self.runner)
+        self.truncation = Truncation(context, self.runner)
+        self.queries = SegmentQueries(context)
+        self.reader_groups = ReaderGroups(context, self.creation, self.sealing, self.deletion)
+        self.writer_marks = WriterMarks(context)
+        self.key_value_tables = KeyValueTables(context)
+        self.scopes.contents = self.key_value_tables
+        self._redriver: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> int:
+        """Re-drives pending workflows, then keeps re-driving periodically. Returns how many were pending."""
+        pending = await self.runner.redrive_all()
+        self._redriver = asyncio.get_running_loop().create_task(self.runner.redrive_forever())
+        return pending
+
+    async def stop(self) -> None:
+        if self._redriver is not None:
+            self._redriver.cancel()
+            await asyncio.gather(self._redriver, return_exceptions=True)
+        await self.runner.stop()
+
+    # ------------------------------------------------------------------ stream facts
+
+    async def configuration(self, scope: str, stream: str) -> StreamConfiguration:
+        """Raises StreamNotFound."""
+        try:
+            configuration, _ = await self.context.store.stream(scope, stream).get_configuration()
+        except NotFound:
+            raise StreamNotFound(f"stream {scope}/{stream} does not exist") from None
+        return configuration
+
+    async def stream_exists(self, scope: str, stream: str) -> bool:
+        try:
+            await require_state(self.context.store.stream(scope, stream))
+        except StreamNotFound:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ recursive scope deletion
+
+    async def delete_scope_recursive(self, scope: str) -> None:
+        """Deletes the scope with everything in it (a missing scope is fine, spec §4.1).
+
+        From the first step on the scope counts as existing for createScope and as missing for
+        createStream, so nothing new appears in it meanwhile.
+        """
+        store = self.context.store
+        try:
+            await store.scopes.seal_scope(scope)
+        except NotFound:
+            return
+        for group in await self.reader_groups.list_reader_groups(scope):
+            record = await self.reader_groups.get_reader_group(scope, group)
+            await self.reader_groups.delete_reader_group(scope, group, record.reader_group_id)
+        for stream in await self._all_pages(lambda token: self.scopes.list_streams(scope, token)):
+            try:
+                await self.sealing.seal_stream(scope, stream)
+            except (StreamNotFound, StreamNotReady):
+                pass
+            await self.deletion.delete_stream(scope, stream)
+        for table in await self._all_pages(lambda token: self.key_value_tables.list_tables(scope, token)):
+            try:
+                await self.key_value_tables.delete_table(scope, table)
+            except TableNotFound:
+                pass
+        await self.scopes.delete_scope(scope)
+
+    @staticmethod
+    async def _all_pages(list_page) -> list[str]:
+        names, token = [], ""
+        while True:
+            page, token = await list_page(token)
+            if not page:
+                return names
+            names += page
+            if not token:
+                return names

@@ -1,0 +1,65 @@
+"""deleteStream (spec §4.2, §6.7): every segment from the head to the current epoch is deleted on
+the segment stores, then the stream's metadata (its last segment number is kept, so a stream
+re-created under the name numbers its segments above the old ones)."""
+
+from __future__ import annotations
+
+from ..store import State, StreamStore, layout
+from ..store.queries import fetch_epochs
+from ..store.records import TruncationRecord, WorkflowIntentRecord, WorkflowKind
+from ..store.stream_cuts import is_truncated
+from .context import ControllerContext
+from .errors import StreamNotSealed
+from .segment_calls import SegmentCalls
+from .stream_access import state_or_none
+from .workflows import WorkflowRunner
+
+DELETABLE = frozenset({State.SEALED, State.CREATING})
+
+
+async def live_segment_ids(stream: StreamStore) -> set[int]:
+    """Every segment of the stream that truncation has not already removed (txn duplicates included)."""
+    current, _ = await stream.get_current_epoch()
+    truncation, _ = await stream.read(layout.TRUNCATION, TruncationRecord)
+    first = 0 if truncation.is_empty else min(truncation.span.values())
+    segments = set()
+    for epoch in await fetch_epochs(stream, first, current.epoch):
+        segments.update(segment for segment in epoch.segments if not is_truncated(segment, truncation))
+    return {segment.segment_id for segment in segments}
+
+
+class StreamDeletion:
+    def __init__(self, context: ControllerContext, runner: WorkflowRunner):
+        self._context = context
+        self._runner = runner
+        runner.register(WorkflowKind.DELETE, self._redrive)
+
+    async def delete_stream(self, scope: str, stream: str) -> bool:
+        """Deletes a sealed stream. Returns False if it does not exist.
+
+        Raises:
+            StreamNotSealed: the stream is not sealed (nor a leftover CREATING one).
+            WorkflowTimeout / ConcurrentWorkflow: not done within the completion timeout.
+        """
+        handle = self._context.store.stream(scope, stream)
+        state = await state_or_none(handle)
+        if state is None:
+            return False
+        if state not in DELETABLE:
+            raise StreamNotSealed(f"stream {scope}/{stream} is {state.name}, not sealed")
+        intent = WorkflowIntentRecord(WorkflowKind.DELETE, self._context.now_ms())
+        return await self._runner.run_with_timeout(handle, intent, lambda: self._delete(handle))
+
+    async def _delete(self, handle: StreamStore) -> bool:
+        state = await state_or_none(handle)
+        if state is None:
+            return False
+        if state not in DELETABLE:
+            raise StreamNotSealed(f"stream {handle.scope}/{handle.name} is {state.name}, not sealed")
+        await SegmentCalls(self._context, handle.scope, handle.name).delete(await live_segment_ids(handle))
+        self._context.fault_points.reach("delete.segments_deleted")
+        await self._context.store.delete_stream(handle.scope, handle.name)
+        return True
+
+    async def _redrive(self, handle: StreamStore, intent: WorkflowIntentRecord) -> None:
+        await self._delete(handle)

@@ -1,0 +1,119 @@
+"""Background workers of the transaction service: one commit worker per stream, one abort worker
+per transaction, each running its job (``transaction_jobs``) until done.
+
+A worker retries a busy stream or a failed segment-store call with capped exponential back-off,
+and gives up (until the next sweep asks again) when the stream is gone or sealed under it.
+Requesting work for a stream whose commit worker is running makes that worker look once more
+before it exits, so a commit request is never lost between its batch check and its exit.
+Cancelling a worker is safe at any await: every step of a job is durable and re-runnable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Awaitable, Callable
+
+from clients.errors import ClientError
+from controller.store import NotFound, ScaleConflict, WriteConflict
+
+from .context import ControllerContext
+from .transaction_errors import StreamBusy, StreamUncommittable
+from .transaction_jobs import StepHook, abort_transaction, commit_next_batch, no_hook
+from .transaction_policy import TransactionSettings
+
+log = logging.getLogger(__name__)
+
+RETRIABLE_ERRORS = (StreamBusy, WriteConflict, ScaleConflict, ClientError, asyncio.TimeoutError, OSError)
+
+StreamKey = tuple[str, str]
+TransactionKey = tuple[str, str, uuid.UUID]
+
+
+class TransactionWorkers:
+    def __init__(self, context: ControllerContext, settings: TransactionSettings):
+        self.context = context
+        self.settings = settings
+        self.step_hook: StepHook = no_hook
+        self._commits: dict[StreamKey, asyncio.Task] = {}
+        self._commit_again: set[StreamKey] = set()
+        self._aborts: dict[TransactionKey, asyncio.Task] = {}
+
+    def __repr__(self) -> str:
+        return f"TransactionWorkers(commits={len(self._commits)}, aborts={len(self._aborts)})"
+
+    def is_committing(self, scope: str, name: str) -> bool:
+        return (scope, name) in self._commits
+
+    def request_commit(self, scope: str, name: str) -> None:
+        key = (scope, name)
+        task = self._commits.get(key)
+        if task is not None and not task.done():
+            self._commit_again.add(key)
+            return
+        self._commits[key] = asyncio.create_task(self._run(self._commits, key, f"commits of {scope}/{name}",
+                                                           lambda: self._commit_step(key)),
+                                                 name=f"transaction-commit {scope}/{name}")
+
+    def request_abort(self, scope: str, name: str, transaction_id: uuid.UUID) -> None:
+        key = (scope, name, transaction_id)
+        task = self._aborts.get(key)
+        if task is None or task.done():
+            self._aborts[key] = asyncio.create_task(self._run(self._aborts, key, f"abort of {transaction_id}",
+                                                              lambda: self._abort_step(key)),
+                                                    name=f"transaction-abort {transaction_id}")
+
+    async def drain(self) -> None:
+        """Waits until no worker is running."""
+        while True:
+            tasks = [task for task in [*self._commits.values(), *self._aborts.values()] if not task.done()]
+            if not tasks:
+                return
+            await asyncio.wait(tasks)
+
+    async def stop(self) -> None:
+        tasks = [*self._commits.values(), *self._aborts.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._commits.clear()
+        self._aborts.clear()
+        self._commit_again.clear()
+
+    async def _commit_step(self, key: StreamKey) -> bool:
+        """One batch. Done when nothing was committing and nobody asked again meanwhile."""
+        self._commit_again.discard(key)
+        stream = self.context.store.stream(*key)
+        committed = await commit_next_batch(self.context, stream, self.settings, self.context.now_ms(),
+                                            self.step_hook)
+        return not committed and key not in self._commit_again
+
+    async def _abort_step(self, key: TransactionKey) -> bool:
+        scope, name, transaction_id = key
+        await abort_transaction(self.context, self.context.store.stream(scope, name), transaction_id,
+                                self.context.now_ms(), self.step_hook)
+        return True
+
+    async def _run(self, registry: dict, key, description: str, step: Callable[[], Awaitable[bool]]) -> None:
+        """Runs ``step`` until it reports done, backing off after retriable failures."""
+        delay_ms = self.settings.retry_delay_ms_min
+        try:
+            while True:
+                try:
+                    if await step():
+                        return
+                    delay_ms = self.settings.retry_delay_ms_min
+                except NotFound as error:
+                    log.info("%s stopped (gone): %r", description, error)
+                    return
+                except StreamUncommittable as error:
+                    log.warning("%s wait for the next sweep: %s", description, error)
+                    return
+                except RETRIABLE_ERRORS as error:
+                    log.info("%s retry in %d ms: %r", description, delay_ms, error)
+                    await asyncio.sleep(delay_ms / 1000)
+                    delay_ms = min(delay_ms * 2, self.settings.retry_delay_ms_max)
+        finally:
+            if registry.get(key) is asyncio.current_task():
+                del registry[key]

@@ -1,0 +1,232 @@
+"""Runs stream workflows one at a time per stream, with the intent persisted before any work.
+
+Theory of operation. Every workflow that changes a stream (create, update, scale, truncate, seal,
+delete) runs as ``run(stream, intent, body)``:
+
+1. take the stream's in-process lock, so this controller runs one workflow per stream at a time;
+2. persist the intent (``store.workflows.begin_workflow``). The intent is created only if absent,
+   so it is also the exclusion between controllers. A pending intent of the *same* request is
+   adopted (a client retry, or a re-drive); a pending intent of another kind that this runner
+   knows how to drive was left by a crashed or failed run and is driven to completion first; any
+   other (a transaction commit of the transaction service, another controller's work) is waited for;
+3. run the body, whose every step checks what is already done;
+4. remove the intent. A body that fails with an operating error (``ServiceError``) also removes
+   it: such a workflow cannot complete, and its body undid what needed undoing. Any other failure
+   (a crash point, a segment store that is down) leaves the intent for a re-drive.
+
+A controller re-drives on start and then every ``redrive_interval_seconds``: it lists the global
+index of pending intents and runs each intent's handler with the stored payload, which is exactly
+what the original request would have run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable, TypeVar
+
+from ..store import AlreadyExists, NotFound, StreamStore
+from ..store.records import WorkflowIntentRecord, WorkflowKind
+from ..store.workflows import (begin_workflow, end_workflow, forget_index_entry, get_workflow,
+                               list_pending_workflows)
+from .context import ControllerContext
+from .errors import ConcurrentWorkflow, ServiceError, StreamNotFound, WorkflowTimeout
+
+log = logging.getLogger("tributary.controller")
+
+Result = TypeVar("Result")
+Handler = Callable[[StreamStore, WorkflowIntentRecord], Awaitable[object]]
+REDRIVE_CONCURRENCY_MAX = 16
+
+
+def same_request(first: WorkflowIntentRecord, second: WorkflowIntentRecord) -> bool:
+    """Equal up to the start time, which differs between retries of one request."""
+    return first.kind == second.kind and first.payload == second.payload
+
+
+class WorkflowRunner:
+    def __init__(self, context: ControllerContext):
+        self._context = context
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._lock_users: dict[tuple[str, str], int] = {}
+        self._handlers: dict[WorkflowKind, Handler] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def register(self, kind: WorkflowKind, handler: Handler) -> None:
+        """``handler(stream, intent)`` re-drives a pending intent of ``kind`` from its payload."""
+        self._handlers[kind] = handler
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, stream: StreamStore, intent: WorkflowIntentRecord, body: Callable[[], Awaitable[Result]],
+                  deadline: float | None = None) -> Result:
+        """Runs ``body`` as the stream's workflow (see the module docstring). Returns its result.
+
+        Raises:
+            StreamNotFound: the stream's metadata does not exist.
+            ConcurrentWorkflow: another workflow still held the stream at ``deadline``.
+            ServiceError: whatever operating error the body raises (the intent is then removed).
+        """
+        key = (stream.scope, stream.name)
+        lock = self._acquire_lock(key)
+        try:
+            async with lock:
+                await self._begin(stream, intent, deadline)
+                try:
+                    result = await body()
+                except ServiceError:
+                    await self._end(stream)
+                    raise
+                await self._end(stream)
+                return result
+        finally:
+            self._release_lock(key)
+
+    async def run_with_timeout(self, stream: StreamStore, intent: WorkflowIntentRecord,
+                               body: Callable[[], Awaitable[Result]]) -> Result:
+        """``run`` bounded by the completion timeout; the workflow goes on after a timeout.
+
+        Raises:
+            WorkflowTimeout: not finished within ``workflow_timeout_seconds``.
+            (and whatever ``run`` raises)
+        """
+        timeout = self._context.settings.workflow_timeout_seconds
+        deadline = asyncio.get_running_loop().time() + timeout
+        task = self.spawn(self.run(stream, intent, body, deadline))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            raise WorkflowTimeout(f"{stream}: {intent.kind.name} did not finish within {timeout:.0f}s") from None
+
+    def spawn(self, coroutine) -> asyncio.Task:
+        """Runs ``coroutine`` in the background; its failure is logged (the intent stays for a re-drive)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), ServiceError):
+            log.warning("workflow failed; its intent stays for a re-drive", extra={"error": repr(task.exception())})
+
+    async def stop(self) -> None:
+        """Cancels background workflows (their intents stay; a controller re-drives them)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def is_running(self, scope: str, stream: str) -> bool:
+        return (scope, stream) in self._locks and self._locks[(scope, stream)].locked()
+
+    # ------------------------------------------------------------------ intents
+
+    async def _begin(self, stream: StreamStore, intent: WorkflowIntentRecord, deadline: float | None) -> None:
+        settings = self._context.settings
+        delay = settings.workflow_retry_delay_seconds
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await begin_workflow(stream, intent)
+                return
+            except NotFound:
+                raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist") from None
+            except AlreadyExists:
+                pass
+            found = await get_workflow(stream)
+            if found is None:
+                continue  # it ended between our write and our read
+            pending, _ = found
+            if same_request(pending, intent):
+                return
+            if pending.kind in self._handlers:
+                await self._drive(stream, pending)
+                continue
+            if deadline is not None and loop.time() + delay > deadline:
+                raise ConcurrentWorkflow(f"{stream}: a {pending.kind.name} workflow is still running")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, settings.workflow_retry_delay_seconds_max)
+
+    async def _end(self, stream: StreamStore) -> None:
+        try:
+            await end_workflow(stream)
+        except NotFound:  # the workflow deleted the stream's tables, intent included
+            await forget_index_entry(stream.kv, stream.scope, stream.name)
+
+    async def _drive(self, stream: StreamStore, intent: WorkflowIntentRecord) -> None:
+        log.info("re-driving a pending workflow", extra={"stream": f"{stream.scope}/{stream.name}",
+                                                         "kind": intent.kind.name})
+        try:
+            await self._handlers[intent.kind](stream, intent)
+        except ServiceError as error:
+            log.info("pending workflow cannot complete", extra={"kind": intent.kind.name, "error": repr(error)})
+        await self._end(stream)
+
+    # ------------------------------------------------------------------ re-driving
+
+    async def redrive_all(self) -> int:
+        """Re-drives every pending intent this runner has a handler for. Returns how many were found.
+
+        Intents whose stream is busy in this process are skipped (their workflow is running).
+        """
+        kv = self._context.store.kv
+        token, found = b"", 0
+        while True:
+            entries, token = await list_pending_workflows(kv, token)
+            if not entries:
+                return found
+            found += len(entries)
+            semaphore = asyncio.Semaphore(REDRIVE_CONCURRENCY_MAX)
+
+            async def redrive_one(scope: str, stream: str) -> None:
+                async with semaphore:
+                    try:
+                        await self.redrive(scope, stream)
+                    except Exception as error:  # noqa: BLE001 - one stream's failure must not stop the others
+                        log.warning("re-drive failed", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
+
+            await asyncio.gather(*(redrive_one(scope, stream) for scope, stream, _ in entries))
+            if not token:
+                return found
+
+    async def redrive(self, scope: str, stream_name: str) -> None:
+        """Drives the stream's pending intent, if any, to completion (no-op if it is running here)."""
+        key = (scope, stream_name)
+        if self.is_running(scope, stream_name):
+            return
+        stream = self._context.store.stream(scope, stream_name)
+        lock = self._acquire_lock(key)
+        try:
+            async with lock:
+                try:
+                    found = await get_workflow(stream)
+                except NotFound:
+                    found = None
+                if found is None:
+                    await forget_index_entry(stream.kv, scope, stream_name)
+                elif found[0].kind in self._handlers:
+                    await self._drive(stream, found[0])
+        finally:
+            self._release_lock(key)
+
+    async def redrive_forever(self) -> None:
+        """Re-drives pending intents every ``redrive_interval_seconds`` (failed workflows retry this way)."""
+        while True:
+            await asyncio.sleep(self._context.settings.redrive_interval_seconds)
+            try:
+                await self.redrive_all()
+            except Exception as error:  # noqa: BLE001 - the store may be briefly unreachable
+                log.warning("periodic re-drive failed", extra={"error": repr(error)})
+
+    # ------------------------------------------------------------------ locks
+
+    def _acquire_lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        self._lock_users[key] = self._lock_users.get(key, 0) + 1
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def _release_lock(self, key: tuple[str, str]) -> None:
+        self._lock_users[key] -= 1
+        if self._lock_users[key] == 0:
+            del self._lock_users[key]
+            del self._locks[key]

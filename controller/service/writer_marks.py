@@ -1,0 +1,70 @@
+"""Writer marks for watermarking (spec §4.8): Java writers report (time, position) and say goodbye.
+
+Marks never go back: a later report with an earlier time, or a position that is not at or ahead
+of the stored one, is refused. "Ahead" is the cheap check Java makes: among the segments of both
+positions, the new highest segment id is not below the old one, and no shared segment's offset
+decreases. (Computing and emitting watermarks into ``_MARK`` streams is not built: Rust and
+Python readers never read them.)
+"""
+
+from __future__ import annotations
+
+from ..store import NotFound, WriteConflict
+from ..store import readers as store_readers
+from ..store.records import WriterMarkRecord
+from .context import ControllerContext
+from .errors import WriterMarkRejected, WriterNotFound
+from .stream_access import require_state
+
+ATTEMPTS_MAX = 3
+
+
+def position_is_ahead(new: dict[int, int], old: dict[int, int]) -> bool:
+    if new and old and max(new) < max(old):
+        return False
+    return all(offset >= old[segment_id] for segment_id, offset in new.items() if segment_id in old)
+
+
+class WriterMarks:
+    def __init__(self, context: ControllerContext):
+        self._context = context
+
+    async def note_timestamp(self, scope: str, stream: str, writer: str, timestamp: int,
+                             position: dict[int, int]) -> None:
+        """Records a writer's mark.
+
+        Raises:
+            StreamNotFound: no such stream.
+            WriterMarkRejected: the time or the position goes back.
+            WriteConflict: concurrent reports of the same writer kept winning.
+        """
+        handle = self._context.store.stream(scope, stream)
+        await require_state(handle)
+        for attempt in range(ATTEMPTS_MAX):
+            try:
+                stored, _ = await store_readers.get_writer_mark(handle, writer)
+            except NotFound:
+                stored = None
+            if stored is not None and stored.timestamp > timestamp:
+                raise WriterMarkRejected(f"writer {writer!r} already reported time {stored.timestamp}", True)
+            if stored is not None and not position_is_ahead(position, stored.position):
+                raise WriterMarkRejected(f"writer {writer!r} reported a position behind its last one", False)
+            try:
+                if not await store_readers.note_writer_mark(handle, writer, WriterMarkRecord(timestamp, position)):
+                    raise WriterMarkRejected(f"writer {writer!r} already reported a later time", True)
+                return
+            except WriteConflict:
+                if attempt == ATTEMPTS_MAX - 1:
+                    raise
+
+    async def remove_writer(self, scope: str, stream: str, writer: str) -> None:
+        """Marks the writer as shut down.
+
+        Raises:
+            WriterNotFound: the writer never reported (or the stream does not exist).
+        """
+        handle = self._context.store.stream(scope, stream)
+        try:
+            await store_readers.shut_down_writer(handle, writer)
+        except NotFound:
+            raise WriterNotFound(f"writer {writer!r} has no mark on {scope}/{stream}") from None

@@ -1,0 +1,97 @@
+"""The `tributary controller` and `tributary standalone` commands as child processes: they serve
+the real gRPC API, stop cleanly on SIGTERM, and exit non-zero with a clear message when a port is
+busy, the data dir is unusable or the segment store cannot be reached."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import grpc
+
+from controller.grpc_api import controller_pb2 as pb
+from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from tests.support.processes import ServerProcess, free_port
+from tests.support.standalone import StandaloneProcess
+
+
+def tributary(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tributary", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def create_scope(port: int, scope: str) -> int:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        return pb_grpc.ControllerServiceStub(channel).createScope(pb.ScopeInfo(scope=scope), timeout=10).status
+
+
+def test_standalone_serves_and_stops_on_sigterm(tmp_path):
+    """The controller answers on --controller-port; SIGTERM stops the process with status 0."""
+    standalone = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "log").start()
+    try:
+        assert create_scope(standalone.controller_port, "cli") == pb.CreateScopeStatus.SUCCESS
+        assert standalone.terminate() == 0
+    finally:
+        standalone.kill()
+    assert "stopped" in (tmp_path / "log").read_text()
+
+
+def test_controller_command_against_a_segment_store_process(tmp_path):
+    """`tributary controller --segment-store HOST:PORT` in front of `tributary segmentstore`."""
+    store = ServerProcess("segmentstore", tmp_path / "data").start()
+    controller_port = free_port()
+    controller = subprocess.Popen([sys.executable, "-m", "tributary", "controller", "--port", str(controller_port),
+                                   "--segment-store", f"127.0.0.1:{store.port}", "--containers", "4"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        status = None
+        for _ in range(100):
+            try:
+                status = create_scope(controller_port, "cli")
+                break
+            except grpc.RpcError:
+                time.sleep(0.1)
+        assert status == pb.CreateScopeStatus.SUCCESS
+        controller.terminate()
+        assert controller.wait(20) == 0
+    finally:
+        controller.kill()
+        store.kill()
+
+
+def test_busy_controller_port_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = tributary("standalone", "--data-dir", str(tmp_path / "data"), "--port", "0",
+                           "--controller-port", str(port))
+    assert result.returncode == 1
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_busy_segment_store_port_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = tributary("standalone", "--data-dir", str(tmp_path / "data"), "--port", str(port),
+                           "--controller-port", "0")
+    assert result.returncode == 1
+    assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_unusable_data_dir_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    result = tributary("standalone", "--data-dir", str(tmp_path / "file" / "data"), "--port", "0",
+                       "--controller-port", "0")
+    assert result.returncode == 1
+    assert "error: data dir" in result.stderr and "not usable" in result.stderr
+
+
+def test_controller_without_a_segment_store_gives_up_clearly():
+    result = tributary("controller", "--port", "0", "--segment-store", f"127.0.0.1:{free_port()}", "--wait", "0.5")
+    assert result.returncode == 1
+    assert "error: cannot reach the segment store" in result.stderr

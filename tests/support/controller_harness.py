@@ -1,0 +1,122 @@
+"""An in-process segment store + controller for integration tests, and a gRPC stub on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+
+import grpc
+
+from controller.app import ControllerApp
+from controller.grpc_api import controller_pb2 as pb
+from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from controller.service.context import ServiceSettings
+from controller.service.fault_points import FaultPoints
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService
+
+LOG_FILE_SIZE = 16 << 20
+
+
+@dataclasses.dataclass
+class Cluster:
+    store: SegmentStoreService
+    app: ControllerApp
+    channel: grpc.aio.Channel
+    stub: pb_grpc.ControllerServiceStub
+
+    async def restart_controller(self, **app_options) -> None:
+        """Stops this controller (pending intents stay) and starts a fresh one on the same store."""
+        await self.channel.close()
+        await self.app.stop()
+        self.app = ControllerApp(port=0, segment_store=("127.0.0.1", self.store.port), **app_options)
+        await self.app.start()
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.app.port}")
+        self.stub = pb_grpc.ControllerServiceStub(self.channel)
+
+
+def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreService:
+    return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, port=0, container_count=container_count,
+                                                  log_file_size=LOG_FILE_SIZE))
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(data_dir, settings: ServiceSettings = ServiceSettings(),
+                          fault_points: FaultPoints | None = None, **app_options):
+    """Yields a Cluster; stops everything afterwards."""
+    store = start_segment_store(data_dir)
+    await store.start()
+    app = ControllerApp(port=0, segment_store=("127.0.0.1", store.port), settings=settings,
+                        fault_points=fault_points, **app_options)
+    try:
+        await app.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
+        cluster = Cluster(store, app, channel, pb_grpc.ControllerServiceStub(channel))
+        try:
+            yield cluster
+        finally:
+            await cluster.channel.close()
+            await cluster.app.stop()
+    finally:
+        await store.stop()
+
+
+def info(scope: str, stream: str) -> pb.StreamInfo:
+    return pb.StreamInfo(scope=scope, stream=stream)
+
+
+def fixed_config(scope: str, stream: str, segments: int, tags=None, **fields) -> pb.StreamConfig:
+    config = pb.StreamConfig(streamInfo=info(scope, stream),
+                             scalingPolicy=pb.ScalingPolicy(scaleType=0, minNumSegments=segments), **fields)
+    if tags is not None:
+        config.tags.CopyFrom(pb.Tags(tag=tags))
+    return config
+
+
+def key_ranges(*pairs: tuple[float, float]) -> list:
+    return [pb.ScaleRequest.KeyRangeEntry(start=start, end=end) for start, end in pairs]
+
+
+async def make_stream(stub, scope: str, stream: str, segments: int = 1, **fields) -> None:
+    await stub.createScope(pb.ScopeInfo(scope=scope))
+    reply = await stub.createStream(fixed_config(scope, stream, segments, **fields))
+    assert reply.status == pb.CreateStreamStatus.SUCCESS, reply
+
+
+async def scale_and_wait(stub, scope: str, stream: str, sealed: list[int], ranges, timeout_polls: int = 500):
+    """Scales and polls checkScale until SUCCESS. Returns the ScaleResponse."""
+    reply = await stub.scale(pb.ScaleRequest(streamInfo=info(scope, stream), sealedSegments=sealed,
+                                             newKeyRanges=key_ranges(*ranges)))
+    assert reply.status == pb.ScaleResponse.STARTED, reply
+    for _ in range(timeout_polls):
+        status = await stub.checkScale(pb.ScaleStatusRequest(streamInfo=info(scope, stream), epoch=reply.epoch))
+        if status.status == pb.ScaleStatusResponse.SUCCESS:
+            return reply
+        assert status.status == pb.ScaleStatusResponse.IN_PROGRESS, status
+        await asyncio.sleep(0.01)
+    raise AssertionError("scale did not finish")
+
+
+async def append_to_segment(store_port: int, segment: str, events: list[bytes]) -> int:
+    """Appends ``events`` (enveloped, as a writer would) to a segment. Returns the segment's new length."""
+    import uuid
+
+    from clients.connection import WireConnection, next_request_id
+    from wire import commands as c
+    from wire.envelope import envelope_all
+
+    connection = await WireConnection.connect("127.0.0.1", store_port)
+    try:
+        writer = uuid.uuid4()
+        setup = await connection.request(c.SetupAppend(next_request_id(), writer, segment, ""))
+        assert isinstance(setup, c.AppendSetup), setup
+        data = envelope_all(events)
+        request_id = next_request_id()
+        future = connection.expect(request_id)
+        connection.send(c.AppendBlockEnd(writer, len(data), data, len(events), len(events), request_id))
+        reply = await asyncio.wait_for(future, 10)
+        assert isinstance(reply, c.DataAppended), reply
+        return reply.current_segment_write_offset
+    finally:
+        await connection.close()

@@ -1,0 +1,71 @@
+"""`tributary standalone` as a child process for tests: free loopback ports, waits for both
+listeners, killed by PID (SIGKILL) or stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from tests.support.processes import free_port
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class StandaloneProcess:
+    """One standalone (segment store + controller). Ports are kept across restarts."""
+
+    def __init__(self, data_dir, log_path=None, container_count: int = 4):
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.container_count = container_count
+        self.store_port = free_port()
+        self.controller_port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def controller_uri(self) -> str:
+        return f"tcp://127.0.0.1:{self.controller_port}"
+
+    def start(self, timeout: float = 30.0) -> "StandaloneProcess":
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tributary", "standalone", "--data-dir", str(self.data_dir),
+             "--port", str(self.store_port), "--controller-port", str(self.controller_port),
+             "--containers", str(self.container_count)], stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"standalone exited with {self.process.returncode} while starting")
+            if _listening(self.controller_port) and _listening(self.store_port):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"standalone did not listen within {timeout}s")
+
+    def kill(self) -> None:
+        """SIGKILL by PID, then reap."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM (a clean stop); SIGKILL if it does not exit in time. Returns the exit status."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
