@@ -2,9 +2,9 @@
 transaction service, gRPC server, and their lifecycle.
 
 Start order: connect the metadata store (``TableSegmentKeyValueStore`` over a
-``SegmentStoreClient`` routed by the locator) and create its global tables; re-drive every
-pending workflow intent left by a previous controller; start the transaction service (it re-drives
-its own commits and aborts); then serve gRPC. The controller keeps no state of its own, so any
+``SegmentStoreClient`` routed by the locator) and create its global tables; start the transaction
+service (it re-drives its own commits and aborts); re-drive every pending workflow intent left by
+a previous controller; then serve gRPC. The controller keeps no state of its own, so any
 number of restarts over the same segment stores see the same streams.
 """
 
@@ -97,9 +97,9 @@ class ControllerApp:
             if transaction_type is not None:
                 self.transactions = transaction_type(self.context)
             self.services = ControllerServices(self.context, self._abort if self.transactions else None)
-            self.pending_workflows_at_start = await self.services.start()
-            if self.transactions is not None:
+            if self.transactions is not None:  # first: a re-driven scale may wait for a commit to finish
                 await self.transactions.start()
+            self.pending_workflows_at_start = await self.services.start()
             servicer = ControllerServicer(self.services, self.transactions)
             self.server, self.port = await start_grpc_server(servicer, self.host, self.port)
             servicer.advertised_endpoints = ((self._advertised_host, self.port),)

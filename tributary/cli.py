@@ -39,6 +39,8 @@ def _segment_store_options(function):
                      help="Wire-protocol (segment store) port."),
         click.option("--containers", "container_count", default=4, show_default=True,
                      type=click.IntRange(1, 4096), help="Segment containers (fixed per data dir)."),
+        click.option("--log-file-size", "log_file_mib", default=64, show_default=True, type=click.IntRange(16),
+                     help="Size of each Tier-1 log file in MiB (files are preallocated)."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
     ]):
         function = option(function)
@@ -54,10 +56,10 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 @main.command()
 @_segment_store_options
-def segmentstore(data_dir, host, port, container_count, log_level) -> None:
+def segmentstore(data_dir, host, port, container_count, log_file_mib, log_level) -> None:
     """Run one segment store."""
     logs.configure(log_level)
-    _run_or_exit(_serve_segment_store(data_dir, host, port, container_count))
+    _run_or_exit(_serve_segment_store(data_dir, host, port, container_count, log_file_mib))
 
 
 @main.command()
@@ -80,17 +82,17 @@ def controller(host, port, segment_store, container_count, wait_seconds, log_lev
 @_segment_store_options
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
-def standalone(data_dir, host, port, container_count, log_level, controller_port) -> None:
+def standalone(data_dir, host, port, container_count, log_file_mib, log_level, controller_port) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
-    _run_or_exit(_serve_standalone(data_dir, host, port, container_count, controller_port))
+    _run_or_exit(_serve_standalone(data_dir, host, port, container_count, log_file_mib, controller_port))
 
 
 # ---------------------------------------------------------------------- serving
 
 
-async def _serve_segment_store(data_dir, host, port, container_count) -> None:
-    store = await _start_segment_store(data_dir, host, port, container_count)
+async def _serve_segment_store(data_dir, host, port, container_count, log_file_mib) -> None:
+    store = await _start_segment_store(data_dir, host, port, container_count, log_file_mib)
     click.echo(f"tributary {__version__}: segment store listening on {host}:{store.port} (data dir {data_dir})",
                err=True)
     await _until_signal()
@@ -107,8 +109,8 @@ async def _serve_controller(host, port, segment_store, container_count, wait_sec
     click.echo("stopped", err=True)
 
 
-async def _serve_standalone(data_dir, host, port, container_count, controller_port) -> None:
-    store = await _start_segment_store(data_dir, host, port, container_count)
+async def _serve_standalone(data_dir, host, port, container_count, log_file_mib, controller_port) -> None:
+    store = await _start_segment_store(data_dir, host, port, container_count, log_file_mib)
     try:
         app = await _start_controller(host, controller_port, (host, store.port), container_count, 0.0)
     except BaseException:
@@ -122,12 +124,13 @@ async def _serve_standalone(data_dir, host, port, container_count, controller_po
     click.echo("stopped", err=True)
 
 
-async def _start_segment_store(data_dir, host, port, container_count):
+async def _start_segment_store(data_dir, host, port, container_count, log_file_mib):
     from server.config import SegmentStoreConfig
     from server.service import SegmentStoreService, StartupError
 
     service = SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, host=host, port=port,
-                                                     container_count=container_count))
+                                                     container_count=container_count,
+                                                     log_file_size=log_file_mib * 1024 * 1024))
     try:
         await service.start()
     except StartupError as error:

@@ -26,12 +26,14 @@ class ServiceSettings:
     workflow_retry_delay_seconds: float = 0.05  # first wait when the stream is busy; doubles up to the max
     workflow_retry_delay_seconds_max: float = 1.0
     redrive_interval_seconds: float = 10.0  # how often pending intents of failed workflows are re-driven
+    startup_redrive_wait_seconds: float = 30.0  # start waits this long for re-drives, then serves
     segment_calls_concurrency_max: int = 64  # segment-store calls in flight per workflow step
     segments_per_epoch_max: int = 10_000  # one epoch record holds at most ~32,000 segments
     tags_max: int = 127  # Java allows fewer than 128 tags ...
     tag_length_max: int = 255  # ... each shorter than 256 characters
     listing_page_max: int = 1000  # entries per list reply (Java's PAGE_LIMIT)
     transactions_wait_seconds_max: float = 110.0  # seal waits this long for committing txns to finish
+    retention_period_seconds: float = 1800.0  # a retention cut per stream this often (Java: 30 min)
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, TableNotFound
 from .key_value_tables import KeyValueTables
 from .reader_groups import ReaderGroups
+from .retention import Retention
 from .scaling import Scaling
 from .scopes import Scopes
 from .segment_queries import SegmentQueries
@@ -38,22 +39,33 @@ class ControllerServices:
         self.queries = SegmentQueries(context)
         self.reader_groups = ReaderGroups(context, self.creation, self.sealing, self.deletion)
         self.writer_marks = WriterMarks(context)
+        self.retention = Retention(context, self.truncation)
         self.key_value_tables = KeyValueTables(context)
         self.scopes.contents = self.key_value_tables
-        self._redriver: asyncio.Task | None = None
+        self._background: list[asyncio.Task] = []
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> int:
-        """Re-drives pending workflows, then keeps re-driving periodically. Returns how many were pending."""
-        pending = await self.runner.redrive_all()
-        self._redriver = asyncio.get_running_loop().create_task(self.runner.redrive_forever())
-        return pending
+        """Re-drives pending workflows, then keeps re-driving and applying retention periodically.
+
+        Waits at most ``startup_redrive_wait_seconds`` for the re-drives (a re-driven scale may wait
+        for a transaction commit, which the transaction service finishes); the rest goes on in the
+        background. Returns how many streams had a pending workflow.
+        """
+        pending = await self.runner.pending_streams()
+        loop = asyncio.get_running_loop()
+        redrive = loop.create_task(self.runner.redrive_all(pending))
+        await asyncio.wait([redrive], timeout=self.context.settings.startup_redrive_wait_seconds)
+        self._background = [redrive, loop.create_task(self.runner.redrive_forever()),
+                            loop.create_task(self.retention.run_forever())]
+        return len(pending)
 
     async def stop(self) -> None:
-        if self._redriver is not None:
-            self._redriver.cancel()
-            await asyncio.gather(self._redriver, return_exceptions=True)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background = []
         await self.runner.stop()
 
     # ------------------------------------------------------------------ stream facts

@@ -93,7 +93,7 @@ class Truncation:
     async def _truncate(self, handle: StreamStore, cut: dict[int, int]) -> None:
         record, _ = await store_retention.get_truncation(handle)
         if record.stream_cut != cut:
-            record = await self._plan(handle, cut, record)
+            record = await self.plan(handle, cut, record)
             await store_retention.start_truncation(handle, record)
         elif record.updating is False:
             await self._finish_state(handle)
@@ -112,7 +112,7 @@ class Truncation:
         if state == State.TRUNCATING:
             await handle.transition_state(State.ACTIVE, expected=State.TRUNCATING)
 
-    async def _plan(self, handle: StreamStore, cut: dict[int, int], previous: TruncationRecord) -> TruncationRecord:
+    async def plan(self, handle: StreamStore, cut: dict[int, int], previous: TruncationRecord) -> TruncationRecord:
         """The truncation record for ``cut`` after ``previous`` (spec §6.6 steps 2-4)."""
         span = await store_queries.stream_cut_span(handle, cut)
         between = await store_queries.segments_between_cuts(handle, {}, cut)

@@ -165,30 +165,34 @@ class WorkflowRunner:
 
     # ------------------------------------------------------------------ re-driving
 
-    async def redrive_all(self) -> int:
-        """Re-drives every pending intent this runner has a handler for. Returns how many were found.
+    async def pending_streams(self) -> list[tuple[str, str]]:
+        """(scope, stream) of every entry in the index of pending intents."""
+        token, found = b"", []
+        while True:
+            entries, token = await list_pending_workflows(self._context.store.kv, token)
+            found += [(scope, stream) for scope, stream, _ in entries]
+            if not entries or not token:
+                return found
+
+    async def redrive_all(self, streams: list[tuple[str, str]] | None = None) -> int:
+        """Re-drives the pending intents (of ``streams``, or all indexed ones) this runner has a
+        handler for. Returns how many streams were looked at.
 
         Intents whose stream is busy in this process are skipped (their workflow is running).
         """
-        kv = self._context.store.kv
-        token, found = b"", 0
-        while True:
-            entries, token = await list_pending_workflows(kv, token)
-            if not entries:
-                return found
-            found += len(entries)
-            semaphore = asyncio.Semaphore(REDRIVE_CONCURRENCY_MAX)
+        if streams is None:
+            streams = await self.pending_streams()
+        semaphore = asyncio.Semaphore(REDRIVE_CONCURRENCY_MAX)
 
-            async def redrive_one(scope: str, stream: str) -> None:
-                async with semaphore:
-                    try:
-                        await self.redrive(scope, stream)
-                    except Exception as error:  # noqa: BLE001 - one stream's failure must not stop the others
-                        log.warning("re-drive failed", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
+        async def redrive_one(scope: str, stream: str) -> None:
+            async with semaphore:
+                try:
+                    await self.redrive(scope, stream)
+                except Exception as error:  # noqa: BLE001 - one stream's failure must not stop the others
+                    log.warning("re-drive failed", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
 
-            await asyncio.gather(*(redrive_one(scope, stream) for scope, stream, _ in entries))
-            if not token:
-                return found
+        await asyncio.gather(*(redrive_one(scope, stream) for scope, stream in streams))
+        return len(streams)
 
     async def redrive(self, scope: str, stream_name: str) -> None:
         """Drives the stream's pending intent, if any, to completion (no-op if it is running here)."""

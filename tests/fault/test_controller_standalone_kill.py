@@ -56,4 +56,4 @@ def test_flushed_events_survive_sigkill_and_restart(tmp_path):
         check(second["received"][0], COUNT + 1000)
         assert standalone.terminate() == 0  # SIGTERM: a clean stop
     finally:
-        standalone.kill()
+        standalone.remove_data()

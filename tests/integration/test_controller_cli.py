@@ -4,6 +4,7 @@ busy, the data dir is unusable or the segment store cannot be reached."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,13 +35,13 @@ def test_standalone_serves_and_stops_on_sigterm(tmp_path):
         assert create_scope(standalone.controller_port, "cli") == pb.CreateScopeStatus.SUCCESS
         assert standalone.terminate() == 0
     finally:
-        standalone.kill()
+        standalone.remove_data()
     assert "stopped" in (tmp_path / "log").read_text()
 
 
 def test_controller_command_against_a_segment_store_process(tmp_path):
     """`tributary controller --segment-store HOST:PORT` in front of `tributary segmentstore`."""
-    store = ServerProcess("segmentstore", tmp_path / "data").start()
+    store = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--log-file-size", "16"]).start()
     controller_port = free_port()
     controller = subprocess.Popen([sys.executable, "-m", "tributary", "controller", "--port", str(controller_port),
                                    "--segment-store", f"127.0.0.1:{store.port}", "--containers", "4"],
@@ -59,6 +60,7 @@ def test_controller_command_against_a_segment_store_process(tmp_path):
     finally:
         controller.kill()
         store.kill()
+        shutil.rmtree(tmp_path / "data", ignore_errors=True)
 
 
 def test_busy_controller_port_is_a_clear_error(tmp_path):
@@ -67,7 +69,8 @@ def test_busy_controller_port_is_a_clear_error(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         result = tributary("standalone", "--data-dir", str(tmp_path / "data"), "--port", "0",
-                           "--controller-port", str(port))
+                           "--controller-port", str(port), "--log-file-size", "16")
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)
     assert result.returncode == 1
     assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr
 
@@ -78,7 +81,8 @@ def test_busy_segment_store_port_is_a_clear_error(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         result = tributary("standalone", "--data-dir", str(tmp_path / "data"), "--port", str(port),
-                           "--controller-port", "0")
+                           "--controller-port", "0", "--log-file-size", "16")
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)
     assert result.returncode == 1
     assert f"error: cannot listen on 127.0.0.1:{port}" in result.stderr
 

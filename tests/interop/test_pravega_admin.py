@@ -21,7 +21,7 @@ SCOPE = "admin-scope"
 def standalone(tmp_path):
     process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
     yield process
-    process.kill()
+    process.remove_data()
 
 
 def configuration(port: int, stream: str) -> pb.StreamConfig:

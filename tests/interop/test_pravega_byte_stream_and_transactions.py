@@ -20,7 +20,7 @@ DATA_LENGTH = 4096
 def standalone(tmp_path):
     process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
     yield process
-    process.kill()
+    process.remove_data()
 
 
 def test_byte_stream_write_seek_read_truncate(standalone, tmp_path):

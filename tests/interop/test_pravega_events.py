@@ -21,7 +21,7 @@ MIB = 1024 * 1024
 def standalone(tmp_path):
     process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
     yield process
-    process.kill()
+    process.remove_data()
 
 
 def check_each_once_in_key_order(received: list[str], count: int, keys: int) -> None:

@@ -26,7 +26,7 @@ COUNT, KEYS = 24_000, 16
 def standalone(tmp_path):
     process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
     yield process
-    process.kill()
+    process.remove_data()
 
 
 def scale(stub, sealed: list[int], ranges: list[tuple[float, float]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import shutil
 
 import grpc
 
@@ -44,7 +45,7 @@ def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreServi
 @contextlib.asynccontextmanager
 async def running_cluster(data_dir, settings: ServiceSettings = ServiceSettings(),
                           fault_points: FaultPoints | None = None, **app_options):
-    """Yields a Cluster; stops everything afterwards."""
+    """Yields a Cluster; stops everything afterwards and deletes the data dir (preallocated logs)."""
     store = start_segment_store(data_dir)
     await store.start()
     app = ControllerApp(port=0, segment_store=("127.0.0.1", store.port), settings=settings,
@@ -60,6 +61,7 @@ async def running_cluster(data_dir, settings: ServiceSettings = ServiceSettings(
             await cluster.app.stop()
     finally:
         await store.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def info(scope: str, stream: str) -> pb.StreamInfo:

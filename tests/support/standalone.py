@@ -1,9 +1,11 @@
 """`tributary standalone` as a child process for tests: free loopback ports, waits for both
-listeners, killed by PID (SIGKILL) or stopped with SIGTERM."""
+listeners, killed by PID (SIGKILL) or stopped with SIGTERM. Tier-1 log files are the smallest
+allowed (16 MiB, preallocated), and ``remove_data`` frees the disk once a test is done."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,8 +26,9 @@ def _listening(port: int) -> bool:
 class StandaloneProcess:
     """One standalone (segment store + controller). Ports are kept across restarts."""
 
-    def __init__(self, data_dir, log_path=None, container_count: int = 4):
+    def __init__(self, data_dir, log_path=None, container_count: int = 4, log_file_mib: int = 16):
         self.data_dir = data_dir
+        self.log_file_mib = log_file_mib
         self.log_path = log_path
         self.container_count = container_count
         self.store_port = free_port()
@@ -41,7 +44,8 @@ class StandaloneProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tributary", "standalone", "--data-dir", str(self.data_dir),
              "--port", str(self.store_port), "--controller-port", str(self.controller_port),
-             "--containers", str(self.container_count)], stdout=log, stderr=log)
+             "--containers", str(self.container_count), "--log-file-size", str(self.log_file_mib)],
+            stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -69,3 +73,8 @@ class StandaloneProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         return self.process.returncode
+
+    def remove_data(self) -> None:
+        """Kills the process and deletes its data dir (preallocated logs take disk space)."""
+        self.kill()
+        shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -1,0 +1,104 @@
+"""The controller's pure rules, without servers: stream-cut validity and ordering (spec §6.6),
+retention's choice of cut (§6.9), workflow payload round trips and configuration checks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.service import payloads
+from controller.service.configuration import checked_configuration
+from controller.service.context import ServiceSettings
+from controller.service.errors import InvalidArgument
+from controller.service.retention import choose_cut
+from controller.service.stream_cut_rules import cut_error, is_equal_or_after
+from controller.store.records import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, SegmentRecord,
+                                      StreamConfiguration)
+from wire.naming import segment_id
+
+# Epoch 0: A [0, .5), B [.5, 1). Epoch 1: A split into C [0, .25), D [.25, .5). Epoch 2: C, D merged into E.
+A, B = SegmentRecord(0, 0, 0.0, 0.5), SegmentRecord(1, 0, 0.5, 1.0)
+C, D = SegmentRecord(segment_id(2, 1), 1, 0.0, 0.25), SegmentRecord(segment_id(3, 1), 1, 0.25, 0.5)
+E = SegmentRecord(segment_id(4, 2), 2, 0.0, 0.5)
+ALL = {segment.segment_id: segment for segment in (A, B, C, D, E)}
+
+
+ALL_BY_NAME = {"A": A, "B": B, "C": C, "D": D, "E": E}
+
+
+def cut(**offsets: int) -> dict[int, int]:
+    return {ALL_BY_NAME[name].segment_id: offset for name, offset in offsets.items()}
+
+
+@pytest.mark.parametrize("offsets, valid", [
+    ({"A": 0, "B": 0}, True),
+    ({"C": 1, "D": 2, "B": 3}, True),
+    ({"E": 0, "B": 0}, True),
+    ({"C": 4, "E": -1, "B": 0}, True),  # D finished, E waits for C
+    ({"A": 0}, False),  # [.5, 1) uncovered
+    ({"A": 0, "C": 0, "B": 0}, False),  # A and C overlap
+    ({"E": -1, "B": 0}, False),  # a future segment without an unfinished predecessor
+    ({"C": 0, "E": -1, "D": -1, "B": 0}, False),  # two future segments overlap
+    ({"A": 0, "E": -1, "B": 0}, True),  # like Java: overlapping cut segments of E only need smaller ids
+])
+def test_cut_validity(offsets, valid):
+    """Hand-made cuts of the history above, valid and not."""
+    result = cut_error(cut(**offsets), ALL)
+    assert (result is None) == valid, result
+
+
+def test_cut_ordering():
+    """Same segment: offsets compare; overlapping segments: the later (larger id) one is ahead."""
+    assert is_equal_or_after(cut(A=5, B=5), ALL, cut(A=5, B=5), ALL)
+    assert is_equal_or_after(cut(C=0, D=0, B=5), ALL, cut(A=9, B=5), ALL)
+    assert not is_equal_or_after(cut(A=4, B=5), ALL, cut(A=5, B=5), ALL)
+    assert not is_equal_or_after(cut(A=100, B=5), ALL, cut(C=0, D=0, B=5), ALL)
+
+
+def test_retention_picks_the_newest_cut_keeping_the_minimum():
+    """TIME keeps now - recording time, SIZE keeps newest size - recording size."""
+    by_time = RetentionPolicy(RetentionType.TIME, 1000)
+    records = ((1000, 10), (2000, 20), (2600, 30))
+    assert choose_cut(by_time, 3500, records) == (2000, 20)  # 1500 and 2500 keep enough; the newer wins
+    assert choose_cut(by_time, 2500, records) == (1000, 10)
+    assert choose_cut(by_time, 1900, records) is None
+    by_size = RetentionPolicy(RetentionType.SIZE, 15)
+    assert choose_cut(by_size, 0, records) == (1000, 10)  # 30 - 10 = 20 >= 15; 30 - 20 = 10 is not
+    assert choose_cut(by_size, 0, ()) is None
+
+
+@given(st.dictionaries(st.integers(0, 2**62), st.integers(-1, 2**62), max_size=20))
+def test_truncate_payload_round_trips(stream_cut):
+    """Any stream cut survives the truncate intent's payload encoding."""
+    assert payloads.decode_truncate(payloads.encode_truncate(stream_cut)) == stream_cut
+
+
+@given(st.lists(st.integers(0, 2**62), max_size=10),
+       st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), max_size=10))
+def test_scale_payload_round_trips(sealed, ranges):
+    """Sealed ids and key ranges survive the scale intent's payload encoding exactly."""
+    assert payloads.decode_scale(payloads.encode_scale(sealed, ranges)) == (tuple(sealed), tuple(ranges))
+
+
+def test_create_payload_round_trips():
+    """The creation time and configuration survive the create intent's payload encoding."""
+    configuration = StreamConfiguration(ScalingPolicy(ScaleType.BY_RATE_IN_EVENTS_PER_SEC, 10, 2, 3),
+                                        RetentionPolicy(RetentionType.SIZE, 1 << 30), ("a", "b"))
+    assert payloads.decode_create(payloads.encode_create(12345, configuration)) == (12345, configuration)
+
+
+def test_configuration_checks():
+    """Tags are deduplicated, UNKNOWN retention means none, and out-of-range settings are refused."""
+    settings = ServiceSettings()
+    checked = checked_configuration(StreamConfiguration(tags=("x", "y", "x"),
+                                                        retention=RetentionPolicy(RetentionType.UNKNOWN, 0)),
+                                    settings)
+    assert checked.tags == ("x", "y") and checked.retention is None
+    for bad in (StreamConfiguration(ScalingPolicy(min_num_segments=0)),
+                StreamConfiguration(tags=tuple(f"t{n}" for n in range(128))),
+                StreamConfiguration(tags=("x" * 256,)),
+                StreamConfiguration(retention=RetentionPolicy(RetentionType.TIME, -1)),
+                StreamConfiguration(rollover_size_bytes=-1)):
+        with pytest.raises(InvalidArgument):
+            checked_configuration(bad, settings)
