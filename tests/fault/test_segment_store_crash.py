@@ -83,7 +83,7 @@ async def test_acknowledged_events_survive_repeated_sigkill(tmp_path):
     in order with no duplicates, K = the writer's stored event number >= every acknowledged one."""
     seed = random.randrange(1 << 30)
     random.seed(seed)
-    server = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--containers", "2"],
+    server = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--containers", "2", "--log-file-size", "16"],
                            log_path=tmp_path / "server.log").start()
     writer = uuid.uuid4()
     acked: list[int] = []

@@ -22,7 +22,8 @@ SEGMENT = "bad/input/0.#epoch.0"
 
 @pytest.fixture
 async def store(tmp_path):
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2))
+    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
+                                                     log_file_size=16 << 20))
     await service.start()
     yield service
     await service.stop()

@@ -25,7 +25,7 @@ READ_SIZE = 2 << 20
 @pytest.fixture
 async def store(tmp_path):
     config = SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=1, write_buffer_high=WRITE_BUFFER_HIGH,
-                                transient_idle_seconds=0.3)
+                                transient_idle_seconds=0.3, log_file_size=16 << 20)
     service = SegmentStoreService(config)
     await service.start()
     yield service

@@ -22,7 +22,7 @@ TABLE = "scope/rg_kvtable/0.#epoch.0"
 @pytest.fixture
 async def store(tmp_path):
     service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=3,
-                                                     tail_read_timeout=3.0))
+                                                     tail_read_timeout=3.0, log_file_size=16 << 20))
     await service.start()
     yield service
     await service.stop()
