@@ -30,6 +30,7 @@ from .context import ControllerContext
 from .errors import ServiceError
 from .segment_calls import SegmentCalls
 from .truncation import Truncation
+from .paging import all_pages
 
 log = logging.getLogger("tributary.controller")
 
@@ -62,9 +63,9 @@ class Retention:
     async def run_once(self, now: int) -> int:
         """One round over every stream with a retention policy. Returns how many streams were truncated."""
         truncated = 0
-        for scope in await self._all(lambda token: self._context.store.scopes.list_scopes(token)):
+        for scope in await all_pages(lambda token: self._context.store.scopes.list_scopes(token)):
             try:
-                streams = await self._all(lambda token: self._context.store.scopes.list_streams(scope, token))
+                streams = await all_pages(lambda token: self._context.store.scopes.list_streams(scope, token))
             except NotFound:
                 continue
             for stream in streams:
@@ -112,14 +113,3 @@ class Retention:
                 await self.run_once(self._context.now_ms())
             except Exception as error:  # noqa: BLE001 - the next round tries again
                 log.warning("retention round failed", extra={"error": repr(error)})
-
-    @staticmethod
-    async def _all(list_page) -> list[str]:
-        names, token = [], ""
-        while True:
-            page, token = await list_page(token)
-            if not page:
-                return names
-            names += page
-            if not token:
-                return names

@@ -23,6 +23,7 @@ from .transaction_coordination import Abort
 from .truncation import Truncation
 from .workflows import WorkflowRunner
 from .writer_marks import WriterMarks
+from .paging import all_pages
 
 
 class ControllerServices:
@@ -101,26 +102,15 @@ class ControllerServices:
         for group in await self.reader_groups.list_reader_groups(scope):
             record = await self.reader_groups.get_reader_group(scope, group)
             await self.reader_groups.delete_reader_group(scope, group, record.reader_group_id)
-        for stream in await self._all_pages(lambda token: self.scopes.list_streams(scope, token)):
+        for stream in await all_pages(lambda token: self.scopes.list_streams(scope, token)):
             try:
                 await self.sealing.seal_stream(scope, stream)
             except (StreamNotFound, StreamNotReady):
                 pass
             await self.deletion.delete_stream(scope, stream)
-        for table in await self._all_pages(lambda token: self.key_value_tables.list_tables(scope, token)):
+        for table in await all_pages(lambda token: self.key_value_tables.list_tables(scope, token)):
             try:
                 await self.key_value_tables.delete_table(scope, table)
             except TableNotFound:
                 pass
         await self.scopes.delete_scope(scope)
-
-    @staticmethod
-    async def _all_pages(list_page) -> list[str]:
-        names, token = [], ""
-        while True:
-            page, token = await list_page(token)
-            if not page:
-                return names
-            names += page
-            if not token:
-                return names

@@ -11,6 +11,26 @@ import sys
 import time
 
 
+def kill_process(process: subprocess.Popen | None) -> None:
+    """SIGKILL by PID, then reap."""
+    if process is not None and process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def terminate_process(process: subprocess.Popen | None, timeout: float = 20.0) -> int:
+    """SIGTERM (a clean stop); SIGKILL if it does not exit in time. Returns the exit status."""
+    if process is None:
+        return 0
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_process(process)
+    return process.returncode
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -47,21 +67,10 @@ class ServerProcess:
         raise RuntimeError(f"{self.command} did not listen on {self.port} within {timeout}s")
 
     def kill(self) -> None:
-        """SIGKILL by PID, then reap."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_process(self.process)
 
     def terminate(self, timeout: float = 20.0) -> int:
-        if self.process is None:
-            return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
+        return terminate_process(self.process, timeout)
 
     async def wait_listening(self) -> None:
         await asyncio.sleep(0)

@@ -4,15 +4,13 @@ allowed (16 MiB, preallocated), and ``remove_data`` frees the disk once a test i
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 
-from tests.support.processes import free_port
+from tests.support.processes import free_port, kill_process, terminate_process
 
 
 def _listening(port: int) -> bool:
@@ -57,22 +55,10 @@ class StandaloneProcess:
         raise RuntimeError(f"standalone did not listen within {timeout}s")
 
     def kill(self) -> None:
-        """SIGKILL by PID, then reap."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_process(self.process)
 
     def terminate(self, timeout: float = 20.0) -> int:
-        """SIGTERM (a clean stop); SIGKILL if it does not exit in time. Returns the exit status."""
-        if self.process is None:
-            return 0
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
+        return terminate_process(self.process, timeout)
 
     def remove_data(self) -> None:
         """Kills the process and deletes its data dir (preallocated logs take disk space)."""
