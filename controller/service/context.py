@@ -11,6 +11,7 @@ from clients.segment_store_client import SegmentStoreClient
 
 from ..endpoints import SegmentLocator
 from ..store import MetadataStore
+from .auto_scale_settings import AutoScaleSettings
 from .fault_points import FaultPoints
 
 
@@ -34,6 +35,7 @@ class ServiceSettings:
     listing_page_max: int = 1000  # entries per list reply (Java's PAGE_LIMIT)
     transactions_wait_seconds_max: float = 110.0  # seal waits this long for committing txns to finish
     retention_period_seconds: float = 1800.0  # a retention cut per stream this often (Java: 30 min)
+    auto_scale: AutoScaleSettings = AutoScaleSettings()  # sampling period, rate windows, cooldown, mute
 
 
 @dataclasses.dataclass

@@ -6,6 +6,7 @@ import asyncio
 
 from ..store import NotFound
 from ..store.records import StreamConfiguration
+from .auto_scale import AutoScaler
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, TableNotFound
 from .key_value_tables import KeyValueTables
@@ -41,6 +42,7 @@ class ControllerServices:
         self.reader_groups = ReaderGroups(context, self.creation, self.sealing, self.deletion)
         self.writer_marks = WriterMarks(context)
         self.retention = Retention(context, self.truncation)
+        self.auto_scaler = AutoScaler(context, self.scaling, self.runner)
         self.key_value_tables = KeyValueTables(context)
         self.scopes.contents = self.key_value_tables
         self._background: list[asyncio.Task] = []
@@ -48,7 +50,7 @@ class ControllerServices:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> int:
-        """Re-drives pending workflows, then keeps re-driving and applying retention periodically.
+        """Re-drives pending workflows, then keeps re-driving, applying retention and auto-scaling periodically.
 
         Waits at most ``startup_redrive_wait_seconds`` for the re-drives (a re-driven scale may wait
         for a transaction commit, which the transaction service finishes); the rest goes on in the
@@ -59,7 +61,8 @@ class ControllerServices:
         redrive = loop.create_task(self.runner.redrive_all(pending))
         await asyncio.wait([redrive], timeout=self.context.settings.startup_redrive_wait_seconds)
         self._background = [redrive, loop.create_task(self.runner.redrive_forever()),
-                            loop.create_task(self.retention.run_forever())]
+                            loop.create_task(self.retention.run_forever()),
+                            loop.create_task(self.auto_scaler.run_forever())]
         return len(pending)
 
     async def stop(self) -> None:
