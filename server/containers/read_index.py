@@ -50,17 +50,14 @@ class ReadIndex:
             self.append(block)
 
     def blocks_from(self, offset: int):
-        """Yields views of the bytes from ``offset`` to the end."""
+        """Yields views of the bytes from ``offset`` to the end (cost: the blocks yielded, not all blocks)."""
         index = bisect.bisect_right(self._starts, offset) - 1
         if index < 0:
             return
-        first = True
-        for block_start, block in zip(self._starts[index:], self._blocks[index:]):
-            view = memoryview(block)
-            if first:
-                view = view[offset - block_start:]
-                first = False
-            yield view
+        blocks = self._blocks
+        yield memoryview(blocks[index])[offset - self._starts[index]:]
+        for following in range(index + 1, len(blocks)):
+            yield memoryview(blocks[following])
 
     def read(self, offset: int, max_length: int) -> list:
         """Returns views covering ``[offset, min(offset + max_length, length))``.
