@@ -27,13 +27,11 @@ from collections import deque
 from typing import Callable
 
 from wire import commands as wc
-from wire.envelope import envelope_header
+from wire.envelope import envelope
 
 from . import errors
 from .containers import attributes as attrs
 from .replies import CloseConnection
-
-_NOT_STORED = None
 
 
 class WriterState:
@@ -54,12 +52,10 @@ class WriterState:
 
 
 class _Append:
-    __slots__ = ("event_number", "previous", "request_id", "conditional", "size", "duplicate")
+    __slots__ = ("event_number", "request_id", "conditional", "size", "duplicate")
 
-    def __init__(self, event_number: int, previous: int, request_id: int, conditional: bool, size: int,
-                 duplicate: bool = False):
+    def __init__(self, event_number: int, request_id: int, conditional: bool, size: int, duplicate: bool = False):
         self.event_number = event_number
-        self.previous = previous
         self.request_id = request_id
         self.conditional = conditional
         self.size = size
@@ -100,7 +96,7 @@ class AppendProcessor:
                             command.request_id, None)
 
     def conditional_append(self, command: wc.ConditionalAppend) -> int:
-        data = envelope_header(len(command.data)) + bytes(command.data)
+        data = envelope(command.data)  # a ConditionalAppend's envelope is part of what is appended
         return self._append(command.writer_id, command.event_number, 1, data, command.request_id,
                             command.expected_offset)
 
@@ -127,7 +123,7 @@ class AppendProcessor:
         segment = state.segment
         future = state.container.submit(
             lambda pending: pending.append(segment, data, updates, expected_offset))
-        append = _Append(event_number, previous, request_id, expected_offset is not None, len(data))
+        append = _Append(event_number, request_id, expected_offset is not None, len(data))
         state.outstanding.append((future, append))
         future.add_done_callback(lambda _: self._drain(state))
         return len(data)
@@ -136,8 +132,7 @@ class AppendProcessor:
         """Queues the acknowledgement of an append already stored (or in flight); writes nothing."""
         done = asyncio.get_running_loop().create_future()
         done.set_result(None)
-        state.outstanding.append((done, _Append(event_number, state.last_stored, request_id, conditional, 0,
-                                                duplicate=True)))
+        state.outstanding.append((done, _Append(event_number, request_id, conditional, 0, duplicate=True)))
         self._drain(state)
         return 0
 

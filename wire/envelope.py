@@ -25,8 +25,8 @@ def envelope_header(payload_length: int) -> bytes:
 
 
 def envelope(payload) -> bytes:
-    """One event with its envelope."""
-    return envelope_header(len(payload)) + bytes(payload)
+    """One event with its envelope (one copy of the payload)."""
+    return b"".join((envelope_header(len(payload)), payload))
 
 
 def envelope_all(payloads: Iterable) -> bytes:

@@ -31,6 +31,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from types import MappingProxyType
 from typing import Callable
 
 from wire import naming
@@ -85,19 +86,18 @@ class SegmentInfo:
         self.length = segment.length
         self.sealed = segment.sealed
         self.last_modified = segment.last_modified
-        self.attributes = dict(segment.attributes)
+        self.attributes = MappingProxyType(segment.attributes)  # read-only view: no copy per info request
         self.table_entry_count = segment.table.entry_count if segment.table is not None else 0
 
 
 class _Frame:
-    __slots__ = ("decisions", "futures", "size", "done", "error", "timestamp_ms", "first_sequence")
+    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence")
 
     def __init__(self):
         self.decisions: list[Decision] = []
         self.futures: list[asyncio.Future] = []
         self.size = 0
         self.done = False
-        self.error: BaseException | None = None
         self.timestamp_ms = 0
         self.first_sequence = 0
 
@@ -120,7 +120,8 @@ class SegmentContainer:
         self._checkpoint_every = checkpoint_every_operations
         self._operations_since_checkpoint = 0
         self._frame: _Frame | None = None
-        self._in_flight: list[_Frame] = []  # frames handed to the log, in order
+        self._in_flight: deque[_Frame] = deque()  # frames handed to the log, in order
+        self._next_sequence = 1  # of the first operation of the next frame
         self._held: deque | None = None  # mutations waiting for a checkpoint, when one is due
         self._checkpoint_started = False
         self._failure: BaseException | None = None
@@ -137,6 +138,7 @@ class SegmentContainer:
         self.status = ContainerStatus.RECOVERING
         self.epoch = await self._log.open()
         found_checkpoint = await self._recover()
+        self._next_sequence = self._state.last_sequence + 1
         self._pending = PendingState(self._state, self._log.max_append_size - 2 * _FRAME_HEADROOM)
         self.status = ContainerStatus.RUNNING
         if not found_checkpoint:
@@ -191,8 +193,8 @@ class SegmentContainer:
         self._failure = error
         self.status = ContainerStatus.FAILED
         log.error("container failed", extra={"container": self.container_id, "error": repr(error)})
-        frames = self._in_flight + ([self._frame] if self._frame is not None else [])
-        self._in_flight, self._frame = [], None
+        frames = list(self._in_flight) + ([self._frame] if self._frame is not None else [])
+        self._in_flight, self._frame = deque(), None
         for frame in frames:
             for future in frame.futures:
                 if not future.done():
@@ -260,7 +262,8 @@ class SegmentContainer:
         if frame is None or self._failure is not None:
             return
         frame.timestamp_ms = self._wall_clock_ms()
-        frame.first_sequence = self._state.last_sequence + 1 + sum(len(f.decisions) for f in self._in_flight)
+        frame.first_sequence = self._next_sequence
+        self._next_sequence += len(frame.decisions)
         parts = ops.encode_frame(frame.timestamp_ms, frame.first_sequence,
                                  [decision.operation for decision in frame.decisions])
         self._in_flight.append(frame)
@@ -281,7 +284,7 @@ class SegmentContainer:
     def _commit_ready_frames(self) -> None:
         """Applies durable frames in order (a frame never commits before the ones ahead of it)."""
         while self._in_flight and self._in_flight[0].done:
-            frame = self._in_flight.pop(0)
+            frame = self._in_flight.popleft()
             woken = set()
             for index, decision in enumerate(frame.decisions):
                 segment = self._state.apply(decision.operation, frame.timestamp_ms)
@@ -334,10 +337,6 @@ class SegmentContainer:
         await future
 
     # ------------------------------------------------------------------ mutations
-
-    def _segment_type_of(self, name: str) -> SegmentType | None:
-        segment = self._state.by_name.get(name)
-        return None if segment is None else segment.segment_type
 
     async def create_segment(self, name: str, segment_type: SegmentType = SegmentType.STREAM,
                              attributes: dict | None = None) -> None:

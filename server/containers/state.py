@@ -103,7 +103,7 @@ class ContainerState:
         self.merged_sources[source.name] = target.name
         while len(self.merged_sources) > _MERGED_SOURCES_REMEMBERED:
             self.merged_sources.popitem(last=False)
-        _wake(source)
+        wake_readers(source)
         return target
 
     def _remove(self, segment: SegmentMetadata) -> None:
@@ -163,11 +163,10 @@ class ContainerState:
         return self.describe_snapshot(self.snapshot())
 
 
-def _wake(segment: SegmentMetadata) -> None:
+def wake_readers(segment: SegmentMetadata) -> None:
+    """Completes the futures of reads parked on ``segment`` (they re-check the state)."""
     waiters, segment.waiters = segment.waiters, []
     for waiter in waiters:
         if not waiter.done():
             waiter.set_result(None)
 
-
-wake_readers = _wake
