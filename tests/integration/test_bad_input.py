@@ -12,21 +12,17 @@ import pytest
 
 import wire
 from clients.connection import WireConnection, next_request_id
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from wire import commands as c
 from wire.envelope import envelope
+from tests.support.segment_store import running_segment_store
 
 SEGMENT = "bad/input/0.#epoch.0"
 
 
 @pytest.fixture
 async def store(tmp_path):
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
-                                                     log_file_size=16 << 20))
-    await service.start()
-    yield service
-    await service.stop()
+    async with running_segment_store(tmp_path) as service:
+        yield service
 
 
 @pytest.fixture

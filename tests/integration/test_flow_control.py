@@ -12,10 +12,9 @@ import pytest
 
 import wire
 from clients.connection import WireConnection, next_request_id
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from wire import commands as c
 from wire.constants import NO_VERSION
+from tests.support.segment_store import running_segment_store
 
 SEGMENT = "flow/control/0.#epoch.0"
 WRITE_BUFFER_HIGH = 1 << 20
@@ -24,12 +23,9 @@ READ_SIZE = 2 << 20
 
 @pytest.fixture
 async def store(tmp_path):
-    config = SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=1, write_buffer_high=WRITE_BUFFER_HIGH,
-                                transient_idle_seconds=0.3, log_file_size=16 << 20)
-    service = SegmentStoreService(config)
-    await service.start()
-    yield service
-    await service.stop()
+    async with running_segment_store(tmp_path, container_count=1, write_buffer_high=WRITE_BUFFER_HIGH,
+                                     transient_idle_seconds=0.3) as service:
+        yield service
 
 
 async def test_slow_reader_does_not_grow_server_output(store):

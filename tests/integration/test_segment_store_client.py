@@ -7,9 +7,8 @@ import pytest
 
 from clients import errors
 from clients.segment_store_client import SegmentStoreClient
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from wire.constants import NO_VERSION, NOT_EXISTS
+from tests.support.segment_store import running_segment_store
 
 TABLE = "_system/_tables/test"
 SEGMENT = "client/test/0.#epoch.0"
@@ -17,13 +16,10 @@ SEGMENT = "client/test/0.#epoch.0"
 
 @pytest.fixture
 async def client(tmp_path):
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
-                                                     log_file_size=16 << 20))
-    await service.start()
-    client = SegmentStoreClient(("127.0.0.1", service.port))
-    yield client
-    await client.close()
-    await service.stop()
+    async with running_segment_store(tmp_path) as service:
+        client = SegmentStoreClient(("127.0.0.1", service.port))
+        yield client
+        await client.close()
 
 
 async def test_segment_calls(client):

@@ -9,11 +9,10 @@ import uuid
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from wire import commands as c
 from wire.constants import NO_VERSION, NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope, envelope_all
+from tests.support.segment_store import running_segment_store
 
 SEGMENT = "scope/stream/0.#epoch.0"
 TABLE = "scope/rg_kvtable/0.#epoch.0"
@@ -21,11 +20,8 @@ TABLE = "scope/rg_kvtable/0.#epoch.0"
 
 @pytest.fixture
 async def store(tmp_path):
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=3,
-                                                     tail_read_timeout=3.0, log_file_size=16 << 20))
-    await service.start()
-    yield service
-    await service.stop()
+    async with running_segment_store(tmp_path, container_count=3, tail_read_timeout=3.0) as service:
+        yield service
 
 
 @pytest.fixture

@@ -16,10 +16,9 @@ import pytest
 from clients.connection import WireConnection, next_request_id
 from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from tests.support.minimal_controller import start_minimal_controller
 from wire import commands as c
+from tests.support.segment_store import segment_store
 
 pytestmark = pytest.mark.interop
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "pravega_roundtrip_driver.py"
@@ -46,8 +45,7 @@ async def make_stream(controller_port: int, store_port: int, scope: str, stream:
 async def test_real_client_writes_and_reads_through_a_reader_group(tmp_path):
     """3,000 events over 7 routing keys and one 10 MiB event: the reader group reads each exactly
     once, per-key order is kept, and the large event comes back byte for byte."""
-    store = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path / "data", port=0, container_count=4,
-                                                   log_file_size=16 << 20))
+    store = segment_store(tmp_path / "data", container_count=4)
     await store.start()
     controller, controller_port = await start_minimal_controller("127.0.0.1", store.port)
     output = tmp_path / "driver.out"

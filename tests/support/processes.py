@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -71,6 +70,3 @@ class ServerProcess:
 
     def terminate(self, timeout: float = 20.0) -> int:
         return terminate_process(self.process, timeout)
-
-    async def wait_listening(self) -> None:
-        await asyncio.sleep(0)

@@ -13,7 +13,7 @@ from wire.compiler import _INT_RANGES, Kind
 # Text over the whole of Unicode, surrogates included: they must survive a round trip too.
 _TEXT = st.text(alphabet=st.characters(), max_size=40) | st.text(
     alphabet=st.characters(min_codepoint=0x80), min_size=1, max_size=8)
-_BUFFERS = st.binary(max_size=64) | st.binary(min_size=1000, max_size=70_000).filter(lambda b: True)
+_BUFFERS = st.binary(max_size=64) | st.binary(min_size=1000, max_size=70_000)
 
 _SPECIAL_STRATEGIES = {
     # Keys are 1..8192 bytes by construction rules; keep them small for speed.

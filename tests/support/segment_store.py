@@ -1,0 +1,27 @@
+"""An in-process segment store with test defaults (loopback, any free port, small log files)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService
+
+TEST_LOG_FILE_SIZE = 16 << 20  # the minimum: tests start many stores, each preallocating its log files
+
+
+def segment_store(data_dir, **config) -> SegmentStoreService:
+    """A (not yet started) segment store on ``data_dir``; ``config`` overrides SegmentStoreConfig fields."""
+    config = {"port": 0, "container_count": 2, "log_file_size": TEST_LOG_FILE_SIZE, **config}
+    return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, **config))
+
+
+@contextlib.asynccontextmanager
+async def running_segment_store(data_dir, **config):
+    """Starts a segment store for the block and stops it afterwards."""
+    service = segment_store(data_dir, **config)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
