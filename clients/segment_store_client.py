@@ -13,7 +13,7 @@ import asyncio
 from typing import Callable
 
 from wire import commands as wc
-from wire.constants import NO_VERSION, NULL_ATTRIBUTE_VALUE
+from wire.constants import NO_VERSION
 
 from . import errors
 from .connection import WireConnection, next_request_id
@@ -89,30 +89,29 @@ class SegmentStoreClient:
 
     # ------------------------------------------------------------------ segments
 
+    async def _call_unless(self, already_done: type, segment: str, make_request, expected: tuple) -> bool:
+        """``call``, where the error ``already_done`` means the work was done before: returns False then."""
+        try:
+            await self.call(segment, make_request, expected)
+            return True
+        except already_done:
+            return False
+
     async def create_segment(self, name: str, scale_type: int = 0, target_rate: int = 0,
                              rollover_size_bytes: int = 0) -> bool:
         """Creates a stream segment; False if it already existed."""
-        try:
-            await self.call(name, lambda rid: wc.CreateSegment(rid, name, target_rate, scale_type, "",
-                                                               rollover_size_bytes), (wc.SegmentCreated,))
-            return True
-        except errors.SegmentExists:
-            return False
+        return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateSegment(
+            rid, name, target_rate, scale_type, "", rollover_size_bytes), (wc.SegmentCreated,))
 
     async def seal_segment(self, name: str) -> None:
         """Seals a segment (already sealed counts as done)."""
-        try:
-            await self.call(name, lambda rid: wc.SealSegment(rid, name, ""), (wc.SegmentSealed,))
-        except errors.SegmentSealed:
-            pass
+        await self._call_unless(errors.SegmentSealed, name, lambda rid: wc.SealSegment(rid, name, ""),
+                                (wc.SegmentSealed,))
 
     async def delete_segment(self, name: str) -> bool:
         """Deletes a segment; False if it did not exist."""
-        try:
-            await self.call(name, lambda rid: wc.DeleteSegment(rid, name, ""), (wc.SegmentDeleted,))
-            return True
-        except errors.NoSuchSegment:
-            return False
+        return await self._call_unless(errors.NoSuchSegment, name, lambda rid: wc.DeleteSegment(rid, name, ""),
+                                       (wc.SegmentDeleted,))
 
     async def truncate_segment(self, name: str, offset: int) -> None:
         await self.call(name, lambda rid: wc.TruncateSegment(rid, name, offset, ""), (wc.SegmentTruncated,))
@@ -139,19 +138,13 @@ class SegmentStoreClient:
 
     async def create_table(self, name: str) -> bool:
         """Creates a table segment; False if it already existed."""
-        try:
-            await self.call(name, lambda rid: wc.CreateTableSegment(rid, name, ""), (wc.SegmentCreated,))
-            return True
-        except errors.SegmentExists:
-            return False
+        return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateTableSegment(rid, name, ""),
+                                       (wc.SegmentCreated,))
 
     async def delete_table(self, name: str, must_be_empty: bool = False) -> bool:
-        try:
-            await self.call(name, lambda rid: wc.DeleteTableSegment(rid, name, must_be_empty, ""),
-                            (wc.SegmentDeleted,))
-            return True
-        except errors.NoSuchSegment:
-            return False
+        """Deletes a table segment; False if it did not exist."""
+        return await self._call_unless(errors.NoSuchSegment, name, lambda rid: wc.DeleteTableSegment(
+            rid, name, must_be_empty, ""), (wc.SegmentDeleted,))
 
     async def update_table(self, name: str, entries, table_offset: int = -1) -> list[int]:
         """Writes (key, version, value) entries atomically; returns their new versions.
@@ -194,4 +187,4 @@ class SegmentStoreClient:
                 yield entry
 
 
-__all__ = ["SegmentStoreClient", "raise_for", "NULL_ATTRIBUTE_VALUE"]
+__all__ = ["SegmentStoreClient", "raise_for"]
