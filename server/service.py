@@ -19,7 +19,7 @@ from wire import naming
 from . import errors
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
-from .containers.container import ContainerStatus, SegmentContainer, transient_segments_to_expire
+from .containers.container import ContainerStatus, SegmentContainer
 from .tier1 import LocalDurableDataLog
 
 log = logging.getLogger("tributary.segmentstore")
@@ -158,7 +158,7 @@ class SegmentStoreService:
             for container in list(self.containers.values()):
                 if container.status != ContainerStatus.RUNNING:
                     continue
-                for name in transient_segments_to_expire(container, now_ms, idle_ms):
+                for name in container.transients_to_expire(now_ms, idle_ms):
                     try:
                         await container.delete(name)
                     except errors.SegmentStoreError:

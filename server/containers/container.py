@@ -407,6 +407,13 @@ class SegmentContainer:
     def segment_names(self):
         return list(self._state.by_name)
 
+    def transients_to_expire(self, now_ms: int, idle_ms: int) -> list[str]:
+        """Transient segments idle for ``idle_ms``, or created under an earlier owner (epoch) of this container."""
+        return [segment.name for segment in self._state.by_id.values()
+                if segment.segment_type == SegmentType.TRANSIENT
+                and (segment.attributes.get(attrs.CREATION_EPOCH, 0) < self.epoch
+                     or now_ms - segment.last_modified >= idle_ms)]
+
     async def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
                    wait_timeout: float | None = None) -> ReadResult:
         """Reads from ``offset``; at the tail of an unsealed segment waits for data (long-poll).
@@ -464,15 +471,3 @@ def _operation_size(operation) -> int:
     if isinstance(operation, ops.CreateSegment):
         return len(operation.name) * 3 + 64 + 24 * len(operation.attributes)
     return 32
-
-
-def transient_segments_to_expire(container: SegmentContainer, now_ms: int, idle_ms: int) -> list[str]:
-    """Transient segments idle for ``idle_ms`` or created by an earlier owner (epoch) of the container."""
-    names = []
-    for segment in list(container._state.by_id.values()):
-        if segment.segment_type != SegmentType.TRANSIENT:
-            continue
-        creation_epoch = segment.attributes.get(attrs.CREATION_EPOCH, 0)
-        if creation_epoch < container.epoch or now_ms - segment.last_modified >= idle_ms:
-            names.append(segment.name)
-    return names
