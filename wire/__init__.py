@@ -13,7 +13,7 @@ clocks. Entry points:
 
 from . import commands, constants, envelope
 from .base import REGISTRY, Command, ErrorReply, Reply, Request
-from .codec import FRAME_HEADER, decode_frame, encode, encode_parts, frame_size
+from .codec import FRAME_HEADER, decode_frame, encode, encode_parts
 from .commands import *  # noqa: F403 - the command classes are the package's vocabulary
 from .constants import MAX_WIRECOMMAND_SIZE, NULL_ATTRIBUTE_VALUE, OLDEST_COMPATIBLE_VERSION, WIRE_VERSION
 from .decoder import Decoder
@@ -22,6 +22,6 @@ from .errors import ProtocolError
 __all__ = [
     "REGISTRY", "Command", "Decoder", "ErrorReply", "FRAME_HEADER", "MAX_WIRECOMMAND_SIZE",
     "NULL_ATTRIBUTE_VALUE", "OLDEST_COMPATIBLE_VERSION", "ProtocolError", "Reply", "Request", "WIRE_VERSION",
-    "commands", "constants", "decode_frame", "encode", "encode_parts", "envelope", "frame_size",
+    "commands", "constants", "decode_frame", "encode", "encode_parts", "envelope",
     *commands.__all__,
 ]

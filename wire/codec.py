@@ -67,7 +67,3 @@ def decode_frame(type_code: int, payload) -> Command:
         raise ProtocolError(f"malformed {command_class.__name__}: {error}") from error
     return command
 
-
-def frame_size(command: Command) -> int:
-    """The size of ``command``'s whole frame in bytes."""
-    return FRAME_HEADER_SIZE + sum(map(len, encode_parts(command)[1:]))
