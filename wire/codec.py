@@ -12,7 +12,7 @@ import struct
 
 from . import commands as _commands  # noqa: F401 - importing registers every command
 from .base import REGISTRY, Command
-from .constants import FRAME_HEADER_SIZE, MAX_PAYLOAD_SIZE
+from .constants import MAX_PAYLOAD_SIZE
 from .errors import ProtocolError
 
 FRAME_HEADER = struct.Struct(">ii")
