@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Callable, Iterable, Sequence
 
 from .errors import CorruptRecord, RecordTooLarge
 
@@ -37,25 +38,24 @@ class Encoder:
     def __init__(self, format_version: int):
         self._parts: list[bytes] = [_U8.pack(format_version)]
 
-    def u8(self, value: int) -> Encoder:
-        self._parts.append(_U8.pack(value))
+    def _pack(self, layout: struct.Struct, value) -> Encoder:
+        self._parts.append(layout.pack(value))
         return self
+
+    def u8(self, value: int) -> Encoder:
+        return self._pack(_U8, value)
 
     def i32(self, value: int) -> Encoder:
-        self._parts.append(_I32.pack(value))
-        return self
+        return self._pack(_I32, value)
 
     def i64(self, value: int) -> Encoder:
-        self._parts.append(_I64.pack(value))
-        return self
+        return self._pack(_I64, value)
 
     def f64(self, value: float) -> Encoder:
-        self._parts.append(_F64.pack(value))
-        return self
+        return self._pack(_F64, value)
 
     def boolean(self, value: bool) -> Encoder:
-        self._parts.append(b"\x01" if value else b"\x00")
-        return self
+        return self._pack(_U8, 1 if value else 0)
 
     def text(self, value: str) -> Encoder:
         data = value.encode("utf-8")
@@ -75,7 +75,19 @@ class Encoder:
         return self
 
     def count(self, value: int) -> Encoder:
-        self._parts.append(_U32.pack(value))
+        return self._pack(_U32, value)
+
+    def sequence(self, items: Sequence, write: Callable[[Encoder, object], object]) -> Encoder:
+        """A list as a count and each item written by ``write(encoder, item)``, e.g. ``Encoder.text``."""
+        self.count(len(items))
+        for item in items:
+            write(self, item)
+        return self
+
+    def i64s(self, values: Iterable[int]) -> Encoder:
+        """A list of int64 (ids, times) as a count and the packed values."""
+        values = tuple(values)
+        self._parts.append(struct.pack(f">I{len(values)}q", len(values), *values))
         return self
 
     def packed(self, layout: struct.Struct, rows) -> Encoder:
@@ -94,7 +106,13 @@ class Encoder:
 
 
 class Decoder:
-    """Reads the fields an ``Encoder`` wrote, in the same order."""
+    """Reads the fields an ``Encoder`` wrote, in the same order.
+
+    Used as a context manager, it calls ``finish`` when the block ends without an error::
+
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.text())
+    """
 
     __slots__ = ("_data", "_position", "_record", "version", "_known_version")
 
@@ -108,6 +126,13 @@ class Decoder:
             raise CorruptRecord(f"{record}: format version 0")
         if self.version < known_version:
             raise CorruptRecord(f"{record}: format version {self.version} predates {known_version}")
+
+    def __enter__(self) -> Decoder:
+        return self
+
+    def __exit__(self, error_type, error, traceback) -> None:
+        if error_type is None:
+            self.finish()
 
     def _take(self, size: int) -> memoryview:
         end = self._position + size
@@ -155,6 +180,14 @@ class Decoder:
         if count > len(self._data) - self._position:  # each item takes at least one byte
             raise CorruptRecord(f"{self._record}: count {count} exceeds the remaining bytes")
         return count
+
+    def sequence(self, read: Callable[[Decoder], object]) -> tuple:
+        """The items ``Encoder.sequence`` wrote, each read by ``read(decoder)``, e.g. ``Decoder.text``."""
+        return tuple(read(self) for _ in range(self.count()))
+
+    def i64s(self) -> tuple[int, ...]:
+        count = self._unpack(_U32)
+        return struct.unpack(f">{count}q", self._take(count * _I64.size))
 
     def packed(self, layout: struct.Struct) -> list[tuple]:
         count = self._unpack(_U32)

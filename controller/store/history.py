@@ -18,6 +18,7 @@ import bisect
 from typing import Sequence
 
 from .errors import CorruptRecord
+from .key_space import apply_delta
 from .layout import ChunkSizes
 from .records import EpochRecord, HistoryChunk, HistoryIndexLeaf, HistoryIndexRoot, HistoryTimeSeriesRecord
 
@@ -74,8 +75,10 @@ def find_epoch(leaf: HistoryIndexLeaf, time: int, sizes: ChunkSizes) -> int:
 
 
 def chunks_spanning(first_epoch: int, last_epoch: int, sizes: ChunkSizes) -> range:
-    """The history chunk numbers holding the deltas of epochs (first_epoch, last_epoch]."""
-    return range(sizes.chunk_of(first_epoch), sizes.chunk_of(last_epoch) + 1)
+    """The history chunk numbers holding the deltas of epochs (first_epoch, last_epoch] (none if empty)."""
+    if last_epoch <= first_epoch:
+        return range(0)
+    return range(sizes.chunk_of(first_epoch + 1), sizes.chunk_of(last_epoch) + 1)
 
 
 def deltas_between(chunks: Sequence[HistoryChunk], first_epoch: int,
@@ -97,12 +100,9 @@ def rebuild_epochs(first: EpochRecord, deltas: Sequence[HistoryTimeSeriesRecord]
     """
     epochs = [first]
     for delta in deltas:
-        if delta.epoch != delta.reference_epoch:
+        if delta.is_duplicate:
             epochs.append(duplicates[delta.epoch])
             continue
-        previous = epochs[-1]
-        sealed = frozenset(delta.sealed_segment_ids)
-        kept = [segment for segment in previous.segments if segment.segment_id not in sealed]
-        segments = tuple(sorted(kept + list(delta.created_segments), key=lambda segment: segment.key_start))
+        segments = apply_delta(epochs[-1].segments, delta.sealed_segment_ids, delta.created_segments)
         epochs.append(EpochRecord(delta.epoch, delta.reference_epoch, delta.scale_time, segments))
     return epochs

@@ -88,6 +88,14 @@ def plan_epoch_transition(current: EpochRecord, segments_to_seal: Sequence[int],
     return EpochTransitionRecord(current.epoch, time, tuple(segments_to_seal), new_segments)
 
 
+def apply_delta(segments: Iterable[SegmentRecord], sealed_ids: Iterable[int],
+                created: Iterable[SegmentRecord]) -> tuple[SegmentRecord, ...]:
+    """``segments`` without ``sealed_ids``, plus ``created``, ordered by key_start: the next epoch's segments."""
+    sealed = frozenset(sealed_ids)
+    kept = [segment for segment in segments if segment.segment_id not in sealed]
+    return tuple(sorted(kept + list(created), key=lambda segment: segment.key_start))
+
+
 def next_epoch(current: EpochRecord, transition: EpochTransitionRecord) -> tuple[EpochRecord, HistoryTimeSeriesRecord]:
     """The epoch after ``current`` under ``transition``, and its history delta.
 
@@ -98,11 +106,8 @@ def next_epoch(current: EpochRecord, transition: EpochTransitionRecord) -> tuple
         raise ValueError(f"transition from epoch {transition.active_epoch} applied to epoch {current.epoch}")
     epoch = current.epoch + 1
     time = max(transition.time, current.creation_time + 1)
-    sealed = frozenset(transition.segments_to_seal)
     created = tuple(SegmentRecord(new.segment_id, time, new.key_start, new.key_end) for new in transition.new_segments)
-    kept = [segment for segment in current.segments if segment.segment_id not in sealed]
-    segments = tuple(sorted(kept + list(created), key=lambda segment: segment.key_start))
-    record = EpochRecord(epoch, epoch, time, segments)
+    record = EpochRecord(epoch, epoch, time, apply_delta(current.segments, transition.segments_to_seal, created))
     return record, HistoryTimeSeriesRecord(epoch, epoch, time, tuple(transition.segments_to_seal), created)
 
 

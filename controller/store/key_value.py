@@ -162,6 +162,14 @@ def check_writes(table: str, writes: Sequence[Write]) -> None:
             raise ValueError(f"expected version {write.expected} of {write.key!r} is not ANY, ABSENT or >= 0")
 
 
+def check_removals(keys: Sequence[tuple[str, int | None]]) -> None:
+    """Programmer errors in a removal batch (expecting ABSENT) and over-limit keys."""
+    if any(expected == ABSENT for _, expected in keys):
+        raise ValueError("a removal cannot expect the key to be absent")
+    for key, _ in keys:
+        encode_key(key)
+
+
 def conflict_for(table: str, expectations: Sequence[tuple[str, int | None]],
                  current: Sequence[Versioned | None]) -> Exception | None:
     """The error a conditional batch deserves given the keys' current versions, or None if it holds.

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Iterable
 
-from wire.naming import epoch_of
+from wire.naming import epoch_of, uuid_hex
 
 TABLE_PREFIX = "_system/_tables"
 SCOPES_TABLE = f"{TABLE_PREFIX}/scopes"
@@ -122,7 +123,7 @@ def subscriber_key(name: str) -> str:
 
 
 def transaction_key(transaction_id: uuid.UUID) -> str:
-    return f"{transaction_id.int:032x}"
+    return uuid_hex(transaction_id)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,3 +153,7 @@ class ChunkSizes:
     def shard_of(self, segment_id: int) -> int:
         """Shards group segments by creation epoch, as Java does (spec §6.1)."""
         return epoch_of(segment_id) // self.sealed_sizes_shard_epochs
+
+    def sealed_sizes_keys(self, segment_ids: Iterable[int]) -> list[str]:
+        """The keys of the shards holding the sizes of ``segment_ids``, each once, in order."""
+        return [sealed_sizes_key(shard) for shard in sorted({self.shard_of(segment_id) for segment_id in segment_ids})]

@@ -6,7 +6,9 @@
     successors             2 calls  sealed-epoch record, then that epoch and the one before it
                                     (1 call for a segment that has not been sealed)
     is_segment_valid       1 call   the segment's creation epoch + truncation record
-    segments_between       2 + ~(epochs spanned / chunk size) calls, via the history time series
+    segments_between       1 call   the first epoch + the history chunks spanned (one more per 32 chunks);
+                                    +1 for rolling-transaction duplicates, +1 (truncation + current
+                                    epoch) when a cut is left open
 
 None of these depends on how many epochs the stream has (tests/unit/controller_store/
 test_scalability.py checks the exact counts at 1,000 and 100,000 epochs).
@@ -81,15 +83,15 @@ async def fetch_epochs(stream: StreamStore, first: int, last: int) -> list[Epoch
     """Epochs ``first``..``last`` (inclusive), rebuilt from one epoch record and the history chunks."""
     keys = [layout.epoch_key(first)] + [layout.history_chunk_key(chunk)
                                         for chunk in chunks_spanning(first, last, stream.sizes)]
-    found = await _get_all(stream, keys if last > first else keys[:1])
+    found = await _get_all(stream, keys)
     if found[0] is None:
         raise NotFound(f"{stream}: no epoch {first}", stream.tables.metadata, layout.epoch_key(first))
     first_record = EpochRecord.decode(found[0].value)
     chunks = [HistoryChunk.decode(value.value) for value in found[1:] if value is not None]
     deltas = deltas_between(chunks, first, last)
-    duplicate_keys = [layout.epoch_key(delta.epoch) for delta in deltas if delta.epoch != delta.reference_epoch]
+    duplicate_keys = [layout.epoch_key(delta.epoch) for delta in deltas if delta.is_duplicate]
     duplicates = {}
-    for value in (await _get_all(stream, duplicate_keys)) if duplicate_keys else []:
+    for value in await _get_all(stream, duplicate_keys):  # no call when there are none
         record = EpochRecord.decode(value.value)
         duplicates[record.epoch] = record
     return rebuild_epochs(first_record, deltas, duplicates)
@@ -105,18 +107,17 @@ async def segments_between_cuts(stream: StreamStore, from_cut: dict[int, int],
                                 to_cut: dict[int, int]) -> set[SegmentRecord]:
     """Every segment with data between two stream cuts. An empty ``from_cut`` is the head of the
     stream (the truncation cut, or epoch 0), an empty ``to_cut`` its tail (the current epoch)."""
-    (truncation, _), (current, _) = await stream.read_many(
-        [(layout.TRUNCATION, TruncationRecord), (layout.CURRENT_EPOCH, EpochRecord)])
-    if not to_cut:
-        to_cut = {segment.segment_id: 0 for segment in current.segments}
-    if not from_cut:
-        from_cut = dict(truncation.stream_cut) if not truncation.is_empty else None
-    if from_cut is None:  # never truncated: the head is epoch 0, which the fetch below starts at
+    if not from_cut or not to_cut:
+        (truncation, _), (current, _) = await stream.read_many(
+            [(layout.TRUNCATION, TruncationRecord), (layout.CURRENT_EPOCH, EpochRecord)])
+        to_cut = to_cut or {segment.segment_id: 0 for segment in current.segments}
+        from_cut = from_cut or dict(truncation.stream_cut)
+    if not from_cut:  # never truncated: the head is epoch 0, which the fetch below starts at
         low, high = 0, creation_epoch_range(to_cut)[1]
     else:
         low, high = creation_epoch_range(from_cut, to_cut)
     epochs = await fetch_epochs(stream, low, high)
-    if from_cut is None:
+    if not from_cut:
         from_cut = {segment.segment_id: 0 for segment in epochs[0].segments}
     span_from, span_to = compute_span(from_cut, epochs), compute_span(to_cut, epochs)
     first, last = min(span_from.values()), max(span_to.values())

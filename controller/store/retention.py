@@ -90,7 +90,7 @@ async def remove_stream_cuts_through(stream: StreamStore, recording_time: int) -
 async def get_sealed_sizes(stream: StreamStore, segment_ids: Iterable[int]) -> dict[int, int]:
     """Sizes at sealing of the given segments, reading each shard once. Unknown segments are left out."""
     segment_ids = list(segment_ids)
-    keys = sorted({layout.sealed_sizes_key(stream.sizes.shard_of(segment_id)) for segment_id in segment_ids})
+    keys = stream.sizes.sealed_sizes_keys(segment_ids)
     if not keys:
         return {}
     merged: dict[int, int] = {}
@@ -102,7 +102,7 @@ async def get_sealed_sizes(stream: StreamStore, segment_ids: Iterable[int]) -> d
 
 async def record_sealed_sizes(stream: StreamStore, sealed_sizes: dict[int, int]) -> None:
     """Adds sizes to their shards (read once, written in one conditional batch)."""
-    keys = sorted({layout.sealed_sizes_key(stream.sizes.shard_of(segment_id)) for segment_id in sealed_sizes})
+    keys = stream.sizes.sealed_sizes_keys(sealed_sizes)
     if not keys:
         return
     found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys)))

@@ -173,7 +173,7 @@ def plan_epoch_appends(found: dict[str, Versioned | None],
     """The batch that appends ``new_epochs``: epoch records, history chunks, index leaves and root,
     and sealed-epoch records, each conditional on the version in ``found`` (ABSENT if it was absent)."""
     root_found = found[layout.HISTORY_INDEX_ROOT]
-    root = HistoryIndexRoot.decode(root_found.value)
+    root = stored_root = HistoryIndexRoot.decode(root_found.value)
     chunks: dict[str, HistoryChunk | None] = {}
     leaves: dict[str, HistoryIndexLeaf | None] = {}
     for key in found:
@@ -190,7 +190,7 @@ def plan_epoch_appends(found: dict[str, Versioned | None],
         writes.append(Write(layout.epoch_key(record.epoch), record.encode(), ABSENT))
     for key, value in list(chunks.items()) + list(leaves.items()):
         writes.append(Write(key, value.encode(), _version_or_absent(found[key])))
-    if root.leaf_start_times != HistoryIndexRoot.decode(root_found.value).leaf_start_times:
+    if root != stored_root:
         writes.append(Write(layout.HISTORY_INDEX_ROOT, root.encode(), root_found.version))
     writes += [Write(layout.sealed_epoch_key(segment_id), SealedEpochRecord(epoch).encode())
                for segment_id, epoch in sealed_epochs.items()]
@@ -204,8 +204,7 @@ def _version_or_absent(found: Versioned | None) -> int:
 async def _move_current_epoch(stream: StreamStore, from_epoch: int, to_epoch: int,
                               sealed_sizes: dict[int, int]) -> None:
     """Sealed sizes into their shards and the current-epoch pointer to ``to_epoch``, in one batch."""
-    shard_keys = sorted({layout.sealed_sizes_key(stream.sizes.shard_of(segment_id)) for segment_id in sealed_sizes})
-    keys = [layout.CURRENT_EPOCH, layout.epoch_key(to_epoch)] + shard_keys
+    keys = [layout.CURRENT_EPOCH, layout.epoch_key(to_epoch)] + stream.sizes.sealed_sizes_keys(sealed_sizes)
     found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys)))
     current = EpochRecord.decode(found[layout.CURRENT_EPOCH].value)
     if current.epoch >= to_epoch:

@@ -19,6 +19,7 @@ attribute the caller's retry loop reads.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Sequence
 
 from clients import errors as client_errors
@@ -27,13 +28,22 @@ from wire.constants import NO_VERSION, NOT_EXISTS
 
 from .errors import NotFound, WriteConflict
 from .key_value import (ABSENT, PAGE_ENTRIES_DEFAULT, Page, Versioned, VersionedKeyValueStore, Write,
-                        check_writes, conflict_for, encode_key)
+                        check_removals, check_writes, conflict_for, encode_key)
 
 
 def _wire_version(expected: int | None) -> int:
     if expected is None:
         return NO_VERSION
     return NOT_EXISTS if expected == ABSENT else expected
+
+
+@contextlib.contextmanager
+def _table_must_exist(table: str):
+    """Turns the segment store's NoSuchSegment for ``table`` into NotFound."""
+    try:
+        yield
+    except client_errors.NoSuchSegment:
+        raise NotFound(f"no table {table!r}", table) from None
 
 
 class TableSegmentKeyValueStore(VersionedKeyValueStore):
@@ -52,10 +62,8 @@ class TableSegmentKeyValueStore(VersionedKeyValueStore):
         if not keys:
             return []
         encoded = [encode_key(key) for key in keys]
-        try:
+        with _table_must_exist(table):
             found = await self._client.read_table(table, encoded)
-        except client_errors.NoSuchSegment:
-            raise NotFound(f"no table {table!r}", table) from None
         return [None if entry is None else Versioned(*entry) for entry in found]
 
     async def write_batch(self, table: str, writes: Sequence[Write]) -> list[int]:
@@ -64,24 +72,20 @@ class TableSegmentKeyValueStore(VersionedKeyValueStore):
             return []
         entries = [(encode_key(w.key), _wire_version(w.expected), bytes(w.value)) for w in writes]
         try:
-            return await self._client.update_table(table, entries)
-        except client_errors.NoSuchSegment:
-            raise NotFound(f"no table {table!r}", table) from None
+            with _table_must_exist(table):
+                return await self._client.update_table(table, entries)
         except (client_errors.TableKeyBadVersion, client_errors.TableKeyDoesNotExist):
-            expectations = [(write.key, write.expected) for write in writes]
-        raise await self._conflict(table, expectations)
+            pass
+        raise await self._conflict(table, [(write.key, write.expected) for write in writes])
 
     async def remove_batch(self, table: str, keys: Sequence[tuple[str, int | None]]) -> None:
-        if any(expected == ABSENT for _, expected in keys):
-            raise ValueError("a removal cannot expect the key to be absent")
+        check_removals(keys)
         if not keys:
             return
         wire_keys = [(encode_key(key), _wire_version(expected)) for key, expected in keys]
         try:
-            await self._client.remove_table_keys(table, wire_keys)
-            return
-        except client_errors.NoSuchSegment:
-            raise NotFound(f"no table {table!r}", table) from None
+            with _table_must_exist(table):
+                return await self._client.remove_table_keys(table, wire_keys)
         except (client_errors.TableKeyBadVersion, client_errors.TableKeyDoesNotExist):
             pass
         raise await self._conflict(table, list(keys))
@@ -89,10 +93,8 @@ class TableSegmentKeyValueStore(VersionedKeyValueStore):
     async def list_entries(self, table: str, token: bytes = b"", limit: int = PAGE_ENTRIES_DEFAULT) -> Page:
         if limit < 1:
             raise ValueError("a page holds at least one entry")
-        try:
+        with _table_must_exist(table):
             entries, next_token = await self._client.read_table_entries(table, token, limit)
-        except client_errors.NoSuchSegment:
-            raise NotFound(f"no table {table!r}", table) from None
         page = [(key.decode("utf-8"), Versioned(version, value)) for key, version, value in entries]
         return Page(page, next_token if page else b"")
 

@@ -1,26 +1,22 @@
-"""The metadata-store conformance suite against every implementation, including table segments on
-a REAL segment store started in-process (the controller keeps all its state there)."""
+"""The metadata-store conformance suite against table segments on a REAL segment store started
+in-process (the controller keeps all its state there). The in-memory store runs the same suite in
+tests/unit/controller_store/test_conformance.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from clients.segment_store_client import SegmentStoreClient
-from controller.store import InMemoryKeyValueStore, TableSegmentKeyValueStore
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
+from controller.store import TableSegmentKeyValueStore
+from tests.support.controller_harness import start_segment_store
 from tests.unit.controller_store.conformance_key_value import KeyValueConformance
 from tests.unit.controller_store.conformance_records import RecordConformance
 from tests.unit.controller_store.conformance_streams import StreamConformance
 
 
-@pytest.fixture(params=["memory", "table_segment"])
-async def kv(request, tmp_path):
-    if request.param == "memory":
-        yield InMemoryKeyValueStore()
-        return
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
-                                                     log_file_size=16 << 20))
+@pytest.fixture
+async def kv(tmp_path):
+    service = start_segment_store(tmp_path, container_count=2)
     await service.start()
     client = SegmentStoreClient(("127.0.0.1", service.port))
     try:

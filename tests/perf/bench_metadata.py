@@ -7,13 +7,15 @@ the cost of the records and algorithms alone; the table-segment store (a real se
 started in-process, same lengths) adds the wire round trips. A flat row across
 history lengths is the point: nothing here may grow with the number of epochs.
 
-Usage: python tests/perf/bench_metadata.py [--queries N] [--memory-epochs 1000,10000,100000] [--table-epochs 1000,10000]
+Usage: python tests/perf/bench_metadata.py [--queries N] [--memory-epochs 1000,10000,100000]
+                                           [--table-epochs 1000,10000,100000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import pathlib
 import random
 import statistics
@@ -52,7 +54,7 @@ async def time_query(counter: CountingKeyValueStore, make_call, targets) -> tupl
         samples.append((time.perf_counter() - start) * 1e6)
         calls.add(counter.total)
     samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1], max(calls)
+    return statistics.median(samples), samples[math.ceil(len(samples) * 0.99) - 1], max(calls)  # nearest rank
 
 
 async def bench_stream(kind: str, kv, epoch_count: int, query_count: int) -> None:

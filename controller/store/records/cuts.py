@@ -24,7 +24,6 @@ from .epochs import SegmentRecord
 
 FORMAT_VERSION = 1
 _SPAN_ROW = struct.Struct(">qqddi")
-_SEGMENT_ID = struct.Struct(">q")
 _RETENTION_ROW = struct.Struct(">qq")
 
 
@@ -45,18 +44,13 @@ class TruncationRecord:
     def encode(self) -> bytes:
         span_rows = sorted((*segment, epoch) for segment, epoch in self.span.items())
         return (Encoder(FORMAT_VERSION).pairs(self.stream_cut).packed(_SPAN_ROW, span_rows)
-                .packed(_SEGMENT_ID, ((segment_id,) for segment_id in sorted(self.to_delete)))
-                .i64(self.size_till).boolean(self.updating).to_bytes())
+                .i64s(sorted(self.to_delete)).i64(self.size_till).boolean(self.updating).to_bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> TruncationRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        cut = decoder.pairs()
-        span = {SegmentRecord(*row[:4]): row[4] for row in decoder.packed(_SPAN_ROW)}
-        to_delete = frozenset(row[0] for row in decoder.packed(_SEGMENT_ID))
-        record = cls(cut, span, to_delete, decoder.i64(), decoder.boolean())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.pairs(), {SegmentRecord(*row[:4]): row[4] for row in decoder.packed(_SPAN_ROW)},
+                       frozenset(decoder.i64s()), decoder.i64(), decoder.boolean())
 
 
 EMPTY_TRUNCATION = TruncationRecord({}, {})
@@ -73,10 +67,8 @@ class RetentionSet:
 
     @classmethod
     def decode(cls, data: bytes) -> RetentionSet:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(tuple(decoder.packed(_RETENTION_ROW)))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(tuple(decoder.packed(_RETENTION_ROW)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,7 +85,5 @@ class StreamCutRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> StreamCutRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i64(), decoder.i64(), decoder.pairs())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i64(), decoder.i64(), decoder.pairs())

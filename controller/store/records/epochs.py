@@ -29,9 +29,7 @@ from ..codec import Decoder, Encoder
 
 FORMAT_VERSION = 1
 _SEGMENT_ROW = struct.Struct(">qqdd")
-_SEGMENT_ID = struct.Struct(">q")
 _NEW_SEGMENT_ROW = struct.Struct(">qdd")
-_TIME = struct.Struct(">q")
 
 
 class SegmentRecord(NamedTuple):
@@ -68,10 +66,6 @@ class EpochRecord:
     segments: tuple[SegmentRecord, ...]
 
     @property
-    def is_duplicate(self) -> bool:
-        return self.epoch != self.reference_epoch
-
-    @property
     def segment_ids(self) -> frozenset[int]:
         return frozenset(segment.segment_id for segment in self.segments)
 
@@ -91,10 +85,8 @@ class EpochRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> EpochRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i32(), decoder.i32(), decoder.i64(), _segments(decoder.packed(_SEGMENT_ROW)))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.i32(), decoder.i64(), _segments(decoder.packed(_SEGMENT_ROW)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,6 +99,11 @@ class HistoryTimeSeriesRecord:
     sealed_segment_ids: tuple[int, ...]
     created_segments: tuple[SegmentRecord, ...]
 
+    @property
+    def is_duplicate(self) -> bool:
+        """A rolling-transaction duplicate: its epoch record must be read, the delta is empty."""
+        return self.epoch != self.reference_epoch
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HistoryChunk:
@@ -116,25 +113,22 @@ class HistoryChunk:
     records: tuple[HistoryTimeSeriesRecord, ...]
 
     def encode(self) -> bytes:
-        encoder = Encoder(FORMAT_VERSION).i32(self.chunk).count(len(self.records))
-        for record in self.records:
-            encoder.i32(record.epoch).i32(record.reference_epoch).i64(record.scale_time)
-            encoder.packed(_SEGMENT_ID, ((segment_id,) for segment_id in record.sealed_segment_ids))
-            encoder.packed(_SEGMENT_ROW, record.created_segments)
-        return encoder.to_bytes()
+        return Encoder(FORMAT_VERSION).i32(self.chunk).sequence(self.records, _encode_delta).to_bytes()
 
     @classmethod
     def decode(cls, data: bytes) -> HistoryChunk:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        chunk = decoder.i32()
-        records = []
-        for _ in range(decoder.count()):
-            epoch, reference_epoch, scale_time = decoder.i32(), decoder.i32(), decoder.i64()
-            sealed = tuple(row[0] for row in decoder.packed(_SEGMENT_ID))
-            records.append(HistoryTimeSeriesRecord(epoch, reference_epoch, scale_time, sealed,
-                                                   _segments(decoder.packed(_SEGMENT_ROW))))
-        decoder.finish()
-        return cls(chunk, tuple(records))
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.sequence(_decode_delta))
+
+
+def _encode_delta(encoder: Encoder, record: HistoryTimeSeriesRecord) -> None:
+    (encoder.i32(record.epoch).i32(record.reference_epoch).i64(record.scale_time)
+     .i64s(record.sealed_segment_ids).packed(_SEGMENT_ROW, record.created_segments))
+
+
+def _decode_delta(decoder: Decoder) -> HistoryTimeSeriesRecord:
+    return HistoryTimeSeriesRecord(decoder.i32(), decoder.i32(), decoder.i64(), decoder.i64s(),
+                                   _segments(decoder.packed(_SEGMENT_ROW)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -144,14 +138,12 @@ class HistoryIndexRoot:
     leaf_start_times: tuple[int, ...]
 
     def encode(self) -> bytes:
-        return Encoder(FORMAT_VERSION).packed(_TIME, ((time,) for time in self.leaf_start_times)).to_bytes()
+        return Encoder(FORMAT_VERSION).i64s(self.leaf_start_times).to_bytes()
 
     @classmethod
     def decode(cls, data: bytes) -> HistoryIndexRoot:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(tuple(row[0] for row in decoder.packed(_TIME)))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i64s())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,15 +154,12 @@ class HistoryIndexLeaf:
     epoch_times: tuple[int, ...]
 
     def encode(self) -> bytes:
-        return (Encoder(FORMAT_VERSION).i32(self.leaf)
-                .packed(_TIME, ((time,) for time in self.epoch_times)).to_bytes())
+        return Encoder(FORMAT_VERSION).i32(self.leaf).i64s(self.epoch_times).to_bytes()
 
     @classmethod
     def decode(cls, data: bytes) -> HistoryIndexLeaf:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i32(), tuple(row[0] for row in decoder.packed(_TIME)))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.i64s())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,10 +173,8 @@ class SealedEpochRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> SealedEpochRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i32())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -202,10 +189,8 @@ class SealedSizesShard:
 
     @classmethod
     def decode(cls, data: bytes) -> SealedSizesShard:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i32(), decoder.pairs())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.pairs())
 
 
 class NewSegment(NamedTuple):
@@ -234,18 +219,14 @@ class EpochTransitionRecord:
         return self.active_epoch + 1
 
     def encode(self) -> bytes:
-        return (Encoder(FORMAT_VERSION).i32(self.active_epoch).i64(self.time)
-                .packed(_SEGMENT_ID, ((segment_id,) for segment_id in self.segments_to_seal))
+        return (Encoder(FORMAT_VERSION).i32(self.active_epoch).i64(self.time).i64s(self.segments_to_seal)
                 .packed(_NEW_SEGMENT_ROW, self.new_segments).to_bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> EpochTransitionRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        active_epoch, time = decoder.i32(), decoder.i64()
-        to_seal = tuple(row[0] for row in decoder.packed(_SEGMENT_ID))
-        new = tuple(NewSegment(*row) for row in decoder.packed(_NEW_SEGMENT_ROW))
-        decoder.finish()
-        return cls(active_epoch, time, to_seal, new)
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32(), decoder.i64(), decoder.i64s(),
+                       tuple(NewSegment(*row) for row in decoder.packed(_NEW_SEGMENT_ROW)))
 
 
 EMPTY_EPOCH_TRANSITION = EpochTransitionRecord(-1, 0, (), ())

@@ -67,12 +67,10 @@ class ReaderGroupConfigRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> ReaderGroupConfigRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.uuid(), decoder.i64(), decoder.i64(), decoder.i64(), decoder.i32(),
-                     decoder.enum(ReaderGroupRetentionType, decoder.u8()), decoder.i64(), decoder.boolean(),
-                     _decode_cuts(decoder), _decode_cuts(decoder))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.uuid(), decoder.i64(), decoder.i64(), decoder.i64(), decoder.i32(),
+                       decoder.enum(ReaderGroupRetentionType, decoder.u8()), decoder.i64(), decoder.boolean(),
+                       _decode_cuts(decoder), _decode_cuts(decoder))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,17 +80,12 @@ class SubscriberSet:
     names: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
-        encoder = Encoder(FORMAT_VERSION).count(len(self.names))
-        for name in self.names:
-            encoder.text(name)
-        return encoder.to_bytes()
+        return Encoder(FORMAT_VERSION).sequence(self.names, Encoder.text).to_bytes()
 
     @classmethod
     def decode(cls, data: bytes) -> SubscriberSet:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(tuple(decoder.text() for _ in range(decoder.count())))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.sequence(Decoder.text))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,10 +101,8 @@ class SubscriberRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> SubscriberRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i64(), decoder.i64(), decoder.pairs())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i64(), decoder.i64(), decoder.pairs())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,8 +118,6 @@ class WriterMarkRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> WriterMarkRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        timestamp, is_alive = decoder.i64(), decoder.boolean()
-        record = cls(timestamp, decoder.pairs(), is_alive)
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            timestamp, is_alive = decoder.i64(), decoder.boolean()
+            return cls(timestamp, decoder.pairs(), is_alive)

@@ -73,31 +73,18 @@ class StreamConfiguration:
                    .boolean(self.retention is not None).u8(retention.retention_type)
                    .i64(retention.retention_param).i64(retention.retention_max)
                    .i64(self.timestamp_aggregation_timeout).i64(self.rollover_size_bytes))
-        _encode_texts(encoder, self.tags).boolean(self.updating)
-        return _encode_texts(encoder, self.tags_to_remove).to_bytes()
+        return (encoder.sequence(self.tags, Encoder.text).boolean(self.updating)
+                .sequence(self.tags_to_remove, Encoder.text).to_bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> StreamConfiguration:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        scaling = ScalingPolicy(decoder.enum(ScaleType, decoder.u8()), decoder.i32(), decoder.i32(), decoder.i32())
-        has_retention = decoder.boolean()
-        retention = RetentionPolicy(decoder.enum(RetentionType, decoder.u8()), decoder.i64(), decoder.i64())
-        record = cls(scaling, retention if has_retention else None, timestamp_aggregation_timeout=decoder.i64(),
-                     rollover_size_bytes=decoder.i64(), tags=_decode_texts(decoder), updating=decoder.boolean(),
-                     tags_to_remove=_decode_texts(decoder))
-        decoder.finish()
-        return record
-
-
-def _encode_texts(encoder: Encoder, texts: tuple[str, ...]) -> Encoder:
-    encoder.count(len(texts))
-    for text in texts:
-        encoder.text(text)
-    return encoder
-
-
-def _decode_texts(decoder: Decoder) -> tuple[str, ...]:
-    return tuple(decoder.text() for _ in range(decoder.count()))
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            scaling = ScalingPolicy(decoder.enum(ScaleType, decoder.u8()), decoder.i32(), decoder.i32(), decoder.i32())
+            has_retention = decoder.boolean()
+            retention = RetentionPolicy(decoder.enum(RetentionType, decoder.u8()), decoder.i64(), decoder.i64())
+            return cls(scaling, retention if has_retention else None, timestamp_aggregation_timeout=decoder.i64(),
+                       rollover_size_bytes=decoder.i64(), tags=decoder.sequence(Decoder.text),
+                       updating=decoder.boolean(), tags_to_remove=decoder.sequence(Decoder.text))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -109,10 +96,8 @@ class StateRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> StateRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.enum(State, decoder.u8()))
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.enum(State, decoder.u8()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,10 +109,8 @@ class ScopeRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> ScopeRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.boolean())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.boolean())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,10 +124,8 @@ class CreationRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> CreationRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i64())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i64())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -158,7 +139,5 @@ class DeletedStreamRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> DeletedStreamRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.i32())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.i32())

@@ -47,12 +47,10 @@ class TransactionRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> TransactionRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.uuid(), decoder.i32(), decoder.enum(TransactionStatus, decoder.u8()), decoder.i64(),
-                     decoder.i64(), decoder.i64(), decoder.text(), decoder.i64(), decoder.i64(), decoder.i64(),
-                     decoder.pairs())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.uuid(), decoder.i32(), decoder.enum(TransactionStatus, decoder.u8()), decoder.i64(),
+                       decoder.i64(), decoder.i64(), decoder.text(), decoder.i64(), decoder.i64(), decoder.i64(),
+                       decoder.pairs())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,18 +70,14 @@ class CommittingTransactionsRecord:
         return self.active_epoch >= 0
 
     def encode(self) -> bytes:
-        encoder = Encoder(FORMAT_VERSION).i32(self.epoch).i32(self.active_epoch).count(len(self.transaction_ids))
-        for transaction_id in self.transaction_ids:
-            encoder.uuid(transaction_id)
-        return encoder.to_bytes()
+        return (Encoder(FORMAT_VERSION).i32(self.epoch).i32(self.active_epoch)
+                .sequence(self.transaction_ids, Encoder.uuid).to_bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> CommittingTransactionsRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        epoch, active_epoch = decoder.i32(), decoder.i32()
-        ids = tuple(decoder.uuid() for _ in range(decoder.count()))
-        decoder.finish()
-        return cls(epoch, ids, active_epoch)
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            epoch, active_epoch = decoder.i32(), decoder.i32()
+            return cls(epoch, decoder.sequence(Decoder.uuid), active_epoch)
 
 
 EMPTY_COMMITTING_TRANSACTIONS = CommittingTransactionsRecord(-1, ())

@@ -45,10 +45,8 @@ class WorkflowIntentRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> WorkflowIntentRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.enum(WorkflowKind, decoder.u8()), decoder.i64(), decoder.i64(), decoder.blob())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.enum(WorkflowKind, decoder.u8()), decoder.i64(), decoder.i64(), decoder.blob())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,7 +61,5 @@ class PendingWorkflowRecord:
 
     @classmethod
     def decode(cls, data: bytes) -> PendingWorkflowRecord:
-        decoder = Decoder(data, cls.__name__, FORMAT_VERSION)
-        record = cls(decoder.enum(WorkflowKind, decoder.u8()), decoder.i64())
-        decoder.finish()
-        return record
+        with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
+            return cls(decoder.enum(WorkflowKind, decoder.u8()), decoder.i64())

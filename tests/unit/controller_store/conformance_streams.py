@@ -13,7 +13,7 @@ import pytest
 from controller.store import (ChunkSizes, IllegalStateTransition, MetadataStore, NotEmpty, NotFound, ScaleConflict,
                               ScaleInputInvalid, State, WriteConflict, layout, queries, retention, scale)
 from controller.store.key_space import tiling_error
-from controller.store.records import ScalingPolicy, StreamConfiguration, TruncationRecord
+from controller.store.records import EpochRecord, ScalingPolicy, StreamConfiguration, TruncationRecord
 
 SIZES = ChunkSizes(history_chunk_epochs=3, index_leaf_epochs=2, sealed_sizes_shard_epochs=2)
 CONFIGURATION = StreamConfiguration(ScalingPolicy(min_num_segments=2), tags=("a", "b"))
@@ -252,4 +252,4 @@ class StreamConformance:
         assert (await metadata.scopes.list_streams("scope"))[0] == []
         again, created = await metadata.create_stream("scope", "stream", CONFIGURATION, 5000)
         assert created and min(segment.number for segment in (await queries.current_segments(again)).segments) == 4
-        assert layout.StreamTables("scope", "stream") == again.tables
+        assert await again.read_many([(layout.epoch_key(1), EpochRecord)]) == [None]  # fresh tables: no old epoch 1

@@ -103,8 +103,7 @@ async def seed_stream(metadata: MetadataStore, scope: str, stream: str, epoch_co
     await pending.add(layout.history_leaf_key(leaf.leaf), leaf.encode())
     await pending.add(layout.HISTORY_INDEX_ROOT, root.encode())
     await pending.add(layout.CURRENT_EPOCH, current.encode())
-    for write in sealed_size_writes({layout.sealed_sizes_key(sizes.shard_of(segment_id)): None
-                                     for segment_id in sealed}, sealed, sizes):
+    for write in sealed_size_writes(dict.fromkeys(sizes.sealed_sizes_keys(sealed)), sealed, sizes):
         await pending.add(write.key, write.value)
     await pending.flush()
     return handle

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller.store import ChunkSizes, CorruptRecord, ScaleInputInvalid, State, TransactionStatus
-from controller.store.history import append_to_chunk, find_epoch, find_leaf, index_epoch
+from controller.store.history import append_to_chunk, chunks_spanning, find_epoch, find_leaf, index_epoch
 from controller.store.key_space import (equal_ranges, initial_epoch, merged_intervals, next_epoch,
                                         plan_epoch_transition, tiling_error)
 from controller.store.records import (EpochRecord, HistoryIndexRoot, HistoryTimeSeriesRecord, SegmentRecord,
@@ -84,6 +84,14 @@ def test_history_chunks_refuse_gaps():
         append_to_chunk(None, HistoryTimeSeriesRecord(5, 5, 12, (), ()), sizes)
     with pytest.raises(ValueError):
         append_to_chunk(chunk, HistoryTimeSeriesRecord(8, 8, 12, (), ()), sizes)
+
+
+def test_chunks_spanning_reads_only_chunks_with_needed_deltas():
+    """The deltas of epochs (first, last] start at first + 1: first's own chunk is read only if it holds them."""
+    sizes = ChunkSizes(history_chunk_epochs=3)
+    assert list(chunks_spanning(2, 7, sizes)) == [1, 2]  # epochs 3..7
+    assert list(chunks_spanning(1, 4, sizes)) == [0, 1]  # epochs 2..4
+    assert list(chunks_spanning(4, 4, sizes)) == [] and list(chunks_spanning(5, 4, sizes)) == []
 
 
 A = SegmentRecord(0, 0, 0.0, 0.5)
