@@ -52,7 +52,6 @@ class FaultyFileOperations(FileOperations):
         self.crashed = False
         self._write_delay = self._sync_delay = 0.0
         self._pre_images: list[tuple[int, int, bytes]] = []  # (fd, offset, old bytes) not yet synced
-        self.writes = self.syncs = 0
 
     # ------------------------------------------------------------------ arming
 
@@ -102,7 +101,6 @@ class FaultyFileOperations(FileOperations):
                 self._crash_budget = max(0, budget - total)
             if self._needs_pre_images():
                 self._pre_images.append((fd, offset, self._inner.read(fd, total, offset)))
-        self.writes += 1
         if torn is not False:
             prefix = self._random.randrange(total) if torn is None else min(torn, total)
             self._inner.write(fd, _prefix(buffers, prefix), offset)
@@ -129,7 +127,6 @@ class FaultyFileOperations(FileOperations):
         if failing:
             raise OSError(errno.EIO, "injected fdatasync failure")
         self._inner.sync(fd)
-        self.syncs += 1
 
     def _needs_pre_images(self) -> bool:
         return ((self._sync_failures and self._lose_data_on_sync_failure)

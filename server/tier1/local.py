@@ -37,7 +37,7 @@ from .file_operations import FileOperations
 from .log_files import LogFilePool
 from .ownership import DirectoryLock
 from .record_format import HEADER_SIZE, LENGTH_MAX
-from .recovery import recover_log
+from .recovery import RecoveredLog, recover_log
 from .scanner import LogFileScanner, corruption_in_file
 from .writer_thread import BatchTaker, WriterThread
 
@@ -82,8 +82,7 @@ class LocalDurableDataLog(DurableDataLog):
         self._pending: deque = deque()  # (sequence, data, length, future), shared with the I/O thread
         self._taker = BatchTaker(self._pending, batch_bytes_max)
         self._unacknowledged_bytes = 0
-        self._thread_draining = False
-        self._wake_scheduled = False
+        self._drain_requested = False  # the thread was asked to drain and has not reported idle since
         self._drained: asyncio.Future | None = None  # set when the thread goes idle, for close()
         self._next_sequence = 1
         self._acknowledged_sequence = 0
@@ -120,14 +119,19 @@ class LocalDurableDataLog(DurableDataLog):
         loop = asyncio.get_running_loop()
         os.makedirs(self.directory, exist_ok=True)
         self._lock.acquire()
-        thread = WriterThread(loop, name=f"tier1-writer {os.path.basename(self.directory)}")
+        thread = WriterThread(loop, f"tier1-writer {os.path.basename(self.directory)}", self._write_one_batch)
         pool = LogFilePool(self.directory, self.file_size, self.file_operations, self.spare_files_max)
-        recovery = thread.submit(recover_log, self.directory, self.file_operations, pool, self.batch_bytes_max)
+        recovered_on_thread: list[RecoveredLog] = []  # filled and read on the I/O thread only
+
+        def recover() -> RecoveredLog:
+            recovered_on_thread.append(recover_log(self.directory, self.file_operations, pool, self.batch_bytes_max))
+            return recovered_on_thread[0]
+
         try:
-            recovered = await asyncio.shield(recovery)
+            recovered = await asyncio.shield(thread.submit(recover))
         except BaseException as error:
             # Give up ownership, but only once the thread is done with the files.
-            abandon = thread.submit(_close_after_failed_open, recovery, pool)
+            abandon = thread.submit(_close_after_failed_open, recovered_on_thread, pool)
             thread.stop()
             if isinstance(error, asyncio.CancelledError):
                 abandon.add_done_callback(lambda _: self._lock.release())
@@ -149,9 +153,8 @@ class LocalDurableDataLog(DurableDataLog):
             return
         if self._state is LogState.OPEN:
             self._state = LogState.CLOSED  # refuse new appends; the queued ones are still written
-            if self._thread_draining or self._pending:
+            if self._drain_requested:  # always so while records are queued
                 self._drained = self._loop.create_future()
-                self._wake_thread()
                 await self._drained
             self._fail_records(self._take_all_pending(), LogClosed(f"log {self.directory} was closed"))
             if self._release_task is None:
@@ -188,46 +191,46 @@ class LocalDurableDataLog(DurableDataLog):
         future = self._loop.create_future()
         self._pending.append((sequence, data, length, future))
         self._unacknowledged_bytes += HEADER_SIZE + length
-        if not self._thread_draining and not self._wake_scheduled:
-            self._wake_scheduled = True
-            self._loop.call_soon(self._wake_thread)
+        if not self._drain_requested:
+            # call_soon: every append made in this loop turn is queued before the thread looks.
+            self._drain_requested = True
+            self._loop.call_soon(self._thread.wake_to_drain)
         return await future
 
-    def _wake_thread(self) -> None:
-        self._wake_scheduled = False
-        if not self._thread_draining and self._pending:
-            self._thread_draining = True
-            self._thread.wake_to_drain(self._write_one_batch)
-
     def _write_one_batch(self) -> bool:
-        """On the I/O thread: writes the next batch and reports it. Returns False once nothing is queued."""
-        records = self._taker.take()
-        if not records:
-            self._thread.post(self._on_thread_idle)
-            return False
-        try:
-            self._writer.write_batch(records)
-        except BaseException as error:  # noqa: BLE001 - reported to the loop, which fails the log
-            self._thread.post(self._on_batch_done, records, error)
-        else:
-            self._thread.post(self._on_batch_done, records, None)
-        return True
+        """On the I/O thread: writes the next batch and reports it. Returns False once nothing is queued.
 
-    def _on_batch_done(self, records: list, error: BaseException | None) -> None:
-        self._unacknowledged_bytes -= sum(HEADER_SIZE + record[2] for record in records)
+        The last batch of a drain is reported together with the thread going idle: one hand-off.
+        """
+        records, size = self._taker.take()
+        error = None
+        if records:
+            try:
+                self._writer.write_batch(records)
+            except BaseException as caught:  # noqa: BLE001 - reported to the loop, which fails the log
+                error = caught
+        more = self._taker.has_more()
+        self._thread.post(self._on_batch_done, records, size, error, more)
+        return more
+
+    def _on_batch_done(self, records: list, size: int, error: BaseException | None, more: bool) -> None:
+        self._unacknowledged_bytes -= size
         if error is not None:
             self._fail(error, records)
-            return
-        for sequence, _, _, future in records:
-            if not future.done():  # a caller that gave up does not withdraw its record
-                future.set_result(LogAddress(sequence))
-        self._acknowledged_sequence = records[-1][0]
+        elif records:
+            for sequence, _, _, future in records:
+                if not future.done():  # a caller that gave up does not withdraw its record
+                    future.set_result(LogAddress(sequence))
+            self._acknowledged_sequence = records[-1][0]
+        if not more:
+            self._on_thread_idle()
 
     def _on_thread_idle(self) -> None:
-        self._thread_draining = False
         if self._pending and self._state is not LogState.FAILED:
-            self._wake_thread()  # records queued after the thread last looked
-        elif self._drained is not None and not self._drained.done():
+            self._thread.wake_to_drain()  # records queued after the thread last looked
+            return
+        self._drain_requested = False
+        if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
     # ------------------------------------------------------------------ failure
@@ -323,10 +326,14 @@ class LocalDurableDataLog(DurableDataLog):
             self.file_operations.close(fd)
 
 
-def _close_after_failed_open(recovery: asyncio.Future, pool: LogFilePool) -> None:
-    """On the I/O thread, after a failed or cancelled open: close whatever recovery left open."""
-    if recovery.done() and not recovery.cancelled() and recovery.exception() is None:
-        recovery.result().writer.close()
+def _close_after_failed_open(recovered: list[RecoveredLog], pool: LogFilePool) -> None:
+    """On the I/O thread, after a failed or cancelled open: close whatever recovery left open.
+
+    ``recovered`` is filled on this same thread, so it is current; the loop future of the recovery
+    job is not (its result is still on its way to the loop when a cancelled open gets here).
+    """
+    if recovered:
+        recovered[0].writer.close()
     else:
         pool.close()
 
@@ -334,20 +341,20 @@ def _close_after_failed_open(recovery: asyncio.Future, pool: LogFilePool) -> Non
 def _byte_view(data) -> memoryview:
     """A flat byte view of any contiguous buffer (so len() counts bytes)."""
     view = memoryview(data)
-    if view.format != "B" or view.ndim != 1:
-        if not view.c_contiguous:
-            raise ValueError("append data must be a contiguous buffer")
-        view = view.cast("B")
-    return view
+    if not view.c_contiguous:  # also a strided 1-D byte view: pwritev and xxhash refuse those
+        raise ValueError("append data must be a contiguous buffer")
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _parts_and_length(parts) -> tuple[list, int]:
-    normalized = []
+def _parts_and_length(parts) -> tuple[list | tuple, int]:
+    """The parts as flat byte buffers (``parts`` itself if they already are, as a container's are) and their length."""
     length = 0
     for part in parts:
         kind = type(part)
-        if kind is not bytes and kind is not bytearray:
-            part = _byte_view(part)
-        normalized.append(part)
-        length += len(part)
-    return normalized, length
+        if kind is bytes or kind is bytearray or (
+                kind is memoryview and part.format == "B" and part.ndim == 1 and part.c_contiguous):
+            length += len(part)
+        else:
+            views = [_byte_view(part) for part in parts]
+            return views, sum(map(len, views))
+    return parts, length

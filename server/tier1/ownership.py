@@ -43,10 +43,6 @@ class DirectoryLock:
     def __repr__(self) -> str:
         return f"<DirectoryLock {self.path} {'held' if self._fd is not None else 'free'}>"
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def acquire(self) -> None:
         """Takes the lock without waiting.
 

@@ -49,14 +49,10 @@ class LogFileScanner:
         return f"<LogFileScanner {self.location} offset={self.offset} next={self.next_sequence} {state}>"
 
     @property
-    def finished(self) -> bool:
-        return self.stop_reason is not None
-
-    @property
     def last_sequence(self) -> int:
         return self.next_sequence - 1
 
-    def read_records(self, byte_budget: int, end_sequence: int | None = None) -> list[tuple[int, memoryview]]:
+    def read_records(self, byte_budget: int, end_sequence: int) -> list[tuple[int, memoryview]]:
         """The next valid records, about ``byte_budget`` bytes of them, up to ``end_sequence``.
 
         Returns an empty list once the scan has finished; ``stop_reason`` then says why.
@@ -64,7 +60,7 @@ class LogFileScanner:
         records: list[tuple[int, memoryview]] = []
         taken = 0
         while taken < byte_budget and self.stop_reason is None:
-            if end_sequence is not None and self.next_sequence > end_sequence:
+            if self.next_sequence > end_sequence:
                 self.stop_reason = "end"
                 break
             payload = self._next_payload()

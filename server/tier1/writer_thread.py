@@ -6,8 +6,9 @@ single wake-up. The awake thread then *drains*: it repeatedly takes a batch from
 deque (everything queued, up to ``batch_bytes_max``, never splitting a record), writes and syncs it,
 posts one completion callback to the loop (``call_soon_threadsafe``), and goes straight on to
 the next batch. So each batch costs exactly one hand-off back to the loop, and a batch never
-waits for the loop to be scheduled before the next one starts; the thread reports "idle" when
-the deque is empty, and the loop wakes it again if records slipped in meanwhile.
+waits for the loop to be scheduled before the next one starts. When nothing is left queued after
+a batch, that same callback also reports the thread idle (no second hand-off), and the loop wakes
+it again if records slipped in meanwhile.
 
 Everything else (open/recovery, truncate, read chunks, close) is a job on the same thread, run
 between two batches, so file state is touched by one thread only.
@@ -30,11 +31,11 @@ _STOP = object()
 class WriterThread:
     """Runs batches and submitted jobs on one thread, reporting back to ``loop``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str):
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, write_one_batch: Callable[[], bool]):
         self._loop = loop
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._write_one_batch: Callable[[], bool] | None = None
+        self._write_one_batch = write_one_batch
         self._thread.start()
 
     def __repr__(self) -> str:
@@ -46,12 +47,11 @@ class WriterThread:
         self._jobs.put((function, arguments, future))
         return future
 
-    def wake_to_drain(self, write_one_batch: Callable[[], bool]) -> None:
+    def wake_to_drain(self) -> None:
         """Makes the thread call ``write_one_batch`` until it returns False (nothing left queued).
 
         Jobs submitted meanwhile run between two batches, so a truncate never waits for a lull.
         """
-        self._write_one_batch = write_one_batch
         self._jobs.put(_DRAIN)
 
     def stop(self) -> None:
@@ -61,14 +61,10 @@ class WriterThread:
     def _run(self) -> None:
         draining = False
         while True:
-            if draining:
-                try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    draining = self._write_one_batch()
-                    continue
-            else:
-                job = self._jobs.get()
+            if draining and self._jobs.empty():  # this thread is the only consumer: get() won't block
+                draining = self._write_one_batch()
+                continue
+            job = self._jobs.get()
             if job is _STOP:
                 # Finish the drain first: every queued record must be reported, even if only as failed.
                 while draining:
@@ -113,8 +109,11 @@ class BatchTaker:
         self._batch_bytes_max = batch_bytes_max
         self._carried = None
 
-    def take(self) -> list:
-        """The next batch (empty when nothing is queued): whole records up to batch_bytes_max, at least one."""
+    def take(self) -> tuple[list, int]:
+        """The next batch and its size on disk (empty when nothing is queued).
+
+        Whole records up to batch_bytes_max, at least one.
+        """
         records = [] if self._carried is None else [self._carried]
         size = 0 if self._carried is None else HEADER_SIZE + self._carried[2]
         self._carried = None
@@ -123,10 +122,14 @@ class BatchTaker:
             try:
                 record = pending.popleft()
             except IndexError:
-                return records
+                return records, size
             record_size = HEADER_SIZE + record[2]
             if records and size + record_size > limit:
                 self._carried = record
-                return records
+                return records, size
             records.append(record)
             size += record_size
+
+    def has_more(self) -> bool:
+        """Whether ``take`` would return a record right now."""
+        return self._carried is not None or bool(self._pending)

@@ -32,7 +32,7 @@ import uvloop
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from server.tier1 import LocalDurableDataLog, LogAddress  # noqa: E402
+from server.tier1 import FileOperations, LocalDurableDataLog, LogAddress  # noqa: E402
 
 MiB = 1024 * 1024
 TRUNCATE_EVERY_BYTES = 32 * MiB
@@ -44,12 +44,8 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 
 def preallocate(path: str, size: int) -> None:
-    with open(path, "wb") as file:
-        chunk = bytes(MiB)
-        for _ in range(size // MiB):
-            file.write(chunk)
-        file.flush()
-        os.fsync(file.fileno())
+    """A file of ``size`` written zeros, exactly as the log preallocates its own files."""
+    FileOperations().create_preallocated(path, path + ".tmp", size)
 
 
 def raw_sync_latencies(directory: str, seconds: float, write_bytes: int = 1024) -> list[float]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
 import os
+import threading
 
 import pytest
 
@@ -16,7 +18,7 @@ from .helpers import TEST_FILE_SIZE, live_file_paths, metadata, read_all, recove
 
 
 class CountingFileOperations(FileOperations):
-    """Real file I/O that records each write (its size) and counts syncs and thread identities."""
+    """Real file I/O that records each write (its size and iovec count) and counts syncs."""
 
     def __init__(self):
         self.write_sizes: list[int] = []
@@ -199,6 +201,65 @@ async def test_epoch_is_unavailable_before_open(tmp_path):
     """Reading the epoch of an instance that was never opened is an error, not a made-up number."""
     with pytest.raises(LogClosed):
         small_local_log(tmp_path).epoch
+
+
+class BlockingOpenFileOperations(FileOperations):
+    """Real file I/O whose first open_for_update (recovery opening the last file) waits for a go-ahead."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.go_ahead = threading.Event()
+
+    def open_for_update(self, path):
+        if not self.entered.is_set():
+            self.entered.set()
+            self.go_ahead.wait(10)
+        return super().open_for_update(path)
+
+
+def open_descriptors_under(directory) -> list[str]:
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:  # the descriptor listdir itself used
+            pass
+    return [target for target in targets if target.startswith(str(directory))]
+
+
+async def test_open_cancelled_during_recovery_leaves_no_file_open(tmp_path):
+    """Cancelling open() while recovery runs closes what recovery opened and gives up the lock."""
+    operations = BlockingOpenFileOperations()
+    log = small_local_log(tmp_path / "log", file_operations=operations)
+    opening = asyncio.ensure_future(log.open())
+    await asyncio.get_running_loop().run_in_executor(None, operations.entered.wait, 10)
+    opening.cancel()
+    await asyncio.sleep(0)
+    operations.go_ahead.set()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    for _ in range(100):  # the abandoned open gives up the lock once its thread closed the files
+        try:
+            records, epoch, _ = await recover(tmp_path / "log")
+            break
+        except LogBusy:
+            await asyncio.sleep(0.05)
+    assert records == [] and epoch == 2
+    assert open_descriptors_under(tmp_path) == []
+
+
+async def test_buffer_shapes_are_checked_on_the_loop(tmp_path):
+    """Typed buffers count in bytes, also inside a list; a strided view is refused up front and the log stays open."""
+    log = small_local_log(tmp_path)
+    await log.open()
+    numbers = array.array("H", [1, 2, 3])
+    await log.append([b"head", numbers, memoryview(bytes(range(16))).cast("B", (4, 4))])
+    for strided in (memoryview(bytes(10_000))[::2], [b"ok", memoryview(b"abcdef")[::2]]):
+        with pytest.raises(ValueError, match="contiguous"):
+            await log.append(strided)
+    assert await log.append(b"still open") == LogAddress(2)
+    assert await read_all(log) == [(1, b"head" + numbers.tobytes() + bytes(range(16))), (2, b"still open")]
+    await log.close()
 
 
 async def test_cancelled_append_still_lands(tmp_path):
