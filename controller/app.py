@@ -11,48 +11,21 @@ number of restarts over the same segment stores see the same streams.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Callable
 
 from clients.segment_store_client import SegmentStoreClient
 
 from .endpoints import Endpoint, SegmentLocator
-from .grpc_api import controller_pb2 as pb
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
 from .grpc_service import ControllerServicer
 from .service.context import ControllerContext, ServiceSettings, wall_clock_ms
 from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
+from .service.transactions import TransactionService
 from .store import MetadataStore, TableSegmentKeyValueStore
 
 log = logging.getLogger("tributary.controller")
 SHUTDOWN_GRACE_SECONDS = 2.0
-TRANSACTIONS_MODULE = "controller.service.transactions"
-
-
-def load_transaction_service_type():
-    """``TransactionService`` if its module is present, else None (the transaction RPCs then say UNIMPLEMENTED).
-
-    Raises:
-        ImportError: the module exists but fails to import (a bug, not an absence).
-    """
-    try:
-        from .service.transactions import TransactionService
-    except ModuleNotFoundError as error:
-        if error.name != TRANSACTIONS_MODULE:
-            raise
-        return None
-    return TransactionService
-
-
-def _signed_64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def transaction_id_message(transaction_id: uuid.UUID) -> pb.TxnId:
-    """A txn UUID as the wire's (highBits, lowBits), both signed 64-bit."""
-    return pb.TxnId(highBits=_signed_64(transaction_id.int >> 64),
-                    lowBits=_signed_64(transaction_id.int & ((1 << 64) - 1)))
 
 
 class ControllerApp:
@@ -61,8 +34,7 @@ class ControllerApp:
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, segment_store: Endpoint | None = None,
                  locator: SegmentLocator | None = None, container_count: int = 4,
                  settings: ServiceSettings = ServiceSettings(), fault_points: FaultPoints | None = None,
-                 now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
-                 transactions_enabled: bool = True):
+                 now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None):
         if (segment_store is None) == (locator is None):
             raise ValueError("give exactly one of segment_store and locator")
         self.host = host
@@ -72,11 +44,10 @@ class ControllerApp:
         self.fault_points = fault_points or FaultPoints()
         self._now_ms = now_ms
         self._advertised_host = advertised_host or host
-        self._transactions_enabled = transactions_enabled
         self.client: SegmentStoreClient | None = None
         self.context: ControllerContext | None = None
         self.services: ControllerServices | None = None
-        self.transactions = None
+        self.transactions: TransactionService | None = None
         self.server = None
         self.pending_workflows_at_start = 0
 
@@ -93,12 +64,9 @@ class ControllerApp:
                                          self.fault_points)
         try:
             await store.initialize()
-            transaction_type = load_transaction_service_type() if self._transactions_enabled else None
-            if transaction_type is not None:
-                self.transactions = transaction_type(self.context)
-            self.services = ControllerServices(self.context, self._abort if self.transactions else None)
-            if self.transactions is not None:  # first: a re-driven scale may wait for a commit to finish
-                await self.transactions.start()
+            self.transactions = TransactionService(self.context)
+            self.services = ControllerServices(self.context, self.transactions.abort_open_transaction)
+            await self.transactions.start()  # first: a re-driven scale may wait for a commit to finish
             self.pending_workflows_at_start = await self.services.start()
             servicer = ControllerServicer(self.services, self.transactions)
             self.server, self.port = await start_grpc_server(servicer, self.host, self.port)
@@ -108,16 +76,6 @@ class ControllerApp:
             raise
         log.info("controller listening", extra={"host": self.host, "port": self.port,
                                                 "pending_workflows": self.pending_workflows_at_start})
-
-    async def _abort(self, scope: str, stream: str, transaction_id: uuid.UUID) -> None:
-        """Sealing's way to abort an open transaction: through the transaction service (its own
-        ``abort_open_transaction`` if it has one, else the abortTransaction RPC's method)."""
-        abort_open = getattr(self.transactions, "abort_open_transaction", None)
-        if abort_open is not None:
-            await abort_open(scope, stream, transaction_id)
-            return
-        await self.transactions.abort_transaction(pb.TxnRequest(
-            streamInfo=pb.StreamInfo(scope=scope, stream=stream), txnId=transaction_id_message(transaction_id)))
 
     async def stop(self) -> None:
         """Stops serving, then the background work (pending intents stay for the next controller)."""
@@ -141,4 +99,4 @@ class ControllerApp:
             self.client = None
 
 
-__all__ = ["ControllerApp", "GrpcStartupError", "load_transaction_service_type", "transaction_id_message"]
+__all__ = ["ControllerApp", "GrpcStartupError"]

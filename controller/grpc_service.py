@@ -13,7 +13,7 @@ workflow past its completion timeout -> DEADLINE_EXCEEDED, which it retries. Any
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import grpc
 
@@ -25,12 +25,13 @@ from .service.errors import (ConcurrentWorkflow, EpochNotFound, GenerationMismat
                              ScopeNotEmpty, ScopeNotFound, ServiceError, StreamNotFound, StreamNotReady,
                              StreamNotSealed, StreamSealed, SubscriberNotFound, TableExists, TableNotFound,
                              WorkflowTimeout, WriterMarkRejected, WriterNotFound)
-from .service.key_value_tables import KeyValueTableRecord
 from .service.scaling import ScaleStatus
 from .service.services import ControllerServices
+from .service.transactions import TransactionService
 
 log = logging.getLogger("tributary.controller")
 Result = TypeVar("Result")
+Request = TypeVar("Request")
 Code = grpc.StatusCode
 
 _CODES: dict[type[Exception], Code] = {
@@ -83,9 +84,9 @@ def _unexpected(error: Exception) -> None:
 
 
 class ControllerServicer(pb_grpc.ControllerServiceServicer):
-    """The gRPC face of ``ControllerServices`` (and of the transaction service, when there is one)."""
+    """The gRPC face of ``ControllerServices`` and of the ``TransactionService``."""
 
-    def __init__(self, services: ControllerServices, transactions=None,
+    def __init__(self, services: ControllerServices, transactions: TransactionService,
                  advertised_endpoints: tuple[tuple[str, int], ...] = ()):
         self._services = services
         self._transactions = transactions
@@ -101,50 +102,56 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             _unexpected(error)
             await context.abort(_lookup(error, _CODES) or Code.INTERNAL, str(error) or type(error).__name__)
 
-    async def _status(self, context, awaitable: Awaitable[Result], table: dict,
-                      failure: int) -> tuple[Result | None, int | None]:
-        """(result, None), or (None, status) for an error the RPC's table (or FAILURE) answers.
+    async def _reply(self, context, awaitable: Awaitable[Result], table: dict, reply, *, when_false: int | None = None,
+                     fields: Callable[[Result], dict] | None = None, failure_fields: dict | None = None):
+        """The RPC's status reply: ``reply(status=SUCCESS, **fields(result))``, or ``reply(status=when_false)``
+        when given and the work returned a false value (the entity existed already, or did not exist).
 
-        Errors that ``table`` or ``_ALWAYS_CODES`` map to a gRPC code abort the call instead.
+        An error becomes ``reply(status=..., **failure_fields)`` with the status ``table`` maps it to
+        (FAILURE if none); errors that ``table`` or ``_ALWAYS_CODES`` map to a gRPC code abort the call.
         """
         try:
-            return await awaitable, None
+            result = await awaitable
         except Exception as error:  # noqa: BLE001 - every failure becomes a status
-            outcome = _lookup(error, table)
-            if outcome is None:
-                outcome = _lookup(error, _ALWAYS_CODES)
-            if outcome is None:
+            status = _lookup(error, table)
+            if status is None:
+                status = _lookup(error, _ALWAYS_CODES)
+            if status is None:
                 _unexpected(error)
-                outcome = failure
-            if isinstance(outcome, Code):
-                await context.abort(outcome, str(error) or type(error).__name__)
-            return None, outcome
+                status = reply.FAILURE
+            if isinstance(status, Code):
+                await context.abort(status, str(error) or type(error).__name__)
+            return reply(status=status, **(failure_fields or {}))
+        if when_false is not None and not result:
+            return reply(status=when_false)
+        return reply(status=reply.SUCCESS, **(fields(result) if fields else {}))
+
+    async def _page(self, context, page: Awaitable[tuple[list[str], str]], reply, field: str,
+                    entry: Callable[[str], object]):
+        """A listing reply: the page's entries and the next token (SCOPE_NOT_FOUND/FAILURE with an empty token)."""
+        return await self._reply(context, page, {ScopeNotFound: reply.SCOPE_NOT_FOUND}, reply,
+                                 fields=lambda result: {field: [entry(name) for name in result[0]],
+                                                        "continuationToken": messages.token(result[1])},
+                                 failure_fields={"continuationToken": messages.token("")})
 
     # ------------------------------------------------------------------ scopes
 
     async def createScope(self, request: pb.ScopeInfo, context) -> pb.CreateScopeStatus:
         S = pb.CreateScopeStatus
-        created, status = await self._status(context, self._services.scopes.create_scope(request.scope),
-                                             _CREATE_SCOPE, S.FAILURE)
-        if status is None:
-            status = S.SUCCESS if created else S.SCOPE_EXISTS
-        return S(status=status)
+        return await self._reply(context, self._services.scopes.create_scope(request.scope), _CREATE_SCOPE, S,
+                                 when_false=S.SCOPE_EXISTS)
 
     async def checkScopeExists(self, request: pb.ScopeInfo, context) -> pb.ExistsResponse:
         return pb.ExistsResponse(exists=await self._query(context, self._services.scopes.scope_exists(request.scope)))
 
     async def deleteScope(self, request: pb.ScopeInfo, context) -> pb.DeleteScopeStatus:
         S = pb.DeleteScopeStatus
-        deleted, status = await self._status(context, self._services.scopes.delete_scope(request.scope),
-                                             _DELETE_SCOPE, S.FAILURE)
-        if status is None:
-            status = S.SUCCESS if deleted else S.SCOPE_NOT_FOUND
-        return S(status=status)
+        return await self._reply(context, self._services.scopes.delete_scope(request.scope), _DELETE_SCOPE, S,
+                                 when_false=S.SCOPE_NOT_FOUND)
 
     async def deleteScopeRecursive(self, request: pb.ScopeInfo, context) -> pb.DeleteScopeStatus:
-        S = pb.DeleteScopeStatus
-        _, status = await self._status(context, self._services.delete_scope_recursive(request.scope), {}, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        return await self._reply(context, self._services.delete_scope_recursive(request.scope), {},
+                                 pb.DeleteScopeStatus)
 
     async def listScopes(self, request: pb.ScopesRequest, context) -> pb.ScopesResponse:
         names, token = await self._query(context, self._services.scopes.list_scopes(request.continuationToken.token))
@@ -152,23 +159,15 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     async def listStreamsInScope(self, request: pb.StreamsInScopeRequest, context) -> pb.StreamsInScopeResponse:
         scope = request.scope.scope
-        return await self._stream_page(context, scope, self._services.scopes.list_streams(
-            scope, request.continuationToken.token))
+        return await self._page(context, self._services.scopes.list_streams(scope, request.continuationToken.token),
+                                pb.StreamsInScopeResponse, "streams", lambda name: messages.stream_info(scope, name))
 
     async def listStreamsInScopeForTag(self, request: pb.StreamsInScopeWithTagRequest,
                                        context) -> pb.StreamsInScopeResponse:
         scope = request.scope.scope
-        return await self._stream_page(context, scope, self._services.scopes.list_streams_for_tag(
-            scope, request.tag, request.continuationToken.token))
-
-    async def _stream_page(self, context, scope: str, page) -> pb.StreamsInScopeResponse:
-        S = pb.StreamsInScopeResponse
-        result, status = await self._status(context, page, {ScopeNotFound: S.SCOPE_NOT_FOUND}, S.FAILURE)
-        if status is not None:
-            return S(status=status, continuationToken=messages.token(""))
-        names, token = result
-        return S(streams=[messages.stream_info(scope, name) for name in names],
-                 continuationToken=messages.token(token), status=S.SUCCESS)
+        return await self._page(context, self._services.scopes.list_streams_for_tag(
+            scope, request.tag, request.continuationToken.token), pb.StreamsInScopeResponse, "streams",
+                                lambda name: messages.stream_info(scope, name))
 
     # ------------------------------------------------------------------ streams
 
@@ -180,10 +179,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             return await self._services.creation.create_stream(info.scope, info.stream,
                                                                messages.configuration_from(request))
 
-        created, status = await self._status(context, create(), _CREATE_STREAM, S.FAILURE)
-        if status is None:
-            status = S.SUCCESS if created else S.STREAM_EXISTS
-        return S(status=status)
+        return await self._reply(context, create(), _CREATE_STREAM, S, when_false=S.STREAM_EXISTS)
 
     async def getStreamConfiguration(self, request: pb.StreamInfo, context) -> pb.StreamConfig:
         configuration = await self._query(context, self._services.configuration(request.scope, request.stream))
@@ -199,29 +195,21 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         async def update() -> None:
             await self._services.update.update_stream(info.scope, info.stream, messages.configuration_from(request))
 
-        return await self._update_status(context, update(), _UPDATE_STREAM)
+        return await self._reply(context, update(), _UPDATE_STREAM, pb.UpdateStreamStatus)
 
     async def truncateStream(self, request: pb.StreamCut, context) -> pb.UpdateStreamStatus:
         info = request.streamInfo
-        return await self._update_status(context, self._services.truncation.truncate_stream(
-            info.scope, info.stream, dict(request.cut)), _TRUNCATE_STREAM)
+        return await self._reply(context, self._services.truncation.truncate_stream(
+            info.scope, info.stream, dict(request.cut)), _TRUNCATE_STREAM, pb.UpdateStreamStatus)
 
     async def sealStream(self, request: pb.StreamInfo, context) -> pb.UpdateStreamStatus:
-        return await self._update_status(context, self._services.sealing.seal_stream(request.scope, request.stream),
-                                         _SEAL_STREAM)
-
-    async def _update_status(self, context, work, table) -> pb.UpdateStreamStatus:
-        S = pb.UpdateStreamStatus
-        _, status = await self._status(context, work, table, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        return await self._reply(context, self._services.sealing.seal_stream(request.scope, request.stream),
+                                 _SEAL_STREAM, pb.UpdateStreamStatus)
 
     async def deleteStream(self, request: pb.StreamInfo, context) -> pb.DeleteStreamStatus:
         S = pb.DeleteStreamStatus
-        deleted, status = await self._status(context, self._services.deletion.delete_stream(
-            request.scope, request.stream), _DELETE_STREAM, S.FAILURE)
-        if status is None:
-            status = S.SUCCESS if deleted else S.STREAM_NOT_FOUND
-        return S(status=status)
+        return await self._reply(context, self._services.deletion.delete_stream(request.scope, request.stream),
+                                 _DELETE_STREAM, S, when_false=S.STREAM_NOT_FOUND)
 
     # ------------------------------------------------------------------ segment queries
 
@@ -238,20 +226,13 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     async def getSegments(self, request: pb.GetSegmentsRequest, context) -> pb.SegmentsAtTime:
         info = request.streamInfo
         head = await self._query(context, self._services.queries.head_segments(info.scope, info.stream))
-        locations = [pb.SegmentsAtTime.SegmentLocation(segmentId=messages.segment_id(info.scope, info.stream,
-                                                                                     segment.segment_id),
-                                                       offset=offset)
-                     for segment, offset in sorted(head.items(), key=lambda item: item[0].key_start)]
-        return pb.SegmentsAtTime(segments=locations)
+        return pb.SegmentsAtTime(segments=messages.segment_locations(info.scope, info.stream, head))
 
     async def getSegmentsImmediatelyFollowing(self, request: pb.SegmentId, context) -> pb.SuccessorResponse:
         info = request.streamInfo
         successors = await self._query(context, self._services.queries.successors(info.scope, info.stream,
                                                                                   request.segmentId))
-        entries = [pb.SuccessorResponse.SegmentEntry(segment=messages.segment_range(info.scope, info.stream, segment),
-                                                     value=predecessors)
-                   for segment, predecessors in sorted(successors.items(), key=lambda item: item[0].key_start)]
-        return pb.SuccessorResponse(segments=entries)
+        return pb.SuccessorResponse(segments=messages.successor_entries(info.scope, info.stream, successors))
 
     async def getSegmentsImmediatlyFollowing(self, request: pb.SegmentId, context) -> pb.SuccessorResponse:
         """The misspelled alias old Java clients call (spec §2 #10)."""
@@ -297,9 +278,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         except Exception as error:  # noqa: BLE001 - the store failed: FAILURE
             _unexpected(error)
             return R(status=R.FAILURE)
-        segments = [pb.SegmentRange(segmentId=messages.segment_id(info.scope, info.stream, new.segment_id),
-                                    minKey=new.key_start, maxKey=new.key_end)
-                    for new in accepted.transition.new_segments]
+        segments = [messages.segment_range(info.scope, info.stream, new) for new in accepted.transition.new_segments]
         return R(status=R.STARTED, segments=segments, epoch=accepted.epoch)
 
     async def checkScale(self, request: pb.ScaleStatusRequest, context) -> pb.ScaleStatusResponse:
@@ -313,13 +292,10 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     # ------------------------------------------------------------------ transactions
 
-    async def _transaction_call(self, context, method: str, request):
+    async def _transaction_call(self, context, call: Callable[[Request], Awaitable[Result]], request: Request) -> Result:
         """Delegates to the transaction service; its typed errors carry their gRPC ``status_code``."""
-        if self._transactions is None:
-            await context.abort(Code.UNIMPLEMENTED, "transactions are not available in this controller build "
-                                                    "(controller.service.transactions is missing)")
         try:
-            return await getattr(self._transactions, method)(request)
+            return await call(request)
         except Exception as error:  # noqa: BLE001 - every failure becomes a status code
             code = getattr(error, "status_code", None)
             if not isinstance(code, Code):
@@ -328,23 +304,23 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             await context.abort(code, str(error) or type(error).__name__)
 
     async def createTransaction(self, request: pb.CreateTxnRequest, context) -> pb.CreateTxnResponse:
-        return await self._transaction_call(context, "create_transaction", request)
+        return await self._transaction_call(context, self._transactions.create_transaction, request)
 
     async def pingTransaction(self, request: pb.PingTxnRequest, context) -> pb.PingTxnStatus:
-        return await self._transaction_call(context, "ping_transaction", request)
+        return await self._transaction_call(context, self._transactions.ping_transaction, request)
 
     async def commitTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._transaction_call(context, "commit_transaction", request)
+        return await self._transaction_call(context, self._transactions.commit_transaction, request)
 
     async def abortTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._transaction_call(context, "abort_transaction", request)
+        return await self._transaction_call(context, self._transactions.abort_transaction, request)
 
     async def checkTransactionState(self, request: pb.TxnRequest, context) -> pb.TxnState:
-        return await self._transaction_call(context, "check_transaction_state", request)
+        return await self._transaction_call(context, self._transactions.check_transaction_state, request)
 
     async def listCompletedTransactions(self, request: pb.ListCompletedTxnRequest,
                                         context) -> pb.ListCompletedTxnResponse:
-        return await self._transaction_call(context, "list_completed_transactions", request)
+        return await self._transaction_call(context, self._transactions.list_completed_transactions, request)
 
     # ------------------------------------------------------------------ reader groups and subscribers
 
@@ -355,29 +331,25 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             return await self._services.reader_groups.create_reader_group(
                 request.scope, request.readerGroupName, messages.reader_group_from(request))
 
-        record, status = await self._status(context, create(), _CREATE_GROUP, S.FAILURE)
-        if status is not None:
-            return S(status=status)
-        return S(status=S.SUCCESS, config=messages.reader_group_to(request.scope, request.readerGroupName, record))
+        return await self._reply(context, create(), _CREATE_GROUP, S, fields=lambda record: {
+            "config": messages.reader_group_to(request.scope, request.readerGroupName, record)})
 
     async def getReaderGroupConfig(self, request: pb.ReaderGroupInfo, context) -> pb.ReaderGroupConfigResponse:
         S = pb.ReaderGroupConfigResponse
-        record, status = await self._status(context, self._services.reader_groups.get_reader_group(
-            request.scope, request.readerGroup), {ReaderGroupNotFound: S.RG_NOT_FOUND}, S.FAILURE)
-        if status is not None:
-            return S(status=status, config=pb.ReaderGroupConfiguration(scope=request.scope,
-                                                                       readerGroupName=request.readerGroup))
-        return S(status=S.SUCCESS, config=messages.reader_group_to(request.scope, request.readerGroup, record))
+        return await self._reply(
+            context, self._services.reader_groups.get_reader_group(request.scope, request.readerGroup),
+            {ReaderGroupNotFound: S.RG_NOT_FOUND}, S,
+            fields=lambda record: {"config": messages.reader_group_to(request.scope, request.readerGroup, record)},
+            failure_fields={"config": pb.ReaderGroupConfiguration(scope=request.scope,
+                                                                  readerGroupName=request.readerGroup)})
 
     async def updateReaderGroup(self, request: pb.ReaderGroupConfiguration, context) -> pb.UpdateReaderGroupResponse:
-        S = pb.UpdateReaderGroupResponse
-
         async def update() -> int:
             return await self._services.reader_groups.update_reader_group(
                 request.scope, request.readerGroupName, messages.reader_group_from(request))
 
-        generation, status = await self._status(context, update(), _UPDATE_GROUP, S.FAILURE)
-        return S(status=status) if status is not None else S(status=S.SUCCESS, generation=generation)
+        return await self._reply(context, update(), _UPDATE_GROUP, pb.UpdateReaderGroupResponse,
+                                 fields=lambda generation: {"generation": generation})
 
     async def deleteReaderGroup(self, request: pb.ReaderGroupInfo, context) -> pb.DeleteReaderGroupStatus:
         S = pb.DeleteReaderGroupStatus
@@ -386,17 +358,14 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             await self._services.reader_groups.delete_reader_group(request.scope, request.readerGroup,
                                                                    messages.group_id_from(request.readerGroupId))
 
-        _, status = await self._status(context, delete(), {ReaderGroupNotFound: S.RG_NOT_FOUND}, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        return await self._reply(context, delete(), {ReaderGroupNotFound: S.RG_NOT_FOUND}, S)
 
     async def listSubscribers(self, request: pb.StreamInfo, context) -> pb.SubscribersResponse:
         S = pb.SubscribersResponse
-        names, status = await self._status(context, self._services.reader_groups.list_subscribers(
-            request.scope, request.stream), {StreamNotFound: S.STREAM_NOT_FOUND}, S.FAILURE)
-        return S(status=status) if status is not None else S(status=S.SUCCESS, subscribers=names)
+        return await self._reply(context, self._services.reader_groups.list_subscribers(request.scope, request.stream),
+                                 {StreamNotFound: S.STREAM_NOT_FOUND}, S, fields=lambda names: {"subscribers": names})
 
     async def updateSubscriberStreamCut(self, request: pb.SubscriberStreamCut, context) -> pb.UpdateSubscriberStatus:
-        S = pb.UpdateSubscriberStatus
         info = request.streamCut.streamInfo
 
         async def update() -> None:
@@ -404,8 +373,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                 info.scope, info.stream, request.subscriber, messages.group_id_from(request.readerGroupId),
                 request.generation, dict(request.streamCut.cut))
 
-        _, status = await self._status(context, update(), _UPDATE_SUBSCRIBER, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        return await self._reply(context, update(), _UPDATE_SUBSCRIBER, pb.UpdateSubscriberStatus)
 
     # ------------------------------------------------------------------ writers
 
@@ -437,49 +405,36 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     # ------------------------------------------------------------------ key-value tables
 
     async def createKeyValueTable(self, request: pb.KeyValueTableConfig, context) -> pb.CreateKeyValueTableStatus:
-        S = pb.CreateKeyValueTableStatus
-        record = KeyValueTableRecord(request.partitionCount, request.primaryKeyLength, request.secondaryKeyLength,
-                                     request.rolloverSizeBytes)
-        _, status = await self._status(context, self._services.key_value_tables.create_table(
-            request.scope, request.kvtName, record), _CREATE_TABLE, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        async def create() -> None:
+            await self._services.key_value_tables.create_table(request.scope, request.kvtName,
+                                                               messages.table_from(request))
+
+        return await self._reply(context, create(), _CREATE_TABLE, pb.CreateKeyValueTableStatus)
 
     async def getCurrentSegmentsKeyValueTable(self, request: pb.KeyValueTableInfo, context) -> pb.SegmentRanges:
         partitions = await self._query(context, self._services.key_value_tables.partitions(request.scope,
                                                                                            request.kvtName))
-        return pb.SegmentRanges(segmentRanges=[
-            pb.SegmentRange(segmentId=messages.segment_id(request.scope, request.kvtName, segment_id),
-                            minKey=start, maxKey=end) for segment_id, start, end in partitions])
+        return pb.SegmentRanges(segmentRanges=[messages.key_range(request.scope, request.kvtName, *partition)
+                                               for partition in partitions])
 
     async def listKeyValueTablesInScope(self, request: pb.KVTablesInScopeRequest,
                                         context) -> pb.KVTablesInScopeResponse:
-        S = pb.KVTablesInScopeResponse
         scope = request.scope.scope
-        page, status = await self._status(context, self._services.key_value_tables.list_tables(
-            scope, request.continuationToken.token), {ScopeNotFound: S.SCOPE_NOT_FOUND}, S.FAILURE)
-        if status is not None:
-            return S(status=status, continuationToken=messages.token(""))
-        names, token = page
-        return S(kvtables=[pb.KeyValueTableInfo(scope=scope, kvtName=name) for name in names],
-                 continuationToken=messages.token(token), status=S.SUCCESS)
+        return await self._page(context, self._services.key_value_tables.list_tables(
+            scope, request.continuationToken.token), pb.KVTablesInScopeResponse, "kvtables",
+                                lambda name: pb.KeyValueTableInfo(scope=scope, kvtName=name))
 
     async def getKeyValueTableConfiguration(self, request: pb.KeyValueTableInfo,
                                             context) -> pb.KeyValueTableConfigResponse:
         S = pb.KeyValueTableConfigResponse
-        record, status = await self._status(context, self._services.key_value_tables.get_table(
-            request.scope, request.kvtName), {TableNotFound: S.TABLE_NOT_FOUND}, S.FAILURE)
-        if status is not None:
-            return S(status=status)
-        return S(status=S.SUCCESS, config=pb.KeyValueTableConfig(
-            scope=request.scope, kvtName=request.kvtName, partitionCount=record.partition_count,
-            primaryKeyLength=record.primary_key_length, secondaryKeyLength=record.secondary_key_length,
-            rolloverSizeBytes=record.rollover_size_bytes))
+        return await self._reply(context, self._services.key_value_tables.get_table(request.scope, request.kvtName),
+                                 {TableNotFound: S.TABLE_NOT_FOUND}, S, fields=lambda record: {
+                                     "config": messages.table_to(request.scope, request.kvtName, record)})
 
     async def deleteKeyValueTable(self, request: pb.KeyValueTableInfo, context) -> pb.DeleteKVTableStatus:
         S = pb.DeleteKVTableStatus
-        _, status = await self._status(context, self._services.key_value_tables.delete_table(
-            request.scope, request.kvtName), {TableNotFound: S.TABLE_NOT_FOUND}, S.FAILURE)
-        return S(status=S.SUCCESS if status is None else status)
+        return await self._reply(context, self._services.key_value_tables.delete_table(request.scope, request.kvtName),
+                                 {TableNotFound: S.TABLE_NOT_FOUND}, S)
 
     # ------------------------------------------------------------------ cluster and auth
 

@@ -12,10 +12,9 @@ Modules by concern (dependencies point down):
     retention                 time/size retention: periodic stream cuts, truncation at the chosen one
     transaction_coordination  what sealing needs from transactions (abort open ones, wait)
     workflows                 WorkflowRunner: per-stream exclusion, persisted intents, re-drive
-    stream_access, stream_cut_rules, configuration, payloads, segment_calls, fault_points
+    stream_access, stream_cut_rules, configuration, payloads, segment_calls, paging, fault_points
                               shared helpers
     context, errors           ControllerContext and the typed operating errors
     messages                  protobuf <-> service values, for the gRPC layer (controller/grpc_service.py)
-
-``transactions`` (TransactionService) is written separately and plugs into the same context.
+    transactions              TransactionService (transaction_* modules: ids, index, policy, jobs, workers)
 """

@@ -47,7 +47,7 @@ from ..store.records import EpochRecord, ScaleType, ScalingPolicy, SegmentRecord
 from .auto_scale_settings import AutoScaleSettings
 from .context import ControllerContext
 from .errors import ServiceError
-from .paging import all_pages
+from .paging import all_streams
 from .scaling import Scaling
 from .segment_calls import bounded_gather
 from .workflows import WorkflowRunner
@@ -229,20 +229,13 @@ class AutoScaler:
     async def run_once(self, now: int) -> int:
         """One round over every stream. Returns how many scale requests it submitted."""
         submitted = 0
-        seen: set[tuple[str, str]] = set()
-        for scope in await all_pages(lambda token: self._context.store.scopes.list_scopes(token)):
+        streams = await all_streams(self._context.store)
+        for scope, stream in streams:
             try:
-                streams = await all_pages(lambda token: self._context.store.scopes.list_streams(scope, token))
-            except NotFound:
-                continue
-            for stream in streams:
-                seen.add((scope, stream))
-                try:
-                    submitted += bool(await self.apply(self._context.store.stream(scope, stream), now))
-                except (ServiceError, NotFound, client_errors.ClientError) as error:
-                    log.info("auto-scale skipped a stream", extra={"stream": f"{scope}/{stream}",
-                                                                   "error": repr(error)})
-        for key in set(self._samples) - seen:
+                submitted += bool(await self.apply(self._context.store.stream(scope, stream), now))
+            except (ServiceError, NotFound, client_errors.ClientError) as error:
+                log.info("auto-scale skipped a stream", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
+        for key in set(self._samples) - set(streams):
             self._forget(key)
         return submitted
 

@@ -16,14 +16,16 @@ Record format (after the format-version byte)::
 from __future__ import annotations
 
 import dataclasses
+from typing import Awaitable, Callable
 
 from wire import naming
 
-from ..store import AlreadyExists, NotFound, layout
+from ..store import AlreadyExists, NotFound, Versioned, layout
 from ..store.codec import Decoder, Encoder
 from ..store.key_space import equal_ranges
 from .context import ControllerContext
-from .errors import InvalidArgument, InvalidName, ScopeNotFound, TableExists, TableNotFound
+from .errors import InvalidArgument, ScopeNotFound, TableExists, TableNotFound
+from .scopes import checked_name, require_open_scope
 from .segment_calls import bounded_gather
 
 FORMAT_VERSION = 1
@@ -75,15 +77,10 @@ class KeyValueTables:
                                   "secondary key length >= 0, rollover size >= 0")
         if record.partition_count > self._context.settings.segments_per_epoch_max:
             raise InvalidArgument(f"at most {self._context.settings.segments_per_epoch_max} partitions")
-        try:
-            naming.validate_user_name(table, "key-value table name")
-        except naming.InvalidName as error:
-            raise InvalidName(str(error)) from None
-        scopes = self._context.store.scopes
-        if not await scopes.scope_exists(scope) or (await scopes.get_scope(scope))[0].sealed:
-            raise ScopeNotFound(f"scope {scope!r} does not exist")
+        checked_name(naming.validate_user_name, table, "key-value table name")
+        await require_open_scope(self._context.store.scopes, scope)
         await self._kv.create_table(tables_table(scope))
-        (found,) = await self._kv.get_many(tables_table(scope), [table])
+        found = await self._find(scope, table)
         if found is not None:
             stored = KeyValueTableRecord.decode(found.value)
             if stored.creating:
@@ -97,21 +94,31 @@ class KeyValueTables:
         await self._finish(scope, table, creating, version)
 
     async def _finish(self, scope: str, table: str, record: KeyValueTableRecord, version: int) -> None:
-        names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
-        await bounded_gather([lambda name=name: self._context.segments.create_table(name) for name in names],
-                             self._context.settings.segment_calls_concurrency_max)
+        await self._each_partition(scope, table, record, self._context.segments.create_table)
         await self._kv.replace(tables_table(scope), table,
                                dataclasses.replace(record, creating=False).encode(), version)
 
-    async def get_table(self, scope: str, table: str) -> KeyValueTableRecord:
-        """Raises TableNotFound."""
+    async def _find(self, scope: str, table: str) -> Versioned | None:
+        """The table's stored record, or None (no such table, or the scope has no tables)."""
         try:
             (found,) = await self._kv.get_many(tables_table(scope), [table])
         except NotFound:
-            found = None
-        if found is None or KeyValueTableRecord.decode(found.value).creating:
+            return None
+        return found
+
+    async def _each_partition(self, scope: str, table: str, record: KeyValueTableRecord,
+                              call: Callable[[str], Awaitable[object]]) -> None:
+        names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
+        await bounded_gather([lambda name=name: call(name) for name in names],
+                             self._context.settings.segment_calls_concurrency_max)
+
+    async def get_table(self, scope: str, table: str) -> KeyValueTableRecord:
+        """Raises TableNotFound."""
+        found = await self._find(scope, table)
+        record = None if found is None else KeyValueTableRecord.decode(found.value)
+        if record is None or record.creating:
             raise TableNotFound(f"key-value table {scope}/{table} does not exist")
-        return KeyValueTableRecord.decode(found.value)
+        return record
 
     async def partitions(self, scope: str, table: str) -> list[tuple[int, float, float]]:
         """(segment id, key start, key end) of every partition. Raises TableNotFound."""
@@ -139,16 +146,11 @@ class KeyValueTables:
 
     async def delete_table(self, scope: str, table: str) -> None:
         """Deletes the partitions, then the record. Raises TableNotFound."""
-        try:
-            (found,) = await self._kv.get_many(tables_table(scope), [table])
-        except NotFound:
-            found = None
+        found = await self._find(scope, table)
         if found is None:
             raise TableNotFound(f"key-value table {scope}/{table} does not exist")
-        record = KeyValueTableRecord.decode(found.value)
-        names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
-        await bounded_gather([lambda name=name: self._context.segments.delete_table(name) for name in names],
-                             self._context.settings.segment_calls_concurrency_max)
+        await self._each_partition(scope, table, KeyValueTableRecord.decode(found.value),
+                                   self._context.segments.delete_table)
         await self._kv.remove(tables_table(scope), table)
 
     async def has_tables(self, scope: str) -> bool:

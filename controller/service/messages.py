@@ -11,9 +11,10 @@ import uuid
 from typing import Iterable
 
 from ..grpc_api import controller_pb2 as pb
-from ..store.records import (ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy, RetentionType,
-                             ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration)
+from ..store.records import (NewSegment, ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy,
+                             RetentionType, ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration)
 from .errors import InvalidArgument
+from .key_value_tables import KeyValueTableRecord
 
 
 def stream_info(scope: str, stream: str) -> pb.StreamInfo:
@@ -24,14 +25,34 @@ def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
     return pb.SegmentId(streamInfo=stream_info(scope, stream), segmentId=value)
 
 
-def segment_range(scope: str, stream: str, segment: SegmentRecord) -> pb.SegmentRange:
-    return pb.SegmentRange(segmentId=segment_id(scope, stream, segment.segment_id), minKey=segment.key_start,
-                           maxKey=segment.key_end)
+def key_range(scope: str, stream: str, value: int, key_start: float, key_end: float) -> pb.SegmentRange:
+    return pb.SegmentRange(segmentId=segment_id(scope, stream, value), minKey=key_start, maxKey=key_end)
+
+
+def segment_range(scope: str, stream: str, segment: SegmentRecord | NewSegment) -> pb.SegmentRange:
+    return key_range(scope, stream, segment.segment_id, segment.key_start, segment.key_end)
+
+
+def _by_key(segments: Iterable[SegmentRecord]) -> list[SegmentRecord]:
+    return sorted(segments, key=lambda segment: segment.key_start)
 
 
 def segment_ranges(scope: str, stream: str, segments: Iterable[SegmentRecord]) -> list[pb.SegmentRange]:
     """Ranges sorted by key start."""
-    return [segment_range(scope, stream, segment) for segment in sorted(segments, key=lambda s: s.key_start)]
+    return [segment_range(scope, stream, segment) for segment in _by_key(segments)]
+
+
+def segment_locations(scope: str, stream: str, head: dict[SegmentRecord, int]) -> list[pb.SegmentsAtTime.SegmentLocation]:
+    """The head's segments with their starting offsets, by key start."""
+    return [pb.SegmentsAtTime.SegmentLocation(segmentId=segment_id(scope, stream, segment.segment_id),
+                                              offset=head[segment]) for segment in _by_key(head)]
+
+
+def successor_entries(scope: str, stream: str, successors: dict[SegmentRecord, list[int]]
+                      ) -> list[pb.SuccessorResponse.SegmentEntry]:
+    """Each successor with all its predecessors, by key start."""
+    return [pb.SuccessorResponse.SegmentEntry(segment=segment_range(scope, stream, segment), value=successors[segment])
+            for segment in _by_key(successors)]
 
 
 def token(value: str) -> pb.ContinuationToken:
@@ -125,3 +146,18 @@ def reader_group_to(scope: str, group: str, record: ReaderGroupConfigRecord) -> 
         generation=record.generation, readerGroupId=str(record.reader_group_id),
         startingStreamCuts=_cuts_to(record.starting_cuts), endingStreamCuts=_cuts_to(record.ending_cuts),
         rolloverSizeBytes=record.rollover_size_bytes)
+
+
+# ---------------------------------------------------------------------- key-value tables
+
+
+def table_from(message: pb.KeyValueTableConfig) -> KeyValueTableRecord:
+    return KeyValueTableRecord(message.partitionCount, message.primaryKeyLength, message.secondaryKeyLength,
+                               message.rolloverSizeBytes)
+
+
+def table_to(scope: str, table: str, record: KeyValueTableRecord) -> pb.KeyValueTableConfig:
+    return pb.KeyValueTableConfig(scope=scope, kvtName=table, partitionCount=record.partition_count,
+                                  primaryKeyLength=record.primary_key_length,
+                                  secondaryKeyLength=record.secondary_key_length,
+                                  rolloverSizeBytes=record.rollover_size_bytes)

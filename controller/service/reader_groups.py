@@ -18,9 +18,11 @@ from ..store import AlreadyExists, NotFound, WriteConflict
 from ..store import readers as store_readers
 from ..store.records import ReaderGroupConfigRecord, ReaderGroupRetentionType, ScalingPolicy, StreamConfiguration
 from .context import ControllerContext
-from .errors import (ConcurrentWorkflow, GenerationMismatch, InvalidName, InvalidStreamCut,
+from .errors import (ConcurrentWorkflow, GenerationMismatch, InvalidStreamCut,
                      ReaderGroupConfigMismatch, ReaderGroupNotFound, ScopeNotFound, StreamNotFound,
                      SubscriberNotFound)
+from .paging import all_pages
+from .scopes import checked_name
 from .stream_access import require_state
 from .stream_creation import StreamCreation
 from .stream_cut_rules import is_equal_or_after
@@ -63,10 +65,7 @@ class ReaderGroups:
             InvalidName: the group name breaks the user-name rules.
             ScopeNotFound: no such scope.
         """
-        try:
-            naming.validate_user_name(group, "reader group name")
-        except naming.InvalidName as error:
-            raise InvalidName(str(error)) from None
+        checked_name(naming.validate_user_name, group, "reader group name")
         if not await self._store.scopes.scope_exists(scope):
             raise ScopeNotFound(f"scope {scope!r} does not exist")
         try:
@@ -144,12 +143,7 @@ class ReaderGroups:
         await self._store.scopes.delete_reader_group(scope, group)
 
     async def list_reader_groups(self, scope: str) -> list[str]:
-        names, token = [], ""
-        while True:
-            page, token = await self._store.scopes.list_reader_groups(scope, token)
-            if not page:
-                return names
-            names += page
+        return await all_pages(lambda token: self._store.scopes.list_reader_groups(scope, token))
 
     async def _clear_updating(self, scope: str, group: str) -> ReaderGroupConfigRecord:
         stored, version = await self._store.scopes.get_reader_group(scope, group)

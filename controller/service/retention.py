@@ -28,9 +28,9 @@ from ..store import retention as store_retention
 from ..store.records import RetentionPolicy, RetentionType, StreamCutRecord
 from .context import ControllerContext
 from .errors import ServiceError
+from .paging import all_streams
 from .segment_calls import SegmentCalls
 from .truncation import Truncation
-from .paging import all_pages
 
 log = logging.getLogger("tributary.controller")
 
@@ -63,17 +63,11 @@ class Retention:
     async def run_once(self, now: int) -> int:
         """One round over every stream with a retention policy. Returns how many streams were truncated."""
         truncated = 0
-        for scope in await all_pages(lambda token: self._context.store.scopes.list_scopes(token)):
+        for scope, stream in await all_streams(self._context.store):
             try:
-                streams = await all_pages(lambda token: self._context.store.scopes.list_streams(scope, token))
-            except NotFound:
-                continue
-            for stream in streams:
-                try:
-                    truncated += await self.apply(self._context.store.stream(scope, stream), now)
-                except (ServiceError, NotFound) as error:
-                    log.info("retention skipped a stream", extra={"stream": f"{scope}/{stream}",
-                                                                  "error": repr(error)})
+                truncated += await self.apply(self._context.store.stream(scope, stream), now)
+            except (ServiceError, NotFound) as error:
+                log.info("retention skipped a stream", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
         return truncated
 
     async def apply(self, stream: StreamStore, now: int) -> bool:

@@ -8,14 +8,13 @@ has a match or the scope is exhausted, because an empty page would end the clien
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 from wire import naming
 
-from ..store import NotEmpty, NotFound
+from ..store import NotEmpty, NotFound, ScopeStore
 from .context import ControllerContext
 from .errors import InvalidArgument, InvalidName, ScopeNotEmpty, ScopeNotFound
-
 
 
 class ScopeContents(Protocol):
@@ -26,18 +25,25 @@ class ScopeContents(Protocol):
     async def forget_scope(self, scope: str) -> None: ...
 
 
-def _valid_scope(scope: str) -> str:
+def checked_name(validate: Callable[..., str], name: str, *args: str) -> str:
+    """``validate(name, *args)`` (a ``wire.naming`` rule). Raises InvalidName for a name that breaks it."""
     try:
-        return naming.validate_scope_name(scope)
+        return validate(name, *args)
     except naming.InvalidName as error:
         raise InvalidName(str(error)) from None
 
 
+async def require_open_scope(scopes: ScopeStore, scope: str) -> None:
+    """Raises ScopeNotFound if the scope does not exist or is being deleted (sealed)."""
+    if not await scopes.scope_exists(scope) or (await scopes.get_scope(scope))[0].sealed:
+        raise ScopeNotFound(f"scope {scope!r} does not exist")
+
+
 class Scopes:
-    def __init__(self, context: ControllerContext):
+    def __init__(self, context: ControllerContext, contents: ScopeContents):
         self._context = context
         self._store = context.store
-        self.contents: ScopeContents | None = None
+        self._contents = contents
 
     async def create_scope(self, scope: str) -> bool:
         """Creates the scope. Returns False if it exists (or is being deleted recursively).
@@ -45,7 +51,7 @@ class Scopes:
         Raises:
             InvalidName: the name breaks the scope naming rules (empty included).
         """
-        return await self._store.scopes.create_scope(_valid_scope(scope))
+        return await self._store.scopes.create_scope(checked_name(naming.validate_scope_name, scope))
 
     async def scope_exists(self, scope: str) -> bool:
         return await self._store.scopes.scope_exists(scope)
@@ -58,7 +64,7 @@ class Scopes:
         """
         if not await self._store.scopes.scope_exists(scope):
             return False
-        if self.contents is not None and await self.contents.has_tables(scope):
+        if await self._contents.has_tables(scope):
             raise ScopeNotEmpty(f"scope {scope!r} still holds key-value tables")
         try:
             await self._store.scopes.delete_scope(scope)
@@ -66,8 +72,7 @@ class Scopes:
             raise ScopeNotEmpty(f"scope {scope!r} is not empty") from None
         except NotFound:
             return False
-        if self.contents is not None:
-            await self.contents.forget_scope(scope)
+        await self._contents.forget_scope(scope)
         return True
 
     async def list_scopes(self, token: str) -> tuple[list[str], str]:

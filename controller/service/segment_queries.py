@@ -4,12 +4,12 @@ segments between cuts, validity checks and segment locations."""
 from __future__ import annotations
 
 from ..endpoints import Endpoint
-from ..store import NotFound, State, StreamStore, layout
+from ..store import NotFound, State, StreamStore
 from ..store import queries as store_queries
-from ..store.records import EpochRecord, SegmentRecord, StateRecord
+from ..store.records import SegmentRecord
 from .context import ControllerContext
 from .errors import EpochNotFound, InvalidArgument, InvalidStreamCut, StreamNotFound, StreamNotReady
-from .stream_access import require_state
+from .stream_access import require_state, state_and_current_epoch
 from .stream_cut_rules import is_equal_or_after
 from .truncation import check_cut
 
@@ -28,18 +28,15 @@ class SegmentQueries:
             StreamNotFound: no such stream.
             StreamNotReady: the stream is still CREATING.
         """
-        handle = self._stream(scope, stream)
-        try:
-            state, current = await handle.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
-        except NotFound:
-            state = current = None
-        if state is None or current is None:
+        found = await state_and_current_epoch(self._stream(scope, stream))
+        if found is None:
             raise StreamNotFound(f"stream {scope}/{stream} does not exist")
-        if state[0].state == State.CREATING:
+        state, current = found
+        if state == State.CREATING:
             raise StreamNotReady(f"stream {scope}/{stream} is being created")
-        if state[0].state == State.SEALED:
+        if state == State.SEALED:
             return ()
-        return current[0].segments
+        return current.segments
 
     async def epoch_segments(self, scope: str, stream: str, epoch: int) -> tuple[SegmentRecord, ...]:
         """The segments of ``epoch`` by key (any epoch that ever existed, in any stream state).

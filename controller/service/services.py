@@ -10,6 +10,7 @@ from .auto_scale import AutoScaler
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, TableNotFound
 from .key_value_tables import KeyValueTables
+from .paging import all_pages
 from .reader_groups import ReaderGroups
 from .retention import Retention
 from .scaling import Scaling
@@ -24,14 +25,15 @@ from .transaction_coordination import Abort
 from .truncation import Truncation
 from .workflows import WorkflowRunner
 from .writer_marks import WriterMarks
-from .paging import all_pages
 
 
 class ControllerServices:
-    def __init__(self, context: ControllerContext, abort_transaction: Abort | None = None):
+    def __init__(self, context: ControllerContext, abort_transaction: Abort):
+        """``abort_transaction`` is the transaction service's abort of an open transaction (sealing uses it)."""
         self.context = context
         self.runner = WorkflowRunner(context)
-        self.scopes = Scopes(context)
+        self.key_value_tables = KeyValueTables(context)
+        self.scopes = Scopes(context, self.key_value_tables)
         self.creation = StreamCreation(context, self.runner)
         self.scaling = Scaling(context, self.runner)
         self.update = StreamUpdate(context, self.runner, self.scaling)
@@ -43,8 +45,6 @@ class ControllerServices:
         self.writer_marks = WriterMarks(context)
         self.retention = Retention(context, self.truncation)
         self.auto_scaler = AutoScaler(context, self.scaling, self.runner)
-        self.key_value_tables = KeyValueTables(context)
-        self.scopes.contents = self.key_value_tables
         self._background: list[asyncio.Task] = []
 
     # ------------------------------------------------------------------ lifecycle

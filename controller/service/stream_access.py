@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict
+from ..store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, layout
+from ..store.records import EpochRecord, StateRecord
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, StreamSealed, WorkflowTimeout
 
@@ -24,6 +25,17 @@ async def state_or_none(stream: StreamStore) -> State | None:
     except NotFound:
         return None
     return state
+
+
+async def state_and_current_epoch(stream: StreamStore) -> tuple[State, EpochRecord] | None:
+    """The stream's state and active epoch (one read), or None if it does not exist."""
+    try:
+        state, current = await stream.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
+    except NotFound:
+        return None
+    if state is None or current is None:
+        return None
+    return state[0].state, current[0]
 
 
 async def require_state(stream: StreamStore) -> State:

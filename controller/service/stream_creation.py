@@ -13,7 +13,8 @@ from ..store.records import StreamConfiguration, WorkflowIntentRecord, WorkflowK
 from . import payloads
 from .configuration import checked_configuration
 from .context import ControllerContext
-from .errors import InvalidName, ScopeNotFound
+from .errors import ScopeNotFound
+from .scopes import checked_name, require_open_scope
 from .segment_calls import SegmentCalls
 from .stream_access import state_or_none
 from .workflows import WorkflowRunner
@@ -33,12 +34,9 @@ class StreamCreation:
             InvalidArgument: the configuration is not acceptable.
             ScopeNotFound: the scope does not exist or is being deleted.
         """
-        try:
-            naming.validate_stream_name(stream)
-        except naming.InvalidName as error:
-            raise InvalidName(str(error)) from None
+        checked_name(naming.validate_stream_name, stream)
         configuration = checked_configuration(configuration, self._context.settings)
-        await self._require_scope(scope)
+        await require_open_scope(self._context.store.scopes, scope)
         handle = self._context.store.stream(scope, stream)
         state = await state_or_none(handle)
         if state is not None and state != State.CREATING:
@@ -49,11 +47,6 @@ class StreamCreation:
         await self._context.store.kv.create_table(handle.tables.metadata)  # the intent lives in it
         return await self._runner.run(handle, intent,
                                       lambda: self._create(handle, configuration, creation_time))
-
-    async def _require_scope(self, scope: str) -> None:
-        scopes = self._context.store.scopes
-        if not await scopes.scope_exists(scope) or (await scopes.get_scope(scope))[0].sealed:
-            raise ScopeNotFound(f"scope {scope!r} does not exist")
 
     async def _create(self, handle: StreamStore, configuration: StreamConfiguration, creation_time: int) -> bool:
         """The workflow body. Returns True if this request created the stream."""

@@ -19,10 +19,10 @@ from .workflows import WorkflowRunner
 
 
 class StreamSealing:
-    def __init__(self, context: ControllerContext, runner: WorkflowRunner, abort: Abort | None = None):
+    def __init__(self, context: ControllerContext, runner: WorkflowRunner, abort: Abort):
         self._context = context
         self._runner = runner
-        self.abort = abort  # the transaction service's abort, once it is known
+        self._abort = abort  # the transaction service's abort of an open transaction
         runner.register(WorkflowKind.SEAL, self._redrive)
 
     async def seal_stream(self, scope: str, stream: str) -> None:
@@ -46,7 +46,7 @@ class StreamSealing:
             return
         await move_state(self._context, handle, State.SEALING)
         self._context.fault_points.reach("seal.state_sealing")
-        await abort_and_drain(self._context, handle, self.abort)
+        await abort_and_drain(self._context, handle, self._abort)
         current, _ = await handle.get_current_epoch()
         sizes = await SegmentCalls(self._context, handle.scope, handle.name).seal(current.segment_ids)
         await store_retention.record_sealed_sizes(handle, sizes)

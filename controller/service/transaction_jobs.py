@@ -40,7 +40,7 @@ from typing import Awaitable, Callable
 
 from controller.store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, scale
 from controller.store.records import (EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, EpochRecord,
-                                      TransactionRecord, WriterMarkRecord)
+                                      StreamConfiguration, TransactionRecord, WriterMarkRecord)
 from controller.store.records.transactions import NO_TIME
 from controller.store.readers import note_writer_mark
 from controller.store.states import TransactionStatus
@@ -49,10 +49,13 @@ from controller.store.transactions import (get_committing_transactions, get_tran
 from wire.naming import segment_id
 
 from .context import ControllerContext
+from .paging import all_pages
+from .segment_calls import SegmentCalls
 from .transaction_errors import StreamBusy, StreamUncommittable
 from .transaction_policy import TransactionSettings, commits_in_place, select_commit_batch
-from .transaction_segments import (NO_SCALING, create_segments, delete_transaction_segments, merge_transactions,
-                                   seal_segments)
+from .transaction_segments import delete_transaction_segments, merge_transactions
+
+UNSCALED = StreamConfiguration()  # transaction duplicates never auto-scale and have no rollover size
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +78,7 @@ async def no_hook(step: str) -> None:
 
 async def list_all_transactions(stream: StreamStore) -> list[TransactionRecord]:
     """Every transaction record of the stream, page by page."""
-    records, token = [], b""
-    while True:
-        page, token = await list_transactions(stream, token)
-        records += page
-        if not page or not token:
-            return records
+    return await all_pages(lambda token: list_transactions(stream, token), b"")
 
 
 async def commit_next_batch(context: ControllerContext, stream: StreamStore, settings: TransactionSettings,
@@ -111,7 +109,7 @@ async def commit_next_batch(context: ControllerContext, stream: StreamStore, set
     active, _ = await stream.get_current_epoch()
     if not record.is_rolling and commits_in_place(transaction_epoch, active):
         await step_hook(STEP_MERGE)
-        offsets = await merge_transactions(context.segments, stream.scope, stream.name,
+        offsets = await merge_transactions(context, stream.scope, stream.name,
                                            [segment.segment_id for segment in active.segments], record.epoch,
                                            record.transaction_ids)
     else:
@@ -150,22 +148,20 @@ async def _roll(context: ControllerContext, stream: StreamStore, record: Committ
     current, _ = await stream.get_current_epoch()
     if current.epoch >= second:
         return {}
-    scope, name, client = stream.scope, stream.name, context.segments
+    segments = SegmentCalls(context, stream.scope, stream.name)
     active = await stream.get_epoch(record.active_epoch)
     transaction_duplicates = [segment_id(segment.number, first) for segment in transaction_epoch.segments]
     await step_hook(STEP_ROLLING_DUPLICATES)
-    await create_segments(client, scope, name, transaction_duplicates, NO_SCALING, 0)
-    offsets = await merge_transactions(client, scope, name, transaction_duplicates, record.epoch,
+    await segments.create(transaction_duplicates, UNSCALED)
+    offsets = await merge_transactions(context, stream.scope, stream.name, transaction_duplicates, record.epoch,
                                        record.transaction_ids)
-    sealed_sizes = await seal_segments(client, scope, name, transaction_duplicates)
+    sealed_sizes = await segments.seal(transaction_duplicates)
     await step_hook(STEP_ROLLING_EPOCHS)
     configuration, _ = await stream.get_configuration()
-    await create_segments(client, scope, name, [segment_id(segment.number, second) for segment in active.segments],
-                          configuration.scaling.scale_type, configuration.scaling.target_rate,
-                          configuration.rollover_size_bytes)
+    await segments.create([segment_id(segment.number, second) for segment in active.segments], configuration)
     await scale.create_rolling_epochs(stream, record.epoch, record.active_epoch, now)
     await step_hook(STEP_ROLLING_SEAL)
-    sealed_sizes.update(await seal_segments(client, scope, name, [segment.segment_id for segment in active.segments]))
+    sealed_sizes.update(await segments.seal(active.segment_ids))
     await scale.complete_rolling_epochs(stream, record.active_epoch, sealed_sizes)
     return offsets
 
@@ -215,6 +211,6 @@ async def abort_transaction(context: ControllerContext, stream: StreamStore, tra
         return
     epoch = await stream.get_epoch(record.epoch)
     await step_hook(STEP_ABORT)
-    await delete_transaction_segments(context.segments, stream.scope, stream.name,
+    await delete_transaction_segments(context, stream.scope, stream.name,
                                       [segment.segment_id for segment in epoch.segments], record.epoch, transaction_id)
     await transition_transaction(stream, transaction_id, TransactionStatus.ABORTED, now)

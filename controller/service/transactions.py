@@ -29,16 +29,19 @@ import asyncio
 import heapq
 import logging
 import uuid
+from typing import Awaitable, Callable, TypeVar
 
 from clients.errors import ClientError
 from controller.grpc_api import controller_pb2 as pb
-from controller.store import IllegalStateTransition, NotFound, State, StoreError, StreamStore, WriteConflict, layout
+from controller.store import IllegalStateTransition, NotFound, State, StoreError, StreamStore, WriteConflict
 from controller.store import transactions as stored
-from controller.store.records import EpochRecord, StateRecord, TransactionRecord
+from controller.store.records import EpochRecord, TransactionRecord
 from controller.store.states import TransactionStatus
 
-from . import transaction_index
+from . import messages, transaction_index
 from .context import ControllerContext
+from .paging import all_pages
+from .stream_access import state_and_current_epoch
 from .transaction_errors import (InvalidTransactionRequest, StreamNotFound, StreamNotWritable,
                                  TransactionContention)
 from .transaction_ids import TransactionIdAllocator, from_wire, to_wire
@@ -49,6 +52,7 @@ from .transaction_segments import create_transaction_segments, generalised_segme
 from .transaction_workers import TransactionWorkers
 
 log = logging.getLogger(__name__)
+Reply = TypeVar("Reply")
 
 WRITABLE_STATES = frozenset({State.ACTIVE, State.SCALING, State.COMMITTING_TXN, State.TRUNCATING, State.UPDATING})
 _TXN_STATUS = pb.TxnStatus
@@ -110,7 +114,10 @@ class TransactionService:
         scope, name = _names(request.streamInfo)
         check_lease(request.lease, self.settings)
         stream = self.context.store.stream(scope, name)
-        state, current = await _state_and_current_epoch(stream)
+        found = await state_and_current_epoch(stream)
+        if found is None:
+            raise StreamNotFound(f"stream {scope}/{name} does not exist")
+        state, current = found
         if state not in WRITABLE_STATES:
             raise StreamNotWritable(f"stream {scope}/{name} is {state.name}")
         epoch = current.reference_epoch
@@ -121,7 +128,7 @@ class TransactionService:
         await stored.create_transaction(stream, record)
         await transaction_index.touch(kv, scope, name)
         self._schedule(scope, name, record)  # if creating the segments fails, the timeout cleans up
-        await create_transaction_segments(self.context.segments, scope, name,
+        await create_transaction_segments(self.context, scope, name,
                                           [segment.segment_id for segment in current.segments], epoch, transaction_id)
         return pb.CreateTxnResponse(txnId=to_wire(transaction_id), activeSegments=_ranges(scope, name, current, epoch),
                                     delegationToken="")
@@ -131,29 +138,29 @@ class TransactionService:
             return pb.PingTxnStatus(status=pb.PingTxnStatus.DISCONNECTED)
         stream = self.context.store.stream(request.streamInfo.scope, request.streamInfo.stream)
         transaction_id = from_wire(request.txnId)
-        for _ in range(self.settings.status_update_attempts_max):
+
+        async def attempt() -> pb.PingTxnStatus:
             found = await _find(stream, transaction_id)
             if found is None:
                 return pb.PingTxnStatus(status=pb.PingTxnStatus.UNKNOWN)
             record, version = found
             now = self.context.now_ms()
             decision = decide_ping(record, request.lease, now, self.settings)
-            try:
-                if decision.action == PingAction.ABORT:
-                    await self._begin_abort(stream, transaction_id, now)
-                elif decision.action == PingAction.EXTEND:
-                    await stored.replace_transaction(stream, decision.record, version)
-                    self._schedule(stream.scope, stream.name, decision.record)
-            except (WriteConflict, IllegalStateTransition):
-                continue
+            if decision.action == PingAction.ABORT:
+                await self._begin_abort(stream, transaction_id, now)
+            elif decision.action == PingAction.EXTEND:
+                await stored.replace_transaction(stream, decision.record, version)
+                self._schedule(stream.scope, stream.name, decision.record)
             return pb.PingTxnStatus(status=decision.status)
-        raise TransactionContention(f"transaction {transaction_id} kept changing")
+
+        return await self._retrying(transaction_id, attempt)
 
     async def commit_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
         """OPEN -> COMMITTING and queue the commit: SUCCESS without waiting for COMMITTED."""
         stream = self.context.store.stream(request.streamInfo.scope, request.streamInfo.stream)
         transaction_id = from_wire(request.txnId)
-        for _ in range(self.settings.status_update_attempts_max):
+
+        async def attempt() -> pb.TxnStatus:
             found = await _find(stream, transaction_id)
             if found is None:
                 return pb.TxnStatus(status=await _not_found_status(stream))
@@ -165,25 +172,24 @@ class TransactionService:
                 return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
             if record.status != TransactionStatus.OPEN or (await stream.get_state())[0] == State.SEALED:
                 return pb.TxnStatus(status=_TXN_STATUS.FAILURE)  # a sealed stream's parents take no data
-            try:
-                if is_expired(record, now, self.settings):
-                    await self._begin_abort(stream, transaction_id, now)
-                    return pb.TxnStatus(status=_TXN_STATUS.FAILURE)
-                order = await transaction_index.next_commit_order(self.context.store.kv, stream.scope, stream.name)
-                await stored.transition_transaction(stream, transaction_id, TransactionStatus.COMMITTING, now,
-                                                    writer_id=request.writerId, commit_order=order,
-                                                    commit_time=commit_time_of(request.timestamp))
-            except (WriteConflict, IllegalStateTransition):
-                continue
+            if is_expired(record, now, self.settings):
+                await self._begin_abort(stream, transaction_id, now)
+                return pb.TxnStatus(status=_TXN_STATUS.FAILURE)
+            order = await transaction_index.next_commit_order(self.context.store.kv, stream.scope, stream.name)
+            await stored.transition_transaction(stream, transaction_id, TransactionStatus.COMMITTING, now,
+                                                writer_id=request.writerId, commit_order=order,
+                                                commit_time=commit_time_of(request.timestamp))
             self._workers.request_commit(stream.scope, stream.name)
             return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
-        raise TransactionContention(f"transaction {transaction_id} kept changing")
+
+        return await self._retrying(transaction_id, attempt)
 
     async def abort_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
         """OPEN -> ABORTING and queue the abort; aborting twice is SUCCESS, a committing one FAILURE."""
         stream = self.context.store.stream(request.streamInfo.scope, request.streamInfo.stream)
         transaction_id = from_wire(request.txnId)
-        for _ in range(self.settings.status_update_attempts_max):
+
+        async def attempt() -> pb.TxnStatus:
             found = await _find(stream, transaction_id)
             if found is None:
                 return pb.TxnStatus(status=await _not_found_status(stream))
@@ -192,11 +198,22 @@ class TransactionService:
                 return pb.TxnStatus(status=_TXN_STATUS.FAILURE)
             if record.status == TransactionStatus.ABORTED:
                 return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
+            await self._begin_abort(stream, transaction_id, self.context.now_ms())
+            return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
+
+        return await self._retrying(transaction_id, attempt)
+
+    async def _retrying(self, transaction_id: uuid.UUID, attempt: Callable[[], Awaitable[Reply]]) -> Reply:
+        """``attempt()`` again while the record changes under it (a lost compare-and-swap).
+
+        Raises:
+            TransactionContention: it kept changing for ``status_update_attempts_max`` attempts.
+        """
+        for _ in range(self.settings.status_update_attempts_max):
             try:
-                await self._begin_abort(stream, transaction_id, self.context.now_ms())
+                return await attempt()
             except (WriteConflict, IllegalStateTransition):
                 continue
-            return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
         raise TransactionContention(f"transaction {transaction_id} kept changing")
 
     async def check_transaction_state(self, request: pb.TxnRequest) -> pb.TxnState:
@@ -257,18 +274,12 @@ class TransactionService:
     async def sweep(self, now: int, redrive: bool = False) -> None:
         """Re-examines every indexed stream (see the module docstring). ``redrive`` also restarts the
         commit worker of every stream, to finish a batch or a state reset cut short by a crash."""
-        token = b""
-        while True:
-            streams, token = await transaction_index.list_streams(self.context.store.kv, token)
-            if not streams:
-                return
-            for scope, name in streams:
-                try:
-                    await self._sweep_stream(scope, name, now, redrive)
-                except (StoreError, ClientError, OSError):
-                    log.exception("sweeping the transactions of %s/%s failed; next sweep retries", scope, name)
-            if not token:
-                return
+        kv = self.context.store.kv
+        for scope, name in await all_pages(lambda token: transaction_index.list_streams(kv, token), b""):
+            try:
+                await self._sweep_stream(scope, name, now, redrive)
+            except (StoreError, ClientError, OSError):
+                log.exception("sweeping the transactions of %s/%s failed; next sweep retries", scope, name)
 
     async def _sweep_stream(self, scope: str, name: str, now: int, redrive: bool) -> None:
         kv, stream = self.context.store.kv, self.context.store.stream(scope, name)
@@ -346,16 +357,6 @@ def _names(info: pb.StreamInfo) -> tuple[str, str]:
     return info.scope, info.stream
 
 
-async def _state_and_current_epoch(stream: StreamStore) -> tuple[State, EpochRecord]:
-    try:
-        state, current = await stream.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
-    except NotFound:
-        state = current = None
-    if state is None or current is None:
-        raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist")
-    return state[0].state, current[0]
-
-
 async def _find(stream: StreamStore, transaction_id: uuid.UUID) -> tuple[TransactionRecord, int] | None:
     """The transaction and its version, or None if it (or its stream) does not exist."""
     try:
@@ -375,9 +376,6 @@ async def _not_found_status(stream: StreamStore) -> int:
 
 def _ranges(scope: str, name: str, current: EpochRecord, transaction_epoch: int) -> list[pb.SegmentRange]:
     """The current segments under their generalised ids, by key: the last ends at exactly 1.0."""
-    info = pb.StreamInfo(scope=scope, stream=name)
-    return [pb.SegmentRange(segmentId=pb.SegmentId(streamInfo=info,
-                                                   segmentId=generalised_segment_id(segment.segment_id,
-                                                                                    transaction_epoch)),
-                            minKey=segment.key_start, maxKey=segment.key_end)
+    return [messages.key_range(scope, name, generalised_segment_id(segment.segment_id, transaction_epoch),
+                               segment.key_start, segment.key_end)
             for segment in sorted(current.segments, key=lambda segment: segment.key_start)]

@@ -31,6 +31,7 @@ from ..store.workflows import (begin_workflow, end_workflow, forget_index_entry,
                                list_pending_workflows)
 from .context import ControllerContext
 from .errors import ConcurrentWorkflow, ServiceError, StreamNotFound, WorkflowTimeout
+from .paging import all_pages
 
 log = logging.getLogger("tributary.controller")
 
@@ -167,12 +168,8 @@ class WorkflowRunner:
 
     async def pending_streams(self) -> list[tuple[str, str]]:
         """(scope, stream) of every entry in the index of pending intents."""
-        token, found = b"", []
-        while True:
-            entries, token = await list_pending_workflows(self._context.store.kv, token)
-            found += [(scope, stream) for scope, stream, _ in entries]
-            if not entries or not token:
-                return found
+        entries = await all_pages(lambda token: list_pending_workflows(self._context.store.kv, token), b"")
+        return [(scope, stream) for scope, stream, _ in entries]
 
     async def redrive_all(self, streams: list[tuple[str, str]] | None = None) -> int:
         """Re-drives the pending intents (of ``streams``, or all indexed ones) this runner has a

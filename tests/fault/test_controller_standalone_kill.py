@@ -5,29 +5,17 @@ reads every event exactly once in per-key order, and writing goes on where it st
 
 from __future__ import annotations
 
-import collections
-
 import grpc
 import pytest
 
 from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
-from tests.support.pravega_driver import run_scenario
+from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 
 pytestmark = pytest.mark.interop
 SCOPE, STREAM = "durable", "events"
 COUNT, KEYS = 20_000, 10
-
-
-def check(received: list[str], count: int) -> None:
-    per_key = collections.defaultdict(list)
-    for event in received:
-        key, _, sequence = event.partition(":")
-        per_key[key].append(int(sequence))
-    assert len(received) == count
-    for key in range(KEYS):
-        assert per_key[f"k{key}"] == list(range(count // KEYS)), f"key k{key} lost, duplicated or reordered"
 
 
 @pytest.mark.slow
@@ -47,13 +35,13 @@ def test_flushed_events_survive_sigkill_and_restart(tmp_path):
         first = run_scenario("read", standalone.controller_uri, {"scope": SCOPE, "stream": STREAM,
                                                                  "group": "after-kill", "expected": COUNT},
                              tmp_path / "read.out")
-        check(first["received"][0], COUNT)
+        check_each_once_in_key_order(first["received"][0], COUNT, KEYS)
         run_scenario("write", standalone.controller_uri, {"scope": SCOPE, "stream": STREAM, "count": 1000,
                                                           "keys": KEYS, "start": COUNT}, tmp_path / "more.out")
         second = run_scenario("read", standalone.controller_uri, {"scope": SCOPE, "stream": STREAM,
                                                                   "group": "all", "expected": COUNT + 1000},
                               tmp_path / "read-all.out")
-        check(second["received"][0], COUNT + 1000)
+        check_each_once_in_key_order(second["received"][0], COUNT + 1000, KEYS)
         assert standalone.terminate() == 0  # SIGTERM: a clean stop
     finally:
         standalone.remove_data()

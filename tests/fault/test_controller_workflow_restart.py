@@ -11,7 +11,6 @@ import asyncio
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.segment_store_client import SegmentStoreClient
 from controller.grpc_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
@@ -29,11 +28,7 @@ async def assert_nothing_pending(cluster) -> None:
 
 
 async def segment_info(cluster, segment_id: int):
-    client = SegmentStoreClient(("127.0.0.1", cluster.store.port))
-    try:
-        return await client.segment_info(naming.stream_segment_name(SCOPE, STREAM, segment_id))
-    finally:
-        await client.close()
+    return await cluster.segment_info(SCOPE, STREAM, segment_id)
 
 
 @pytest.mark.parametrize("point", ["scale.segments_created", "scale.epoch_written", "scale.segments_sealed",

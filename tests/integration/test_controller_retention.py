@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from clients.segment_store_client import SegmentStoreClient
 from controller.grpc_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.store import retention as store_retention
@@ -56,12 +55,7 @@ async def test_time_retention_truncates_at_the_newest_old_enough_cut(cluster):
     assert await head(stub, "timed") == {0: 0, 1: 0}
     assert await retention.run_once(11_200) == 1  # records cut B; A is 1.2 s old: truncate at A
     assert await head(stub, "timed") == first
-    client = SegmentStoreClient(("127.0.0.1", cluster.store.port))
-    try:
-        segment = await client.segment_info(naming.stream_segment_name(SCOPE, "timed", 0))
-        assert segment.start_offset == first[0]
-    finally:
-        await client.close()
+    assert (await cluster.segment_info(SCOPE, "timed", 0)).start_offset == first[0]
     records, _ = await store_retention.get_retention_set(cluster.app.context.store.stream(SCOPE, "timed"))
     assert [time for time, _ in records.records] == [11_200]  # A and older are dropped
     assert await head(stub, "forever") == {0: 0}

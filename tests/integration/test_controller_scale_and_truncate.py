@@ -9,7 +9,6 @@ import grpc
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.segment_store_client import SegmentStoreClient
 from controller.grpc_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
@@ -81,11 +80,7 @@ async def test_pending_scale_identical_is_started_different_is_failure(tmp_path)
 
 
 async def stream_segment(cluster, segment_id: int):
-    client = SegmentStoreClient(("127.0.0.1", cluster.store.port))
-    try:
-        return await client.segment_info(naming.stream_segment_name(SCOPE, STREAM, segment_id))
-    finally:
-        await client.close()
+    return await cluster.segment_info(SCOPE, STREAM, segment_id)
 
 
 async def test_truncation_moves_head_truncates_and_deletes(cluster):

@@ -8,11 +8,9 @@ import grpc
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.segment_store_client import SegmentStoreClient
 from controller.grpc_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from tests.support.controller_harness import fixed_config, info, make_stream, running_cluster
-from wire import naming
 
 
 @pytest.fixture
@@ -23,14 +21,10 @@ async def cluster(tmp_path):
 
 async def segment_state(cluster, scope, stream, segment_id):
     """(exists, sealed) of a stream segment on the segment store."""
-    client = SegmentStoreClient(("127.0.0.1", cluster.store.port))
     try:
-        info_reply = await client.segment_info(naming.stream_segment_name(scope, stream, segment_id))
-        return True, info_reply.is_sealed
+        return True, (await cluster.segment_info(scope, stream, segment_id)).is_sealed
     except NoSuchSegment:
         return False, False
-    finally:
-        await client.close()
 
 
 async def list_all(call, request_factory) -> tuple[list, int]:

@@ -1,10 +1,6 @@
-"""Transactions over real sockets: gRPC in front of TransactionService, a real segment store
-behind it, and (when installed) the real pravega Python client (0.3.8, Rust core) as the writer.
-
-The gRPC servicer here is TEST SCAFFOLDING: only the transaction RPCs (delegated to
-TransactionService, typed errors mapped by their ``status_code``) and getURI (from the
-locator). The controller's own servicer is written separately.
-"""
+"""Transactions over real sockets: the controller's gRPC servicer in front of TransactionService
+(over the in-memory metadata store), a real segment store behind it, and (when installed) the
+real pravega Python client (0.3.8, Rust core) as the writer."""
 
 from __future__ import annotations
 
@@ -22,8 +18,10 @@ from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
 from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from controller.grpc_server import start_grpc_server
+from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
-from controller.service.transaction_errors import TransactionServiceError
+from controller.service.services import ControllerServices
 from controller.service.transaction_ids import from_wire
 from controller.service.transaction_policy import TransactionSettings
 from controller.service.transactions import TransactionService
@@ -32,53 +30,19 @@ from controller.store import transactions as stored
 from controller.store.states import TransactionStatus
 from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService
-from tests.unit.test_transaction_service import (SCOPE, append, client_segment_name, create_stream, read_events,
-                                                 scale_stream, segment_exists)
+from tests.support.controller_harness import append_to_segment
+from tests.unit.test_transaction_service import (SCOPE, client_segment_name, create_stream, read_events, scale_stream,
+                                                 segment_exists)
 from wire.naming import stream_segment_name
 
 SETTINGS = TransactionSettings(timer_interval_ms=20, retry_delay_ms_min=5, retry_delay_ms_max=50)
 WAIT_SECONDS = 20
 
 
-class TransactionServicer(pb_grpc.ControllerServiceServicer):
-    def __init__(self, service: TransactionService, locator: SegmentLocator):
-        self._service = service
-        self._locator = locator
-
-    async def _call(self, method, request, context):
-        try:
-            return await method(request)
-        except TransactionServiceError as error:
-            await context.abort(error.status_code, str(error))
-
-    async def createTransaction(self, request, context):
-        return await self._call(self._service.create_transaction, request, context)
-
-    async def pingTransaction(self, request, context):
-        return await self._call(self._service.ping_transaction, request, context)
-
-    async def commitTransaction(self, request, context):
-        return await self._call(self._service.commit_transaction, request, context)
-
-    async def abortTransaction(self, request, context):
-        return await self._call(self._service.abort_transaction, request, context)
-
-    async def checkTransactionState(self, request, context):
-        return await self._call(self._service.check_transaction_state, request, context)
-
-    async def listCompletedTransactions(self, request, context):
-        return await self._call(self._service.list_completed_transactions, request, context)
-
-    async def getURI(self, request, context):
-        host, port = self._locator.endpoint_for_id(request.streamInfo.scope, request.streamInfo.stream,
-                                                   request.segmentId)
-        return pb.NodeUri(endpoint=host, port=port)
-
-
 @pytest.fixture
 async def cluster(tmp_path):
-    """A segment store, a TransactionService over it and a gRPC server for both; yields
-    (context, service, segment store, gRPC port)."""
+    """A segment store, a TransactionService over it and the controller's gRPC servicer for both;
+    yields (context, service, segment store, gRPC port)."""
     store = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
                                                    log_file_size=16 << 20))
     await store.start()
@@ -90,14 +54,13 @@ async def cluster(tmp_path):
     context = ControllerContext(metadata, client, locator)
     service = TransactionService(context, settings=SETTINGS)
     await service.start()
-    server = grpc.aio.server()
-    pb_grpc.add_ControllerServiceServicer_to_server(TransactionServicer(service, locator), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    services = ControllerServices(context, service.abort_open_transaction)
+    server, port = await start_grpc_server(ControllerServicer(services, service), "127.0.0.1", 0)
     try:
         yield context, service, store, port
     finally:
         await server.stop(None)
+        await services.stop()
         await service.stop()
         await client.close()
         await store.stop()
@@ -123,8 +86,8 @@ async def test_transaction_rpcs_over_grpc(cluster):
         assert committed.txnId.lowBits >= 0 and committed.txnId.highBits >> 32 == 0
         assert committed.activeSegments[-1].maxKey == 1.0
         for index in range(2):
-            await append(store.port, client_segment_name(committed, index), [b"yes-%d" % index])
-            await append(store.port, client_segment_name(aborted, index), [b"no-%d" % index])
+            await append_to_segment(store.port, client_segment_name(committed, index), [b"yes-%d" % index])
+            await append_to_segment(store.port, client_segment_name(aborted, index), [b"no-%d" % index])
         reply = await stub.commitTransaction(pb.TxnRequest(streamInfo=info, txnId=committed.txnId, writerId="123",
                                                            timestamp=-(2**63)))
         assert reply.status == pb.TxnStatus.SUCCESS

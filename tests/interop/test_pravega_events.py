@@ -5,12 +5,11 @@ last through the client's transient-segment path); sealing while a writer holds 
 
 from __future__ import annotations
 
-import collections
 import time
 
 import pytest
 
-from tests.support.pravega_driver import Scenario, run_scenario
+from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 
 pytestmark = pytest.mark.interop
@@ -22,19 +21,6 @@ def standalone(tmp_path):
     process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
     yield process
     process.remove_data()
-
-
-def check_each_once_in_key_order(received: list[str], count: int, keys: int) -> None:
-    """Every event k<key>:<sequence> of the writer arrived once, each key's in sequence order."""
-    per_key = collections.defaultdict(list)
-    for event in received:
-        key, _, sequence = event.partition(":")
-        per_key[key].append(int(sequence))
-    assert sum(map(len, per_key.values())) == len(received)
-    for key in range(keys):
-        expected = list(range(len(range(key, count, keys))))
-        assert per_key[f"k{key}"] == expected, f"key k{key}: order broken or events missing/duplicated"
-    assert len(received) == count
 
 
 @pytest.mark.slow

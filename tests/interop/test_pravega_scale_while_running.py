@@ -5,7 +5,6 @@ across predecessors and successors."""
 
 from __future__ import annotations
 
-import collections
 import time
 
 import grpc
@@ -13,7 +12,7 @@ import pytest
 
 from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
-from tests.support.pravega_driver import Scenario, run_scenario
+from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 from wire import naming
 
@@ -84,10 +83,4 @@ def test_no_event_lost_or_duplicated_while_scaling(standalone, tmp_path):
         if writer is not None:
             writer.kill()
     assert written["seconds"] > 3, "the writer finished before the scales: the test proves nothing"
-    per_key = collections.defaultdict(list)
-    for event in received:
-        key, _, sequence = event.partition(":")
-        per_key[key].append(int(sequence))
-    assert len(received) == COUNT, f"{len(received)} events read, {len(set(received))} distinct"
-    for key in range(KEYS):
-        assert per_key[f"k{key}"] == list(range(COUNT // KEYS)), f"key k{key} lost, duplicated or reordered"
+    check_each_once_in_key_order(received, COUNT, KEYS)

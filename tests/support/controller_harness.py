@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import dataclasses
 import shutil
+import uuid
 
 import grpc
 
+from clients.connection import WireConnection, next_request_id
 from controller.app import ControllerApp
 from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
@@ -16,6 +18,9 @@ from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
 from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService
+from wire import commands as c
+from wire import naming
+from wire.envelope import envelope_all
 
 LOG_FILE_SIZE = 16 << 20
 
@@ -35,6 +40,10 @@ class Cluster:
         await self.app.start()
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.app.port}")
         self.stub = pb_grpc.ControllerServiceStub(self.channel)
+
+    async def segment_info(self, scope: str, stream: str, segment_id: int) -> c.StreamSegmentInfo:
+        """The stream segment as the segment store reports it. Raises clients.errors.NoSuchSegment."""
+        return await self.app.client.segment_info(naming.stream_segment_name(scope, stream, segment_id))
 
 
 def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreService:
@@ -102,12 +111,6 @@ async def scale_and_wait(stub, scope: str, stream: str, sealed: list[int], range
 
 async def append_to_segment(store_port: int, segment: str, events: list[bytes]) -> int:
     """Appends ``events`` (enveloped, as a writer would) to a segment. Returns the segment's new length."""
-    import uuid
-
-    from clients.connection import WireConnection, next_request_id
-    from wire import commands as c
-    from wire.envelope import envelope_all
-
     connection = await WireConnection.connect("127.0.0.1", store_port)
     try:
         writer = uuid.uuid4()

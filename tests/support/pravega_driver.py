@@ -6,12 +6,14 @@ scenario that outlives its timeout is killed by PID and the test fails with its 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
+
+from tests.support.processes import kill_process
 
 SCENARIOS = pathlib.Path(__file__).with_name("pravega_scenarios.py")
 
@@ -32,9 +34,7 @@ class Scenario:
                                         stdout=self._output, stderr=subprocess.STDOUT, env=environment)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_process(self.process)
 
     def result(self, timeout: float) -> dict:
         """Waits for the scenario's result.
@@ -60,3 +60,16 @@ class Scenario:
 
 def run_scenario(name: str, controller_uri: str, args: dict, output_path, timeout: float = 120.0) -> dict:
     return Scenario(name, controller_uri, args, output_path).result(timeout)
+
+
+def check_each_once_in_key_order(received: list[str], count: int, keys: int) -> None:
+    """Every event k<key>:<sequence> a scenario wrote (``count`` over ``keys`` keys, round-robin)
+    arrived once, each key's in sequence order."""
+    per_key = collections.defaultdict(list)
+    for event in received:
+        key, _, sequence = event.partition(":")
+        per_key[key].append(int(sequence))
+    assert len(received) == count, f"{len(received)} events read, {len(set(received))} distinct"
+    for key in range(keys):
+        expected = list(range(len(range(key, count, keys))))
+        assert per_key[f"k{key}"] == expected, f"key k{key}: order broken or events missing/duplicated"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 
 import grpc
 import pytest
 
 from clients.connection import WireConnection, next_request_id
+from clients.errors import NoSuchSegment
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
 from controller.grpc_api import controller_pb2 as pb
@@ -33,8 +33,9 @@ from controller.store.readers import get_writer_mark
 from controller.store.records import ScalingPolicy, StreamConfiguration
 from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService
+from tests.support.controller_harness import append_to_segment
 from wire import commands as wc
-from wire.envelope import envelope_all, split_events
+from wire.envelope import split_events
 from wire.naming import segment_id, stream_segment_name, transaction_segment_name, uuid_hex
 
 SCOPE = "scope"
@@ -111,22 +112,6 @@ async def scale_stream(context: ControllerContext, stream: StreamStore, seal: li
     await scale.complete_scale(stream, transition)
 
 
-async def append(port: int, segment: str, events: list[bytes]) -> None:
-    """SetupAppend then one AppendBlockEnd: the way a writer puts events in a segment."""
-    connection = await WireConnection.connect("127.0.0.1", port)
-    try:
-        writer = uuid.uuid4()
-        setup = await connection.request(wc.SetupAppend(next_request_id(), writer, segment, ""))
-        assert isinstance(setup, wc.AppendSetup), setup
-        data = envelope_all(events)
-        request_id = next_request_id()
-        acknowledged = connection.expect(request_id)
-        connection.send(wc.AppendBlockEnd(writer, len(data), data, len(events), len(events), request_id))
-        assert isinstance(await asyncio.wait_for(acknowledged, WAIT_SECONDS), wc.DataAppended)
-    finally:
-        await connection.close()
-
-
 async def read_events(client: SegmentStoreClient, port: int, segment: str) -> list[bytes]:
     """Every event in a segment, read up to its current length (never a waiting tail read)."""
     length = (await client.segment_info(segment)).write_offset
@@ -148,7 +133,7 @@ async def segment_exists(client: SegmentStoreClient, segment: str) -> bool:
     try:
         await client.segment_info(segment)
         return True
-    except Exception:  # NoSuchSegment
+    except NoSuchSegment:
         return False
 
 
@@ -265,11 +250,11 @@ async def test_committed_data_lands_in_the_parents_in_commit_order(service, cont
     stream = await create_stream(context)
     parents = [stream_segment_name(SCOPE, "stream", segment.segment_id)
                for segment in (await queries.current_segments(stream)).segments]
-    await append(segment_store.port, parents[0], [b"before"])
+    await append_to_segment(segment_store.port, parents[0], [b"before"])
     first, second = await begin(service, stream), await begin(service, stream)
     for response, label in ((first, b"first"), (second, b"second")):
         for index in range(2):
-            await append(segment_store.port, client_segment_name(response, index), [label + b"-%d" % index, label])
+            await append_to_segment(segment_store.port, client_segment_name(response, index), [label + b"-%d" % index, label])
     await stream.transition_state(State.UPDATING)
     assert (await service.commit_transaction(request(stream, second.txnId, "7", 5000))).status == pb.TxnStatus.SUCCESS
     assert (await service.commit_transaction(request(stream, first.txnId, "7", 4000))).status == pb.TxnStatus.SUCCESS
@@ -296,7 +281,7 @@ async def test_aborted_data_never_appears_and_its_segments_are_deleted(service, 
     stream = await create_stream(context, segments=1)
     parent = stream_segment_name(SCOPE, "stream", segment_id(0, 0))
     response = await begin(service, stream)
-    await append(segment_store.port, client_segment_name(response, 0), [b"never"])
+    await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"never"])
     assert (await service.abort_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
     await wait_for_state(service, stream, response.txnId, pb.TxnState.ABORTED)
     assert not await segment_exists(context.segments, client_segment_name(response, 0))
@@ -370,7 +355,7 @@ async def test_lease_expiry_aborts_unpinged_transactions(service, context, segme
     deleted, data never in the parent) while a pinged one stays OPEN."""
     stream = await create_stream(context, segments=1)
     idle, pinged = await begin(service, stream), await begin(service, stream)
-    await append(segment_store.port, client_segment_name(idle, 0), [b"lost"])
+    await append_to_segment(segment_store.port, client_segment_name(idle, 0), [b"lost"])
     context.now_ms.now += LEASE_MS - 1_000
     ping = pb.PingTxnRequest(streamInfo=request(stream, pinged.txnId).streamInfo, txnId=pinged.txnId, lease=LEASE_MS)
     assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.OK
@@ -413,12 +398,12 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
     epoch0 = await queries.current_segments(stream)
     response = await begin(service, stream)
     for index in range(2):
-        await append(segment_store.port, client_segment_name(response, index), [b"txn-%d" % index])
+        await append_to_segment(segment_store.port, client_segment_name(response, index), [b"txn-%d" % index])
     low = epoch0.segments[0]
     await scale_stream(context, stream, [low.segment_id], [(0.0, 0.25), (0.25, low.key_end)])
     epoch1 = await queries.current_segments(stream)
     for segment in epoch1.segments:
-        await append(segment_store.port, stream_segment_name(SCOPE, "stream", segment.segment_id), [b"before-commit"])
+        await append_to_segment(segment_store.port, stream_segment_name(SCOPE, "stream", segment.segment_id), [b"before-commit"])
     checked = []
 
     async def successors_known_before_sealing(step: str) -> None:
@@ -442,7 +427,7 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
         assert await read_events(context.segments, segment_store.port, name) == [b"txn-%d" % index]
         assert (await context.segments.segment_info(name)).is_sealed
     for segment in active.segments:
-        await append(segment_store.port, stream_segment_name(SCOPE, "stream", segment.segment_id), [b"after-commit"])
+        await append_to_segment(segment_store.port, stream_segment_name(SCOPE, "stream", segment.segment_id), [b"after-commit"])
 
     # Follow the successor chain from each epoch-1 segment, reading as a reader would.
     for start in epoch1.segments:
@@ -464,7 +449,7 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
     # A txn created now belongs to the duplicate's reference epoch and commits in place.
     later = await begin(service, stream)
     assert later.txnId.highBits >> 32 == 1
-    await append(segment_store.port, client_segment_name(later, 0), [b"later"])
+    await append_to_segment(segment_store.port, client_segment_name(later, 0), [b"later"])
     await service.commit_transaction(request(stream, later.txnId))
     await wait_for_state(service, stream, later.txnId, pb.TxnState.COMMITTED)
     assert (await queries.current_segments(stream)).epoch == 3
@@ -477,7 +462,7 @@ async def test_commits_wait_while_another_workflow_holds_the_stream(service, con
     ACTIVE again the batch commits, holding the stream in COMMITTING_TXN meanwhile."""
     stream = await create_stream(context, segments=1)
     response = await begin(service, stream)
-    await append(segment_store.port, client_segment_name(response, 0), [b"waits"])
+    await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"waits"])
     await stream.transition_state(State.SCALING)
     await service.commit_transaction(request(stream, response.txnId))
     await asyncio.sleep(0.1)
@@ -525,7 +510,7 @@ async def test_restart_mid_commit_completes_on_start(context, segment_store, ste
     crashed, reached = await _stop_at(context, step)
     response = await begin(crashed, stream)
     for index in range(2):
-        await append(segment_store.port, client_segment_name(response, index), [b"survives-%d" % index])
+        await append_to_segment(segment_store.port, client_segment_name(response, index), [b"survives-%d" % index])
     await crashed.commit_transaction(request(stream, response.txnId))
     await asyncio.wait_for(reached.wait(), WAIT_SECONDS)
     await crashed.stop()
@@ -551,7 +536,7 @@ async def test_restart_mid_rolling_commit_completes_on_start(context, segment_st
     stream = await create_stream(context, segments=1)
     crashed, reached = await _stop_at(context, step)
     response = await begin(crashed, stream)
-    await append(segment_store.port, client_segment_name(response, 0), [b"rolled"])
+    await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"rolled"])
     await scale_stream(context, stream, [segment_id(0, 0)], [(0.0, 0.5), (0.5, 1.0)])
     await crashed.commit_transaction(request(stream, response.txnId))
     await asyncio.wait_for(reached.wait(), WAIT_SECONDS)
