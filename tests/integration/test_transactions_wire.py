@@ -28,12 +28,11 @@ from controller.service.transactions import TransactionService
 from controller.store import InMemoryKeyValueStore, MetadataStore, queries
 from controller.store import transactions as stored
 from controller.store.states import TransactionStatus
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from tests.support.controller_harness import append_to_segment
 from tests.unit.test_transaction_service import (SCOPE, client_segment_name, create_stream, read_events, scale_stream,
                                                  segment_exists)
 from wire.naming import stream_segment_name
+from tests.support.segment_store import segment_store
 
 SETTINGS = TransactionSettings(timer_interval_ms=20, retry_delay_ms_min=5, retry_delay_ms_max=50)
 WAIT_SECONDS = 20
@@ -43,8 +42,7 @@ WAIT_SECONDS = 20
 async def cluster(tmp_path):
     """A segment store, a TransactionService over it and the controller's gRPC servicer for both;
     yields (context, service, segment store, gRPC port)."""
-    store = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
-                                                   log_file_size=16 << 20))
+    store = segment_store(tmp_path)
     await store.start()
     endpoint = ("127.0.0.1", store.port)
     metadata = MetadataStore(InMemoryKeyValueStore())

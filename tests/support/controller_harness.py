@@ -16,13 +16,12 @@ from controller.grpc_api import controller_pb2 as pb
 from controller.grpc_api import controller_pb2_grpc as pb_grpc
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
-from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService
+from tests.support.segment_store import segment_store
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
 
-LOG_FILE_SIZE = 16 << 20
 
 
 @dataclasses.dataclass
@@ -47,8 +46,7 @@ class Cluster:
 
 
 def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreService:
-    return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, port=0, container_count=container_count,
-                                                  log_file_size=LOG_FILE_SIZE))
+    return segment_store(data_dir, container_count=container_count)
 
 
 @contextlib.asynccontextmanager

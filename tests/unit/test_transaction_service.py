@@ -31,12 +31,11 @@ from controller.store import InMemoryKeyValueStore, MetadataStore, State, Stream
 from controller.store import transactions as stored
 from controller.store.readers import get_writer_mark
 from controller.store.records import ScalingPolicy, StreamConfiguration
-from server.config import SegmentStoreConfig
-from server.service import SegmentStoreService
 from tests.support.controller_harness import append_to_segment
 from wire import commands as wc
 from wire.envelope import split_events
 from wire.naming import segment_id, stream_segment_name, transaction_segment_name, uuid_hex
+from tests.support.segment_store import running_segment_store
 
 SCOPE = "scope"
 LEASE_MS = 30_000
@@ -59,11 +58,8 @@ class FakeClock:
 
 @pytest.fixture
 async def segment_store(tmp_path):
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path, port=0, container_count=2,
-                                                     log_file_size=16 << 20))
-    await service.start()
-    yield service
-    await service.stop()
+    async with running_segment_store(tmp_path) as service:
+        yield service
 
 
 @pytest.fixture
