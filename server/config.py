@@ -20,7 +20,21 @@ class SegmentStoreConfig:
     tail_read_timeout: float = 60.0  # a read parked at the tail longer than this closes its connection
     transient_idle_seconds: float = 600.0  # unmerged transient segments idle this long are deleted
     checkpoint_every_operations: int = 50_000
+    checkpoint_every_bytes: int = 32 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     log_file_size: int = 64 * 1024 * 1024
+    # Tier-2: "filesystem" (under <data dir>/tier2, the embedded default), "s3", or "none" (all bytes in memory,
+    # the log never truncated: for tests of Tier-1 alone).
+    tier2: str = "filesystem"
+    tier2_dir: pathlib.Path | None = None  # filesystem Tier-2 root; default <data dir>/tier2
+    s3_bucket: str = ""
+    s3_prefix: str = ""
+    s3_endpoint: str | None = None  # e.g. http://127.0.0.1:5000 for a local S3-compatible server
+    s3_region: str | None = None
+    cache_size: int = 512 * 1024 * 1024  # bytes of segment data kept in memory, all containers together
+    max_chunk_size: int = 64 * 1024 * 1024  # Tier-2 chunks roll over at this size
+    flush_size: int = 4 * 1024 * 1024  # a segment with this many unflushed bytes is written to Tier-2 at once
+    flush_interval: float = 2.0  # seconds before fewer unflushed bytes are written anyway
+    tier2_timeout: float = 60.0  # seconds after which a Tier-2 call counts as failed (and is retried)
 
     def __post_init__(self):
         self.data_dir = pathlib.Path(self.data_dir)
@@ -28,5 +42,13 @@ class SegmentStoreConfig:
             raise ValueError("container_count must be in [1, 4096]")
         if not 0 <= self.port <= 65535:
             raise ValueError("port must be in [0, 65535]")
+        if self.tier2 not in ("filesystem", "s3", "none"):
+            raise ValueError("tier2 must be one of filesystem, s3, none")
+        if self.tier2 == "s3" and not self.s3_bucket:
+            raise ValueError("an S3 Tier-2 needs a bucket")
+        if self.cache_size < 16 * 1024 * 1024:
+            raise ValueError("cache_size must be at least 16 MiB")
+        if self.tier2_dir is not None:
+            self.tier2_dir = pathlib.Path(self.tier2_dir)
         if self.log_file_size < MIN_LOG_FILE_SIZE:
             raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")

@@ -53,8 +53,13 @@ class ConnectionLimits:
 
 
 class SegmentStoreConnection(asyncio.Protocol):
-    def __init__(self, container_for: Callable, limits: ConnectionLimits, on_closed: Callable | None = None):
+    """One client connection. ``routes`` gives ``container_for(segment)``, ``container_by_id(id)`` and
+    ``cache`` (a CacheManager whose throttling pauses appends, or None)."""
+
+    def __init__(self, routes, limits: ConnectionLimits, on_closed: Callable | None = None):
+        container_for = routes.container_for
         self._container_for = container_for
+        self._cache = routes.cache
         self._limits = limits
         self._on_closed = on_closed
         self._decoder = wire.Decoder(limits.max_frame_size)
@@ -63,7 +68,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._transients: set[str] = set()
         self._appends = AppendProcessor(container_for, self.send, self.close, self._append_bytes_settled)
         self._handlers = RequestHandlers(container_for, tail_read_timeout=limits.tail_read_timeout,
-                                         transients=self._transients)
+                                         transients=self._transients, container_by_id=routes.container_by_id)
         self._tasks: set[asyncio.Task] = set()
         self._backlog: deque = deque()  # decoded commands not yet dispatched, in arrival order
         self._pump_scheduled = False
@@ -72,6 +77,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._append_bytes_outstanding = 0
         self._paused_for_appends = False
         self._paused_for_writes = False
+        self._waiting_for_cache = False  # appends wait while the cache is throttled (Tier-2 behind)
         self._closed = False
         self._closing = False  # a protocol error was seen: finish what was taken, then close
         self._client_version = wire.WIRE_VERSION  # the client's high version, from its Hello
@@ -135,6 +141,11 @@ class SegmentStoreConnection(asyncio.Protocol):
             if (self._paused_for_writes or self._paused_for_appends
                     or len(self._tasks) >= self._limits.request_tasks_max):
                 break
+            if type(backlog[0]) in _APPENDS and self._cache is not None and self._cache.throttled:
+                if not self._waiting_for_cache:
+                    self._waiting_for_cache = True
+                    self._cache.when_relieved(self._cache_relieved)
+                break
             command = backlog.popleft()
             if type(command) is _ProtocolFailure:
                 backlog.clear()
@@ -142,6 +153,10 @@ class SegmentStoreConnection(asyncio.Protocol):
                 return
             self._dispatch(command)
         self._update_reading()
+
+    def _cache_relieved(self) -> None:
+        self._waiting_for_cache = False
+        self._schedule_pump()
 
     def _dispatch(self, command) -> None:
         kind = type(command)

@@ -34,8 +34,10 @@ def check_segment_name(name: str) -> None:
 class RequestHandlers:
     """The non-append requests of one connection."""
 
-    def __init__(self, container_for: Callable, *, tail_read_timeout: float, transients: set):
+    def __init__(self, container_for: Callable, *, tail_read_timeout: float, transients: set,
+                 container_by_id: Callable):
         self._container_for = container_for
+        self._container_by_id = container_by_id
         self._tail_read_timeout = tail_read_timeout
         self._transients = transients  # transient segments created on this connection
         self.table = {
@@ -298,16 +300,20 @@ class RequestHandlers:
     # ------------------------------------------------------------------ admin
 
     async def flush_to_storage(self, command: wc.FlushToStorage):
-        # Everything acknowledged is durable in Tier-1; there is no Tier-2 to flush to yet.
+        """Flushes one container (or every container for a negative id) to Tier-2."""
+        await asyncio.gather(*(container.flush_to_storage()
+                               for container in self._container_by_id(command.container_id)))
         return wc.StorageFlushed(command.request_id)
 
     async def list_storage_chunks(self, command: wc.ListStorageChunks):
         name = command.segment
         try:
-            self._container_for(name).get_info(name)
+            chunks = await self._container_for(name).storage_chunks(name)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name)
-        return wc.StorageChunksListed(command.request_id, ())
+        return wc.StorageChunksListed(command.request_id, tuple(
+            wc.ChunkInfo(chunk.length, chunk.length, chunk.start_offset, chunk.name, chunk.exists_in_storage)
+            for chunk in chunks))
 
     async def locate_offset(self, command: wc.LocateOffset):
         name = command.segment

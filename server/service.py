@@ -2,6 +2,8 @@
 
 All containers of the configured count run in this process (the embedded
 form); each has its own Tier-1 log under ``<data dir>/tier1/container-<id>``.
+They share one Tier-2 chunk storage (by default the filesystem under
+``<data dir>/tier2``; S3 by configuration) and one cache budget.
 The container count is fixed per data directory: it decides which container
 owns which segment, so starting with another count is refused. A container
 whose log fails is replaced by a new instance that recovers from the log.
@@ -19,8 +21,12 @@ from wire import naming
 from . import errors
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
-from .containers.container import ContainerStatus, SegmentContainer
+from .containers.cache import CacheManager
+from .containers.container import ContainerStatus, SegmentContainer, Tier2Settings
+from .containers.storage_writer import StorageWriterConfig
 from .tier1 import LocalDurableDataLog
+from .tier2.chunk_storage import ChunkStorage
+from .tier2.config import StorageConfig
 
 log = logging.getLogger("tributary.segmentstore")
 _LAYOUT_FILE = "segmentstore.json"
@@ -37,10 +43,25 @@ def local_log_factory(config: SegmentStoreConfig, container_id: int) -> LocalDur
                                file_size=config.log_file_size)
 
 
+def configured_chunk_storage(config: SegmentStoreConfig) -> ChunkStorage | None:
+    """The Tier-2 chunk storage the configuration names (None for "none")."""
+    if config.tier2 == "filesystem":
+        from .tier2.filesystem import FileSystemChunkStorage
+        return FileSystemChunkStorage(config.tier2_dir or config.data_dir / "tier2")
+    if config.tier2 == "s3":
+        from .tier2.s3 import S3ChunkStorage
+        return S3ChunkStorage(config.s3_bucket, prefix=config.s3_prefix, endpoint_url=config.s3_endpoint,
+                              region=config.s3_region)
+    return None
+
+
 class SegmentStoreService:
-    def __init__(self, config: SegmentStoreConfig, log_factory=local_log_factory):
+    def __init__(self, config: SegmentStoreConfig, log_factory=local_log_factory,
+                 chunk_storage: ChunkStorage | None = None):
         self.config = config
         self._log_factory = log_factory
+        self.chunk_storage = chunk_storage if chunk_storage is not None else configured_chunk_storage(config)
+        self.cache = CacheManager(config.cache_size) if self.chunk_storage is not None else None
         self.containers: dict[int, SegmentContainer] = {}
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[SegmentStoreConnection] = set()
@@ -60,7 +81,7 @@ class SegmentStoreService:
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: self._track(SegmentStoreConnection(self.container_for, limits, self._forget)),
+                lambda: self._track(SegmentStoreConnection(self, limits, self._forget)),
                 self.config.host, self.config.port, reuse_address=True)
         except OSError as error:
             await self._stop_containers()
@@ -79,6 +100,8 @@ class SegmentStoreService:
         for task in list(self._background):
             task.cancel()
         await self._stop_containers()
+        if self.chunk_storage is not None:
+            await self.chunk_storage.close()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -90,6 +113,8 @@ class SegmentStoreService:
         data_dir = self.config.data_dir
         try:
             (data_dir / "tier1").mkdir(parents=True, exist_ok=True)
+            if self.config.tier2 == "filesystem":
+                (self.config.tier2_dir or data_dir / "tier2").mkdir(parents=True, exist_ok=True)
             layout_file = data_dir / _LAYOUT_FILE
             if layout_file.exists():
                 layout = json.loads(layout_file.read_text())
@@ -106,9 +131,22 @@ class SegmentStoreService:
     async def _start_container(self, container_id: int) -> None:
         durable_log = self._log_factory(self.config, container_id)
         container = SegmentContainer(container_id, durable_log, on_failure=self._container_failed,
-                                     checkpoint_every_operations=self.config.checkpoint_every_operations)
+                                     checkpoint_every_operations=self.config.checkpoint_every_operations,
+                                     checkpoint_every_bytes=self.config.checkpoint_every_bytes,
+                                     tier2=self._tier2_settings(container_id))
         self.containers[container_id] = container
         await container.start()
+
+    def _tier2_settings(self, container_id: int) -> Tier2Settings | None:
+        if self.chunk_storage is None:
+            return None
+        count = self.config.container_count
+        return Tier2Settings(
+            self.chunk_storage, self.cache,
+            storage=StorageConfig(max_chunk_size=self.config.max_chunk_size),
+            writer=StorageWriterConfig(flush_size=self.config.flush_size, flush_interval=self.config.flush_interval,
+                                       operation_timeout=self.config.tier2_timeout),
+            owns_segment=lambda name: naming.container_of(name, count) == container_id)
 
     def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
         if not self._stopping:
@@ -136,6 +174,11 @@ class SegmentStoreService:
         if container is None or container.status != ContainerStatus.RUNNING:
             raise errors.ContainerUnavailable(segment, f"the container of {segment} is not running")
         return container
+
+    def container_by_id(self, container_id: int) -> list[SegmentContainer]:
+        """The running container ``container_id``, or every running one for a negative id."""
+        return [container for cid, container in sorted(self.containers.items())
+                if (container_id < 0 or cid == container_id) and container.status == ContainerStatus.RUNNING]
 
     # ------------------------------------------------------------------ connections and housekeeping
 

@@ -33,7 +33,7 @@ def main() -> None:
 def _segment_store_options(function):
     for option in reversed([
         click.option("--data-dir", type=click.Path(file_okay=False, path_type=pathlib.Path), default="./data",
-                     show_default=True, help="Directory for the container logs (and later Tier-2)."),
+                     show_default=True, help="Directory for the container logs and the filesystem Tier-2."),
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
         click.option("--port", default=12345, show_default=True, type=click.IntRange(0, 65535),
                      help="Wire-protocol (segment store) port."),
@@ -41,10 +41,34 @@ def _segment_store_options(function):
                      type=click.IntRange(1, 4096), help="Segment containers (fixed per data dir)."),
         click.option("--log-file-size", "log_file_mib", default=64, show_default=True, type=click.IntRange(16),
                      help="Size of each Tier-1 log file in MiB (files are preallocated)."),
+        click.option("--tier2", default="filesystem", show_default=True,
+                     type=click.Choice(["filesystem", "s3", "none"]),
+                     help="Tier-2 storage: files under --tier2-dir, an S3 bucket, or none (all data in memory)."),
+        click.option("--tier2-dir", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+                     help="Filesystem Tier-2 root [default: DATA_DIR/tier2]."),
+        click.option("--s3-bucket", default="", help="S3 Tier-2 bucket (credentials: the usual AWS variables)."),
+        click.option("--s3-prefix", default="", help="Key prefix of every S3 object."),
+        click.option("--s3-endpoint", default=None, help="S3 endpoint URL, e.g. a local S3-compatible server."),
+        click.option("--s3-region", default=None, help="S3 region."),
+        click.option("--cache-size", "cache_mib", default=512, show_default=True, type=click.IntRange(16),
+                     help="MiB of segment data cached in memory (flushed data is evicted first)."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
     ]):
         function = option(function)
     return function
+
+
+def _segment_store_config(data_dir, host, port, container_count, log_file_mib, tier2, tier2_dir, s3_bucket,
+                          s3_prefix, s3_endpoint, s3_region, cache_mib):
+    from server.config import SegmentStoreConfig
+
+    try:
+        return SegmentStoreConfig(data_dir=data_dir, host=host, port=port, container_count=container_count,
+                                  log_file_size=log_file_mib * 1024 * 1024, tier2=tier2, tier2_dir=tier2_dir,
+                                  s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_endpoint=s3_endpoint,
+                                  s3_region=s3_region, cache_size=cache_mib * 1024 * 1024)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
 
 
 def _endpoint(text: str) -> tuple[str, int]:
@@ -56,10 +80,10 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 @main.command()
 @_segment_store_options
-def segmentstore(data_dir, host, port, container_count, log_file_mib, log_level) -> None:
+def segmentstore(log_level, **options) -> None:
     """Run one segment store."""
     logs.configure(log_level)
-    _run_or_exit(_serve_segment_store(data_dir, host, port, container_count, log_file_mib))
+    _run_or_exit(_serve_segment_store(_segment_store_config(**options)))
 
 
 @main.command()
@@ -82,19 +106,19 @@ def controller(host, port, segment_store, container_count, wait_seconds, log_lev
 @_segment_store_options
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
-def standalone(data_dir, host, port, container_count, log_file_mib, log_level, controller_port) -> None:
+def standalone(log_level, controller_port, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
-    _run_or_exit(_serve_standalone(data_dir, host, port, container_count, log_file_mib, controller_port))
+    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port))
 
 
 # ---------------------------------------------------------------------- serving
 
 
-async def _serve_segment_store(data_dir, host, port, container_count, log_file_mib) -> None:
-    store = await _start_segment_store(data_dir, host, port, container_count, log_file_mib)
-    click.echo(f"tributary {__version__}: segment store listening on {host}:{store.port} (data dir {data_dir})",
-               err=True)
+async def _serve_segment_store(config) -> None:
+    store = await _start_segment_store(config)
+    click.echo(f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
+               f"(data dir {config.data_dir}, tier-2 {config.tier2})", err=True)
     await _until_signal()
     await store.stop()
     click.echo("stopped", err=True)
@@ -109,28 +133,27 @@ async def _serve_controller(host, port, segment_store, container_count, wait_sec
     click.echo("stopped", err=True)
 
 
-async def _serve_standalone(data_dir, host, port, container_count, log_file_mib, controller_port) -> None:
-    store = await _start_segment_store(data_dir, host, port, container_count, log_file_mib)
+async def _serve_standalone(config, controller_port) -> None:
+    store = await _start_segment_store(config)
     try:
-        app = await _start_controller(host, controller_port, (host, store.port), container_count, 0.0)
+        app = await _start_controller(config.host, controller_port, (config.host, store.port),
+                                      config.container_count, 0.0)
     except BaseException:
         await store.stop()
         raise
-    click.echo(f"tributary {__version__}: standalone: controller on tcp://{host}:{app.port}, "
-               f"segment store on {host}:{store.port} (data dir {data_dir})", err=True)
+    click.echo(f"tributary {__version__}: standalone: controller on tcp://{config.host}:{app.port}, "
+               f"segment store on {config.host}:{store.port} (data dir {config.data_dir}, tier-2 {config.tier2})",
+               err=True)
     await _until_signal()
     await app.stop()
     await store.stop()
     click.echo("stopped", err=True)
 
 
-async def _start_segment_store(data_dir, host, port, container_count, log_file_mib):
-    from server.config import SegmentStoreConfig
+async def _start_segment_store(config):
     from server.service import SegmentStoreService, StartupError
 
-    service = SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, host=host, port=port,
-                                                     container_count=container_count,
-                                                     log_file_size=log_file_mib * 1024 * 1024))
+    service = SegmentStoreService(config)
     try:
         await service.start()
     except StartupError as error:

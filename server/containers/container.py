@@ -15,17 +15,24 @@ Theory of operation.
   resolved: every acknowledged mutation is already visible to reads.
 * **Failure is fail-stop.** If a log write fails, every operation in flight
   fails and the container stops; a new container instance recovers from the log.
-* **Checkpoints.** After enough operations the container holds new mutations
-  (in arrival order), lets the frames in flight commit, and logs a Checkpoint
-  holding a snapshot of the metadata, then decides the held mutations; a fresh
-  log starts with one. Recovery skips to the
-  first checkpoint, loads it, replays the rest, and checks each later
-  checkpoint against the replayed state.
+* **Checkpoints.** After enough operations (or logged bytes) the container holds
+  new mutations (in arrival order), lets the frames in flight commit, and logs a
+  Checkpoint holding a snapshot of the metadata, then decides the held mutations;
+  a fresh log starts with one. Recovery skips to the first checkpoint, loads it,
+  replays the rest, and checks each later checkpoint against the replayed state.
+* **Tier-2** (when configured). The storage writer (``storage_writer.py``) follows
+  every applied operation into Tier-2 (SLTS, ``server/tier2``), whose metadata is
+  kept in this container's storage metadata table segment. Once every operation
+  before a checkpoint is in Tier-2 the log is truncated just before that
+  checkpoint. Reads of bytes no longer cached come from Tier-2. On start, after
+  replay, SLTS replays its system journal, and table segments whose bytes lie in
+  Tier-2 get their key index rebuilt from there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import time
@@ -38,15 +45,38 @@ from wire import naming
 from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
 
 from .. import errors
-from ..tier1 import DurableDataLog, LogError
+from ..tier1 import DurableDataLog, LogAddress, LogError
+from ..tier2 import errors as storage_errors
+from ..tier2.chunk_storage import ChunkStorage, ChunkStorageUnavailable
+from ..tier2.chunked_storage import ChunkedSegmentStorage
+from ..tier2.config import StorageConfig
+from ..tier2.metadata_store import MetadataStoreUnavailable
 from . import attributes as attrs
 from . import operations as ops
+from .cache import CacheManager
 from .metadata import SegmentMetadata, SegmentType
 from .pending import Decision, PendingState
 from .state import ContainerState, InconsistentState, wake_readers
+from .storage_metadata import TableMetadataStore, storage_metadata_segment
+from .storage_writer import StorageWriter, StorageWriterConfig
 
 log = logging.getLogger("tributary.container")
 _FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
+_READ_AHEAD = 4 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
+_REBUILD_READ_SIZE = 16 * 1024 * 1024
+_STORAGE_READ_ATTEMPTS = 8  # a read retries a failing Tier-2 this many times (with growing pauses) before failing
+_NOT_CACHED = object()
+
+
+@dataclasses.dataclass
+class Tier2Settings:
+    """What a container needs to use Tier-2; without it, every byte stays in memory and the log is never truncated."""
+
+    chunks: ChunkStorage
+    cache: CacheManager
+    storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
+    writer: StorageWriterConfig = dataclasses.field(default_factory=StorageWriterConfig)
+    owns_segment: Callable[[str], bool] = lambda name: True
 
 
 class ContainerStatus(enum.Enum):
@@ -107,18 +137,34 @@ class SegmentContainer:
 
     def __init__(self, container_id: int, durable_log: DurableDataLog, *,
                  checkpoint_every_operations: int = 50_000,
+                 checkpoint_every_bytes: int = 64 * 1024 * 1024,
+                 tier2: Tier2Settings | None = None,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[["SegmentContainer", BaseException], None] | None = None):
         self.container_id = container_id
         self.epoch = 0
         self.status = ContainerStatus.NEW
         self._log = durable_log
-        self._state = ContainerState()
+        self.storage: ChunkedSegmentStorage | None = None
+        self.writer: StorageWriter | None = None
+        self.storage_metadata_name = storage_metadata_segment(container_id)
+        if tier2 is not None:
+            self.storage = ChunkedSegmentStorage(
+                container_id, tier2.chunks, TableMetadataStore(self, self.storage_metadata_name),
+                config=tier2.storage, system_segments=(self.storage_metadata_name,), owns_segment=tier2.owns_segment)
+            self.writer = StorageWriter(container_id, self.storage, tier2.cache, config=tier2.writer,
+                                        truncate_log=self._truncate_log, on_fatal=self._fail)
+        self._state = ContainerState(tier2.cache if tier2 is not None else None, self.writer)
         self._pending = PendingState(self._state, durable_log.max_append_size - 2 * _FRAME_HEADROOM)
         self._wall_clock_ms = wall_clock_ms
         self._on_failure = on_failure
         self._checkpoint_every = checkpoint_every_operations
+        self._checkpoint_every_bytes = checkpoint_every_bytes
         self._operations_since_checkpoint = 0
+        self._bytes_since_checkpoint = 0
+        self._checkpoints: deque[tuple[int, LogAddress]] = deque()  # (sequence, address) of those in the log
+        self._in_flight_reads: dict[tuple[str, int], asyncio.Future] = {}
+        self._prefetches: set[asyncio.Task] = set()
         self._frame: _Frame | None = None
         self._in_flight: deque[_Frame] = deque()  # frames handed to the log, in order
         self._next_sequence = 1  # of the first operation of the next frame
@@ -138,16 +184,28 @@ class SegmentContainer:
         self.status = ContainerStatus.RECOVERING
         self.epoch = await self._log.open()
         found_checkpoint = await self._recover()
+        if self.storage is not None:
+            await self.storage.bootstrap(self.epoch)
+            await self._rebuild_tables()
         self._next_sequence = self._state.last_sequence + 1
         self._pending = PendingState(self._state, self._log.max_append_size - 2 * _FRAME_HEADROOM)
         self.status = ContainerStatus.RUNNING
         if not found_checkpoint:
             await self._write_checkpoint()
+        if self.storage is not None:
+            if self.storage_metadata_name not in self._state.by_name:
+                await self.create_segment(self.storage_metadata_name, SegmentType.TABLE)
+            await self.storage.finish_bootstrap()
+            self.writer.start()
         log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
                                              "segments": len(self._state.by_id)})
 
     async def stop(self) -> None:
-        """Waits for frames in flight, then closes the log. Later requests fail."""
+        """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
+        if self.writer is not None:
+            await self.writer.stop()
+        if self.storage is not None:
+            await self.storage.close()
         if self.status == ContainerStatus.RUNNING:
             self.status = ContainerStatus.STOPPED
             if self._frame is not None:
@@ -162,14 +220,15 @@ class SegmentContainer:
         """Replays the log into the committed state. Returns whether a checkpoint was found."""
         started, records, operations_replayed = time.monotonic(), 0, 0
         found_checkpoint = False
-        async for _, record in self._log.read():
+        async for address, record in self._log.read():
             records += 1
             timestamp_ms, first_sequence, operations = ops.decode_frame(record)
             for index, operation in enumerate(operations):
                 if isinstance(operation, ops.Checkpoint):
                     found_checkpoint = self._recover_checkpoint(operation, found_checkpoint)
+                    self._checkpoints.append((first_sequence + index, address))
                 elif found_checkpoint:
-                    self._state.apply(operation, timestamp_ms)
+                    self._state.apply(operation, timestamp_ms, first_sequence + index)
                     operations_replayed += 1
                 self._state.last_sequence = first_sequence + index
             if records % 10_000 == 0:
@@ -183,9 +242,18 @@ class SegmentContainer:
     def _recover_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool) -> bool:
         if not found_before:
             self._state.restore(checkpoint.snapshot)
+            if self.storage is None and any(length != start for _, _, start, length, _, _ in
+                                            self._state.describe_snapshot(checkpoint.snapshot).values()):
+                raise InconsistentState("the log begins with a checkpoint whose bytes are in Tier-2, "
+                                        "but no Tier-2 is configured")
         elif self._state.describe() != self._state.describe_snapshot(checkpoint.snapshot):
             raise InconsistentState("replayed state differs from a checkpoint in the log")
         return True
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the container failed, if it did."""
+        return self._failure
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is not None:
@@ -271,11 +339,13 @@ class SegmentContainer:
 
     async def _write(self, frame: _Frame, parts: list) -> None:
         try:
-            await self._log.append(parts)
+            address = await self._log.append(parts)
         except (LogError, OSError) as error:
             self._fail(error)
             return
         frame.done = True
+        if isinstance(frame.decisions[0].operation, ops.Checkpoint):
+            self._checkpoints.append((frame.first_sequence, address))
         try:
             self._commit_ready_frames()
         except InconsistentState as error:
@@ -287,8 +357,7 @@ class SegmentContainer:
             frame = self._in_flight.popleft()
             woken = set()
             for index, decision in enumerate(frame.decisions):
-                segment = self._state.apply(decision.operation, frame.timestamp_ms)
-                self._state.last_sequence = frame.first_sequence + index
+                segment = self._state.apply(decision.operation, frame.timestamp_ms, frame.first_sequence + index)
                 self._pending.release(decision)
                 if segment is not None:
                     woken.add(segment)
@@ -298,7 +367,9 @@ class SegmentContainer:
                 if not future.done():
                     future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)
-        if self._operations_since_checkpoint >= self._checkpoint_every and self._held is None:
+            self._bytes_since_checkpoint += frame.size
+        if ((self._operations_since_checkpoint >= self._checkpoint_every
+             or self._bytes_since_checkpoint >= self._checkpoint_every_bytes) and self._held is None):
             self._held = deque()
             if self._frame is not None:
                 self._flush()
@@ -322,11 +393,12 @@ class SegmentContainer:
 
     async def _write_checkpoint(self) -> None:
         self._operations_since_checkpoint = 0
+        self._bytes_since_checkpoint = 0
         snapshot = self._state.snapshot()
         if len(snapshot) + _FRAME_HEADROOM > self._max_frame_bytes:
-            # Replay starts at the log's first checkpoint, which is never truncated away before
-            # Tier-2 exists, so skipping a later one loses nothing. Splitting snapshots across
-            # records comes with log truncation (Tier-2).
+            # Skipping one loses nothing (replay starts at the log's first checkpoint, and the log is
+            # only ever truncated before one that was written), but the log cannot be truncated past
+            # here until a checkpoint fits again: snapshots are not split across records yet.
             log.warning("checkpoint too large for one log record; skipped",
                         extra={"container": self.container_id, "bytes": len(snapshot)})
             return
@@ -335,6 +407,57 @@ class SegmentContainer:
         self._add_to_frame(decision, future)
         self._flush()
         await future
+
+    # ------------------------------------------------------------------ tier-2
+
+    async def _truncate_log(self, lowest_pending: int | None) -> None:
+        """Truncates the log before the newest checkpoint that every unfinished Tier-2 operation follows."""
+        bound = self._state.last_sequence + 1 if lowest_pending is None else lowest_pending
+        checkpoints, chosen = self._checkpoints, None
+        while len(checkpoints) > 1 and checkpoints[1][0] < bound:
+            checkpoints.popleft()
+            chosen = checkpoints[0]
+        if chosen is not None and self.status == ContainerStatus.RUNNING:
+            await self._log.truncate(LogAddress(chosen[1].sequence - 1))
+
+    async def _rebuild_tables(self) -> None:
+        """Rebuilds the key index of table segments whose bytes lie partly in Tier-2 (the storage metadata first)."""
+        incomplete = [segment for segment in self._state.by_id.values() if segment.table_incomplete]
+        incomplete.sort(key=lambda segment: segment.name != self.storage_metadata_name)
+        for segment in incomplete:
+            data, stored = segment.data, min(segment.data.storage_length, segment.length)
+            offset = segment.start_offset
+            while offset < stored:
+                size = min(_REBUILD_READ_SIZE, stored - offset)
+                data.insert(offset, await self.storage.read(segment.name, offset, size))
+                offset += size
+            segment.table = type(segment.table)()
+            segment.table.index_batch(b"".join(data.read(segment.start_offset, segment.length)),
+                                      segment.start_offset)
+            segment.table_incomplete = False
+        if incomplete:
+            log.info("table indexes rebuilt from tier-2", extra={"container": self.container_id,
+                                                                 "tables": len(incomplete)})
+
+    def committed_segment(self, name: str) -> SegmentMetadata | None:
+        """The committed state of ``name`` whatever the container's status (for its own storage metadata)."""
+        return self._state.by_name.get(name)
+
+    async def flush_to_storage(self) -> None:
+        """Returns once everything acknowledged so far is in Tier-2."""
+        self._check_running()
+        if self.writer is not None:
+            await self.writer.flush(self._state.last_sequence)
+
+    async def storage_chunks(self, name: str) -> list:
+        """The Tier-2 chunks of ``name`` (empty before its first flush or without Tier-2)."""
+        self._segment(name)
+        if self.storage is None:
+            return []
+        try:
+            return await self.storage.list_chunks(name)
+        except storage_errors.SegmentNotFound:
+            return []
 
     # ------------------------------------------------------------------ mutations
 
@@ -430,6 +553,8 @@ class SegmentContainer:
             if waited and segment.sealed and offset >= segment.length:
                 raise errors.SegmentIsSealed(name)  # Java fails reads parked at the tail on seal
             result = _read_now(segment, offset, read_size)
+            if result is _NOT_CACHED:
+                result = await self._read_from_storage(segment, offset, read_size)
             if result is not None:
                 return result
             waiter = asyncio.get_running_loop().create_future()
@@ -443,22 +568,95 @@ class SegmentContainer:
             waited = True
 
 
-def _read_now(segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult | None:
-    """The read's answer from the committed state, or None if it must wait at the tail."""
+    async def _read_from_storage(self, segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult:
+        """Reads bytes that are not cached: from Tier-2, or from a merged source not yet concatenated."""
+        data = segment.data
+        for attempt in range(_STORAGE_READ_ATTEMPTS):
+            try:
+                if offset < data.storage_length:
+                    block = offset - offset % _READ_AHEAD
+                    fetched, start = await self._fetch_block(segment, block)
+                    if block + _READ_AHEAD < data.storage_length:  # sequential readers find the next block cached
+                        self._prefetch(segment, block + _READ_AHEAD)
+                    view = memoryview(fetched)[offset - start:offset - start + read_size]
+                    return _result(segment, offset, read_size, [view])
+                redirect = data.redirect_at(offset)
+                if redirect is None or self.storage is None:
+                    raise InconsistentState(f"bytes at {offset} of {segment.name!r} are neither cached nor in tier-2")
+                size = min(read_size, redirect.end - offset)
+                fetched = await self.storage.read(redirect.source, offset - redirect.start, size)
+                return _result(segment, offset, read_size, [fetched])
+            except storage_errors.SegmentNotFound:
+                continue  # the merge was concatenated meanwhile: the target holds the bytes now
+            except (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.TimeoutError, OSError) as error:
+                log.warning("tier-2 read failed", extra={"container": self.container_id, "segment": segment.name,
+                                                         "error": repr(error)})
+                await asyncio.sleep(min(2.0, 0.05 * 2 ** attempt))
+            except InconsistentState as error:
+                self._fail(error)
+                raise errors.ContainerUnavailable(segment.name, str(error)) from error
+        raise errors.ContainerUnavailable(segment.name, "tier-2 is not answering reads")
+
+    async def _fetch_block(self, segment: SegmentMetadata, block: int):
+        """Reads one read-ahead block from Tier-2 (concurrent readers share one read) and caches it."""
+        key = (segment.name, block)
+        pending = self._in_flight_reads.get(key)
+        if pending is None:
+            pending = self._in_flight_reads[key] = asyncio.get_running_loop().create_future()
+            try:
+                data = segment.data
+                start = max(block, data.start_offset)
+                end = min(data.storage_length, block + _READ_AHEAD)
+                fetched = await self.storage.read(segment.name, start, end - start)
+                if self._state.by_id.get(segment.segment_id) is segment and not (data.cache and data.cache.throttled):
+                    data.insert(start, fetched)
+                pending.set_result((fetched, start))
+            except BaseException as error:
+                pending.set_exception(error)
+                pending.exception()  # retrieved: a lone failed prefetch must not log "never retrieved"
+                raise
+            finally:
+                del self._in_flight_reads[key]
+            return fetched, start
+        return await asyncio.shield(pending)
+
+    def _prefetch(self, segment: SegmentMetadata, block: int) -> None:
+        if (segment.name, block) in self._in_flight_reads or segment.data.read(block, 1):
+            return
+
+        async def prefetch():
+            try:
+                await self._fetch_block(segment, block)
+            except Exception:  # a failed prefetch costs nothing: the read itself will retry
+                pass
+
+        task = asyncio.get_running_loop().create_task(prefetch())
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetches.discard)
+
+def _read_now(segment: SegmentMetadata, offset: int, read_size: int):
+    """The read's answer from the cache, None if it must wait at the tail, _NOT_CACHED if Tier-2 has it."""
     if offset < segment.start_offset:
         raise errors.SegmentIsTruncated(segment.name, segment.start_offset, offset)
     length = segment.length
     if offset < length:
         parts = segment.data.read(offset, read_size)
-        end = offset + sum(map(len, parts))
-        short = end - offset < read_size
-        return ReadResult(parts, at_tail=not segment.sealed and end == length and short,
-                          end_of_segment=segment.sealed and end == length and short)
+        if not parts:
+            return _NOT_CACHED
+        return _result(segment, offset, read_size, parts)
     if segment.sealed:
         if offset == length:
             return ReadResult([], at_tail=False, end_of_segment=True)
         raise errors.SegmentIsSealed(segment.name)
     return None
+
+
+def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: list) -> ReadResult:
+    end = offset + sum(map(len, parts))
+    short = end - offset < read_size
+    length = segment.length
+    return ReadResult(parts, at_tail=not segment.sealed and end == length and short,
+                      end_of_segment=segment.sealed and end == length and short)
 
 
 def _operation_size(operation) -> int:

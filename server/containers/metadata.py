@@ -18,19 +18,21 @@ class SegmentMetadata:
     """One segment as made durable by the log: identity, lengths, flags, attributes, bytes."""
 
     __slots__ = ("segment_id", "name", "segment_type", "sealed", "attributes", "last_modified", "data", "table",
-                 "waiters")
+                 "waiters", "table_incomplete")
 
     def __init__(self, segment_id: int, name: str, segment_type: SegmentType, attributes: dict,
-                 last_modified: int, start_offset: int = 0):
+                 last_modified: int, start_offset: int = 0, length: int | None = None, cache=None):
         self.segment_id = segment_id
         self.name = name
         self.segment_type = SegmentType(segment_type)
         self.sealed = False
         self.attributes = dict(attributes)
         self.last_modified = last_modified
-        self.data = ReadIndex(start_offset)
         self.table = TableIndex() if self.segment_type == SegmentType.TABLE else None
+        # Table bytes stay cached (their key index holds their values anyway); the rest obey the budget.
+        self.data = ReadIndex(start_offset, length, None if self.table is not None else cache)
         self.waiters: list = []  # futures of reads parked at the tail
+        self.table_incomplete = False  # restored with bytes in Tier-2 that its key index does not hold yet
 
     def __repr__(self) -> str:
         flags = " sealed" if self.sealed else ""

@@ -1,9 +1,19 @@
-"""The in-memory read index of one segment: its bytes as a list of immutable blocks.
+"""The read index of one segment: which of its bytes are cached, and where the rest live.
 
-Blocks are bytes-like objects (often memoryview slices of received frames or of
-log records) laid end to end from ``start_offset``. Appends add a block; reads
-return views of blocks without copying; truncation drops whole blocks below the
-new start offset. Until Tier-2 exists every byte of a segment stays here.
+A segment's bytes ``[start_offset, length)`` are in one of three places:
+
+* **cached blocks**: bytes-like objects (often views of received frames) laid at their
+  offsets, sorted, never overlapping, possibly with gaps between them;
+* **Tier-2**: everything below ``storage_length`` (advanced by the storage writer);
+* **a merge redirect**: bytes of a merged source segment that Tier-2 has not yet
+  concatenated into this one; they are read from the source in Tier-2 meanwhile.
+
+Bytes at or above ``storage_length`` are *pinned*: they exist nowhere but here (and the
+Tier-1 log), so only blocks entirely below ``storage_length`` (or below ``start_offset``)
+may be evicted. A read returns the cached views contiguous from its offset, or nothing
+if the first byte is not cached, in which case the container fetches from Tier-2 and
+``insert``s what it got. The cache manager (``cache.py``) is told of every block added
+or removed, so it can keep the total under budget.
 """
 
 from __future__ import annotations
@@ -23,63 +33,168 @@ def own(data):
     return data
 
 
+class Redirect:
+    """Bytes ``[start, end)`` of this segment are bytes ``[0, end - start)`` of ``source`` in Tier-2."""
+
+    __slots__ = ("start", "end", "source")
+
+    def __init__(self, start: int, end: int, source: str):
+        self.start, self.end, self.source = start, end, source
+
+    def __repr__(self) -> str:
+        return f"<Redirect [{self.start}, {self.end}) -> {self.source!r}>"
+
+
 class ReadIndex:
-    """Bytes of a segment in ``[start_offset, length)``."""
+    """Bytes of a segment in ``[start_offset, length)``: cached blocks, Tier-2 below ``storage_length``."""
 
-    __slots__ = ("_starts", "_blocks", "length", "start_offset")
+    __slots__ = ("_starts", "_blocks", "length", "start_offset", "storage_length", "redirects", "cache",
+                 "cached_bytes", "__weakref__")
 
-    def __init__(self, start_offset: int = 0):
+    def __init__(self, start_offset: int = 0, length: int | None = None, cache=None):
         self._starts: list[int] = []  # offset of each block
         self._blocks: list = []
         self.start_offset = start_offset
-        self.length = start_offset
+        self.length = start_offset if length is None else length
+        self.storage_length = self.length  # bytes below this are in Tier-2 (all of them, on a restore)
+        self.redirects: list[Redirect] = []
+        self.cache = cache  # a CacheManager, or None for an index that is never evicted (tables)
+        self.cached_bytes = 0
 
     def __repr__(self) -> str:
-        return f"<ReadIndex [{self.start_offset}, {self.length}) in {len(self._blocks)} blocks>"
+        return (f"<ReadIndex [{self.start_offset}, {self.length}) stored<{self.storage_length} "
+                f"{len(self._blocks)} blocks>")
+
+    # ------------------------------------------------------------------ adding bytes
 
     def append(self, data) -> None:
-        if not len(data):
+        size = len(data)
+        if not size:
             return
-        self._starts.append(self.length)
-        self._blocks.append(own(data))
-        self.length += len(data)
+        self._add(len(self._blocks), self.length, own(data))
+        self.length += size
 
     def append_index(self, other: "ReadIndex") -> None:
-        """Appends every byte of ``other`` (a merged source), sharing its blocks."""
-        for block in other.blocks_from(other.start_offset):
-            self.append(block)
+        """Appends every byte of ``other`` (a merged source): its cached blocks, shared, and gaps.
 
-    def blocks_from(self, offset: int):
-        """Yields views of the bytes from ``offset`` to the end (cost: the blocks yielded, not all blocks)."""
-        index = bisect.bisect_right(self._starts, offset) - 1
-        if index < 0:
-            return
-        blocks = self._blocks
-        yield memoryview(blocks[index])[offset - self._starts[index]:]
-        for following in range(index + 1, len(blocks)):
-            yield memoryview(blocks[following])
+        The caller records a Redirect for the gaps (bytes the source holds in Tier-2 only).
+        """
+        base = self.length - other.start_offset
+        for start, block in zip(other._starts, other._blocks):
+            if start + len(block) > other.start_offset:
+                self._add(len(self._blocks), base + start, block)
+        self.length = base + other.length
+
+    def insert(self, offset: int, data) -> None:
+        """Caches ``data`` (read from Tier-2) at ``offset``, filling gaps only."""
+        base, end = offset, offset + len(data)
+        position = max(offset, self.start_offset)
+        view = memoryview(data)
+        while position < end:
+            index = bisect.bisect_right(self._starts, position)
+            if index > 0:
+                previous_end = self._starts[index - 1] + len(self._blocks[index - 1])
+                if previous_end > position:
+                    position = previous_end
+                    continue
+            piece_end = min(end, self._starts[index]) if index < len(self._starts) else end
+            self._add(index, position, own(view[position - base:piece_end - base]))
+            position = piece_end
+
+    def _add(self, index: int, offset: int, block) -> None:
+        self._starts.insert(index, offset)
+        self._blocks.insert(index, block)
+        self.cached_bytes += len(block)
+        if self.cache is not None:
+            self.cache.added(self, offset, len(block))
+
+    # ------------------------------------------------------------------ reading
 
     def read(self, offset: int, max_length: int) -> list:
-        """Returns views covering ``[offset, min(offset + max_length, length))``.
+        """Views of the cached bytes contiguous from ``offset``, at most ``max_length`` of them.
 
-        The caller checks ``start_offset <= offset <= length``.
+        Empty when ``offset`` is not cached. The caller checks ``start_offset <= offset <= length``.
         """
         remaining = min(max_length, self.length - offset)
         parts = []
-        if remaining <= 0:
+        index = bisect.bisect_right(self._starts, offset) - 1
+        if remaining <= 0 or index < 0:
             return parts
-        for view in self.blocks_from(offset):
+        starts, blocks, cache = self._starts, self._blocks, self.cache
+        position = offset
+        while remaining > 0 and index < len(blocks) and starts[index] <= position:
+            block = blocks[index]
+            start = starts[index]
+            if start + len(block) <= position:
+                break
+            view = memoryview(block)[position - start:]
+            if cache is not None:
+                cache.touched(self, start)
             if len(view) >= remaining:
                 parts.append(view[:remaining])
                 break
             parts.append(view)
             remaining -= len(view)
+            position += len(view)
+            index += 1
         return parts
 
+    def blocks_from(self, offset: int):
+        """Yields views of the cached bytes from ``offset`` until the first gap."""
+        yield from self.read(offset, self.length - offset)
+
+    def redirect_at(self, offset: int) -> Redirect | None:
+        for redirect in self.redirects:
+            if redirect.start <= offset < redirect.end:
+                return redirect
+        return None
+
+    # ------------------------------------------------------------------ dropping bytes
+
     def truncate(self, offset: int) -> None:
-        """Raises the start offset to ``offset`` and drops blocks wholly below it."""
+        """Raises the start offset to ``offset`` and drops the blocks no longer needed below it.
+
+        Blocks not yet in Tier-2 stay until the storage writer has flushed them (it writes
+        every byte in order, then truncates Tier-2).
+        """
         self.start_offset = max(self.start_offset, offset)
-        index = bisect.bisect_right(self._starts, self.start_offset) - 1
-        if index > 0:
-            del self._starts[:index]
-            del self._blocks[:index]
+        self.drop_below(min(self.start_offset, self.storage_length))
+
+    def drop_below(self, offset: int) -> None:
+        """Drops every block that ends at or below ``offset``."""
+        index = 0
+        while index < len(self._blocks) and self._starts[index] + len(self._blocks[index]) <= offset:
+            index += 1
+        for position in range(index):
+            self._forget(self._starts[position], self._blocks[position])
+        del self._starts[:index]
+        del self._blocks[:index]
+
+    def evict(self, offset: int) -> bool:
+        """Drops the block starting at ``offset`` if it may be evicted; returns whether it was."""
+        index = bisect.bisect_left(self._starts, offset)
+        if index == len(self._starts) or self._starts[index] != offset:
+            return True  # already gone
+        end = offset + len(self._blocks[index])
+        if end > self.storage_length and end > self.start_offset:
+            return False  # pinned: not in Tier-2 yet
+        block = self._blocks.pop(index)
+        del self._starts[index]
+        self.cached_bytes -= len(block)
+        return True
+
+    def release(self) -> None:
+        """Forgets every block (the segment was deleted, or merged and concatenated)."""
+        for start, block in zip(self._starts, self._blocks):
+            self._forget(start, block)
+        self._starts.clear()
+        self._blocks.clear()
+
+    def _forget(self, start: int, block) -> None:
+        self.cached_bytes -= len(block)
+        if self.cache is not None:
+            self.cache.removed(self, start)
+
+    def evictable(self, offset: int, size: int) -> bool:
+        end = offset + size
+        return end <= self.storage_length or end <= self.start_offset

@@ -3,6 +3,9 @@
 ``apply`` is the one path by which state changes: it runs when a frame becomes
 durable and, identically, when recovery replays the log. So the state after a
 restart is, by construction, the state that was acknowledged before it.
+
+An ``observer`` (the storage writer) is told of every applied change that Tier-2
+must follow, with its sequence number, in the same order.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections import OrderedDict
 
 from . import operations as ops
 from .metadata import SegmentMetadata, SegmentType
+from .read_index import Redirect
 from .operations import decode_attributes, encode_attributes
 
 _MERGED_SOURCES_REMEMBERED = 10_000
@@ -23,8 +27,24 @@ class InconsistentState(Exception):
     """A logged operation contradicts the state (corruption, or a bug): the container must stop."""
 
 
+class StateObserver:
+    """What the storage writer hears from ``apply`` (every method gets the operation's sequence number)."""
+
+    def appended(self, segment: SegmentMetadata, offset: int, length: int, sequence: int) -> None: ...
+
+    def sealed(self, segment: SegmentMetadata, sequence: int) -> None: ...
+
+    def merged(self, target: SegmentMetadata, source: SegmentMetadata, sequence: int) -> None: ...
+
+    def truncated(self, segment: SegmentMetadata, offset: int, sequence: int) -> None: ...
+
+    def deleted(self, segment: SegmentMetadata, sequence: int) -> None: ...
+
+
 class ContainerState:
-    def __init__(self):
+    def __init__(self, cache=None, observer: StateObserver | None = None):
+        self.cache = cache
+        self.observer = observer or StateObserver()
         self.by_name: dict[str, SegmentMetadata] = {}
         self.by_id: dict[int, SegmentMetadata] = {}
         self.next_segment_id = 1
@@ -40,18 +60,20 @@ class ContainerState:
 
     # ------------------------------------------------------------------ apply
 
-    def apply(self, operation, timestamp_ms: int) -> SegmentMetadata | None:
+    def apply(self, operation, timestamp_ms: int, sequence: int) -> SegmentMetadata | None:
         """Applies one decided operation; returns the segment whose readers should be woken."""
+        self.last_sequence = sequence
         kind = type(operation)
         if kind is ops.Append:
             segment = self.segment(operation.segment_id)
             if operation.offset != segment.length:
                 raise InconsistentState(f"append at {operation.offset} to {segment!r}")
             segment.data.append(operation.data)
-            if segment.table is not None:
+            if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
             segment.attributes.update(operation.attributes)
             segment.last_modified = timestamp_ms
+            self.observer.appended(segment, operation.offset, len(operation.data), sequence)
             return segment
         if kind is ops.CreateSegment:
             return self._create(operation, timestamp_ms)
@@ -59,9 +81,10 @@ class ContainerState:
             segment = self.segment(operation.segment_id)
             segment.sealed = True
             segment.last_modified = timestamp_ms
+            self.observer.sealed(segment, sequence)
             return segment
         if kind is ops.Merge:
-            return self._merge(operation, timestamp_ms)
+            return self._merge(operation, timestamp_ms, sequence)
         if kind is ops.UpdateAttributes:
             segment = self.segment(operation.segment_id)
             segment.attributes.update(operation.attributes)
@@ -70,10 +93,12 @@ class ContainerState:
             segment = self.segment(operation.segment_id)
             segment.data.truncate(operation.offset)
             segment.last_modified = timestamp_ms
+            self.observer.truncated(segment, operation.offset, sequence)
             return segment
         if kind is ops.Delete:
             segment = self.segment(operation.segment_id)
             self._remove(segment)
+            self.observer.deleted(segment, sequence)
             return segment
         if kind is ops.Checkpoint:
             return None
@@ -83,20 +108,23 @@ class ContainerState:
         if operation.name in self.by_name or operation.segment_id in self.by_id:
             raise InconsistentState(f"create of existing segment {operation.name!r}")
         segment = SegmentMetadata(operation.segment_id, operation.name, SegmentType(operation.segment_type),
-                                  operation.attributes, timestamp_ms)
+                                  operation.attributes, timestamp_ms, cache=self.cache)
         self.by_name[segment.name] = segment
         self.by_id[segment.segment_id] = segment
         self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
         self.merged_sources.pop(segment.name, None)
         return None
 
-    def _merge(self, operation: ops.Merge, timestamp_ms: int) -> SegmentMetadata:
+    def _merge(self, operation: ops.Merge, timestamp_ms: int, sequence: int) -> SegmentMetadata:
         target = self.segment(operation.target_id)
         source = self.segment(operation.source_id)
         if operation.target_offset != target.length or operation.source_length != source.length:
             raise InconsistentState(f"merge of {source!r} into {target!r} disagrees with the log")
         target.data.append(operation.header)
+        merged_at = target.length
         target.data.append_index(source.data)
+        if target.length > merged_at:  # until Tier-2 concatenates, uncached source bytes are read from the source
+            target.data.redirects.append(Redirect(merged_at, target.length, source.name))
         target.attributes.update(operation.attributes)
         target.last_modified = timestamp_ms
         self._remove(source)
@@ -104,6 +132,7 @@ class ContainerState:
         while len(self.merged_sources) > _MERGED_SOURCES_REMEMBERED:
             self.merged_sources.popitem(last=False)
         wake_readers(source)
+        self.observer.merged(target, source, sequence)
         return target
 
     def _remove(self, segment: SegmentMetadata) -> None:
@@ -126,19 +155,19 @@ class ContainerState:
     def restore(self, snapshot: bytes) -> None:
         """Loads the metadata of a snapshot into an empty state (the first checkpoint of a replay).
 
-        Segment bytes are not in snapshots: they come from the appends that follow in
-        the log, or (once Tier-2 exists) from Tier-2. Until then a snapshot that
-        describes bytes this state cannot have means the log lost data.
+        Segment bytes are not in snapshots: the log is truncated only before a checkpoint
+        whose segments' bytes are all in Tier-2, so a restored segment's bytes are in Tier-2
+        and the appends that follow in the log. Table segments restored with bytes are
+        marked ``table_incomplete``: their key index is rebuilt once Tier-2 is up.
         """
         view = memoryview(snapshot)
         _, self.next_segment_id, self.last_sequence, _ = _SNAPSHOT_HEADER.unpack_from(view, 0)
         for name, (segment_id, segment_type, start, length, sealed, attributes) in (
                 self.describe_snapshot(snapshot).items()):
-            if length != start:
-                raise InconsistentState(f"checkpoint describes {length - start} bytes of {name!r} "
-                                        "that are neither in the log nor in Tier-2")
-            segment = SegmentMetadata(segment_id, name, SegmentType(segment_type), attributes, 0, start)
+            segment = SegmentMetadata(segment_id, name, SegmentType(segment_type), attributes, 0, start, length,
+                                      cache=self.cache)
             segment.sealed = sealed
+            segment.table_incomplete = segment.table is not None and length > start
             self.by_name[name] = segment
             self.by_id[segment_id] = segment
 

@@ -107,6 +107,11 @@ class TableIndex:
     def get(self, key: bytes) -> tuple[int, object] | None:
         return self._entries.get(key)
 
+    def items(self):
+        """(key, version, value) of every key, in no particular order."""
+        for key, (version, value) in self._entries.items():
+            yield key, version, value
+
     def index_batch(self, data, base_offset: int) -> None:
         """Applies an appended batch of records (committed) to the index."""
         for entry in parse_entries(data, base_offset):

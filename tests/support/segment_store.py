@@ -10,10 +10,13 @@ from server.service import SegmentStoreService
 TEST_LOG_FILE_SIZE = 16 << 20  # the minimum: tests start many stores, each preallocating its log files
 
 
-def segment_store(data_dir, **config) -> SegmentStoreService:
-    """A (not yet started) segment store on ``data_dir``; ``config`` overrides SegmentStoreConfig fields."""
+def segment_store(data_dir, chunk_storage=None, **config) -> SegmentStoreService:
+    """A (not yet started) segment store on ``data_dir``; ``config`` overrides SegmentStoreConfig fields.
+
+    ``chunk_storage`` replaces the configured Tier-2 (e.g. a FaultyChunkStorage for fault tests).
+    """
     config = {"port": 0, "container_count": 2, "log_file_size": TEST_LOG_FILE_SIZE, **config}
-    return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, **config))
+    return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, **config), chunk_storage=chunk_storage)
 
 
 @contextlib.asynccontextmanager

@@ -14,11 +14,11 @@ from tests.support.processes import ServerProcess, free_port
 class StandaloneProcess(ServerProcess):
     """One standalone (segment store on ``store_port`` + controller). Ports are kept across restarts."""
 
-    def __init__(self, data_dir, log_path=None, container_count: int = 4, log_file_mib: int = 16):
+    def __init__(self, data_dir, log_path=None, container_count: int = 4, log_file_mib: int = 16, extra_args=()):
         self.controller_port = free_port()
         super().__init__("standalone", data_dir, log_path=log_path, extra_args=[
             "--controller-port", str(self.controller_port), "--containers", str(container_count),
-            "--log-file-size", str(log_file_mib)])
+            "--log-file-size", str(log_file_mib), *extra_args])
 
     @property
     def store_port(self) -> int:

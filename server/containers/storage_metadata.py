@@ -1,0 +1,77 @@
+"""SLTS's metadata store inside its own container: the storage metadata table segment (design §5.3).
+
+Every SLTS commit becomes one conditional table update of
+``_system/containers/storage_metadata_<id>``, logged in Tier-1 like any other:
+it is atomic, and a container whose log was fenced by a newer owner cannot
+commit, which is how SLTS is fenced (§7.2 item 8). Removals are written as
+empty values (tombstones) in the same update, so a commit that both updates and
+removes keys stays one operation; reads treat an empty value as absent.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from wire.constants import NO_VERSION, NOT_EXISTS as WIRE_NOT_EXISTS
+
+from .. import errors
+from ..tier1 import LogFenced
+from ..tier2.metadata_store import (NOT_EXISTS, MetadataStore, MetadataStoreUnavailable, StorageFenced, Versioned,
+                                    VersionMismatch, Write)
+
+
+def storage_metadata_segment(container_id: int) -> str:
+    return f"_system/containers/storage_metadata_{container_id}"
+
+
+class TableMetadataStore(MetadataStore):
+    def __init__(self, container, segment_name: str):
+        self._container = container
+        self.segment_name = segment_name
+
+    def _index(self):
+        segment = self._container.committed_segment(self.segment_name)
+        return None if segment is None else segment.table
+
+    async def get(self, key: str) -> Versioned | None:
+        index = self._index()
+        found = None if index is None else index.get(key.encode("utf-8", "surrogatepass"))
+        if found is None or not len(found[1]):
+            return None
+        version, value = found
+        return Versioned(bytes(value), version)
+
+    async def write(self, writes: Iterable[Write]) -> dict[str, int]:
+        writes = list(writes)
+        index = self._index()
+        entries = []
+        for key, value, expected in writes:
+            encoded = key.encode("utf-8", "surrogatepass")
+            if expected is None:
+                version = NO_VERSION
+            elif expected == NOT_EXISTS:
+                current = None if index is None else index.get(encoded)
+                version = WIRE_NOT_EXISTS if current is None else current[0]  # absent, or a tombstone's version
+                if current is not None and len(current[1]):
+                    raise VersionMismatch(f"{key} exists")
+            else:
+                version = expected
+            entries.append((encoded, version, b"" if value is None else bytes(value)))
+        try:
+            versions = await self._container.update_table(self.segment_name, entries)
+        except (errors.TableKeyBadVersion, errors.TableKeyDoesNotExist) as error:
+            raise VersionMismatch(str(error)) from error
+        except errors.ContainerUnavailable as error:
+            if isinstance(self._container.failure, LogFenced):
+                raise StorageFenced(str(error)) from error
+            raise MetadataStoreUnavailable(str(error)) from error
+        except errors.NoSuchSegment as error:
+            raise MetadataStoreUnavailable(f"{self.segment_name} does not exist yet") from error
+        return {write.key: version for write, version in zip(writes, versions) if write.value is not None}
+
+    async def keys(self) -> list[str]:
+        index = self._index()
+        if index is None:
+            return []
+        return sorted(key.decode("utf-8", "surrogatepass") for key, _, value in index.items() if len(value))
+

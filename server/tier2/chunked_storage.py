@@ -1,0 +1,213 @@
+"""ChunkedSegmentStorage (SLTS, PDP-34 "Simplified Tier-2"): segments made of chunks (design §5).
+
+Theory of operation
+-------------------
+A segment is a record (length, start offset, first and last chunk, owner epoch, flags) and a
+singly linked list of chunk records, each naming a chunk in the ChunkStorage and how many of its
+bytes belong to the segment. The records live in the container's MetadataStore, a table segment
+logged in Tier-1, so every commit is fenced by Tier-1: a zombie owner can write chunks but can
+never make them part of a segment (invariant F2). Chunks are never shared between writers: a
+chunk is written only by the epoch named in it, and a new owner starts new chunks.
+
+Every operation on a segment runs under that segment's lock (a concat locks both names, in
+order) as one metadata transaction (``metadata_transaction``): it reads records (through a
+write-through cache), does its chunk I/O, and commits every changed record in one conditional
+multi-key write. Data goes to chunks before the commit, and the metadata length is the only
+truth about what a chunk holds, so a failed operation leaves metadata unchanged and at most
+some unreferenced chunks, which the garbage collector (``garbage``) deletes: every chunk is
+registered with it before it is created. The segment container retries failed operations; a
+retried write at the same offset starts a new chunk past any partial bytes (``write_operation``).
+
+* write: appends at the length, rolling over into new chunks (``write_operation``);
+* read: finds the chunk through an in-memory offset index, reads across chunks (``read_operation``);
+* concat: splices the sealed source's chunk list onto the target, metadata only, optionally
+  stitching small chunks at the junction (``concat_operation``, ``defragment``);
+* truncate: raises the start offset, unlinks whole head chunks (``truncate_operation``);
+* delete: removes the segment record and marks its chunks inactive; the collector deletes them.
+
+System segments (the container's storage-metadata table segment and friends) are the storage
+of the MetadataStore itself, so their records are pinned in memory and made durable by the
+system journal in Tier-2 (``journal``), which ``bootstrap`` replays without touching the
+MetadataStore. ``finish_bootstrap`` then starts the collector and sweeps chunks of owned
+segments that no active record references (their delete tasks died with a crash).
+
+Errors: see ``errors``. Transient failures propagate unchanged; StorageFenced becomes
+StorageNotPrimary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Callable, Iterator, Sequence
+
+from . import chunk_names, concat_operation, read_operation, truncate_operation, write_operation
+from .chunk_storage import ChunkStorage, WriteData
+from .config import StorageConfig
+from .errors import SegmentExists, StorageNotPrimary
+from .garbage import GarbageCollector
+from .journal import SystemJournal
+from .metadata_cache import MetadataCache
+from .metadata_store import MetadataStore, StorageFenced
+from .metadata_transaction import MetadataTransaction
+from .keyed_locks import KeyedLocks
+from .operation_context import OperationContext, check_owner, load_segment, stamped
+from .read_index import ReadIndex
+from .records import ChunkFlags, ChunkLayout, SegmentFlags, SegmentRecord, StorageSegmentInfo
+
+
+class ChunkedSegmentStorage:
+    def __init__(self, container_id: int, chunks: ChunkStorage, metadata: MetadataStore, *,
+                 config: StorageConfig = StorageConfig(), system_segments: Sequence[str] = (),
+                 owns_segment: Callable[[str], bool] = lambda name: True, clock: Callable[[], float] = time.monotonic):
+        """``owns_segment`` must say exactly which segments belong to this container when several
+        containers share one ChunkStorage: the orphan sweep deletes chunks of owned segments that
+        this container's metadata does not reference. ``clock`` (seconds) times the collector."""
+        self._system_segments = frozenset(system_segments)
+        self._owns_segment = owns_segment
+        self._cache = MetadataCache(metadata, config.metadata_cache_records_max)
+        self._locks = KeyedLocks()
+        collector = GarbageCollector(chunks, self._begin_for_chunk, config, clock)
+        self._journal = SystemJournal(container_id, chunks, config, system_segments, collector.schedule)
+        self._context = OperationContext(chunks, config, collector, ReadIndex(config.read_index_segments_max),
+                                         self._begin)
+
+    @property
+    def epoch(self) -> int:
+        """This owner's epoch (from Tier-1), set by ``bootstrap``."""
+        return self._context.epoch
+
+    async def bootstrap(self, epoch: int) -> None:
+        """Takes over as owner ``epoch``: rebuilds the system segments' layout from the journal in Tier-2.
+
+        Uses no MetadataStore (it is stored in the system segments). Raises StorageNotPrimary (a
+        newer epoch wrote the journal), StorageCorrupted, ChunkStorageUnavailable.
+        """
+        self._context.epoch = epoch
+        await self._journal.bootstrap(epoch)
+
+    async def finish_bootstrap(self) -> None:
+        """Once the MetadataStore works: queues orphan chunks of owned segments and starts the collector."""
+        await self._context.collector.sweep(lambda name: name in self._system_segments or self._owns_segment(name))
+        self._context.collector.start()
+
+    async def close(self) -> None:
+        """Stops the collector (queued tasks are dropped; the next start's sweep finds them). Idempotent."""
+        await self._context.collector.stop()
+
+    async def create(self, name: str) -> None:
+        """Raises SegmentExists, StorageNotPrimary; transient errors."""
+        async with self._serialized(name):
+            transaction = self._begin(name)
+            if await transaction.segment(name) is not None:
+                raise SegmentExists(name)
+            flags = SegmentFlags.ACTIVE | (SegmentFlags.SYSTEM if name in self._system_segments else 0)
+            transaction.put(stamped(SegmentRecord(name, max_rolling_length=self._context.config.max_chunk_size,
+                                                  owner_epoch=self.epoch, flags=flags)))
+            await transaction.commit()
+
+    async def exists(self, name: str) -> bool:
+        return await self._begin(name).segment(name) is not None
+
+    async def get_info(self, name: str) -> StorageSegmentInfo:
+        """Raises SegmentNotFound."""
+        segment = await load_segment(self._begin(name), name)
+        return StorageSegmentInfo(name, segment.length, segment.start_offset, segment.sealed, segment.owner_epoch,
+                                  segment.chunk_count)
+
+    async def write(self, name: str, offset: int, data: WriteData) -> None:
+        """Appends ``data`` (bytes-like, or a list of parts) at ``offset``, which must equal the length.
+
+        Raises SegmentNotFound, SegmentSealed, StorageNotPrimary, BadOffset; transient errors.
+        """
+        async with self._serialized(name):
+            await write_operation.write(self._context, name, offset, data)
+
+    async def read(self, name: str, offset: int, length: int) -> bytes:
+        """Exactly ``min(length, segment length - offset)`` bytes.
+
+        Raises SegmentNotFound, SegmentTruncated, BadOffset (offset beyond the length).
+        """
+        return await read_operation.read(self._context, name, offset, length)
+
+    async def seal(self, name: str) -> None:
+        """Idempotent. Raises SegmentNotFound, StorageNotPrimary; transient errors."""
+        async with self._serialized(name):
+            transaction = self._begin(name)
+            segment = await load_segment(transaction, name)
+            if segment.sealed:
+                return
+            check_owner(segment, self.epoch)
+            transaction.put(stamped(dataclasses.replace(segment, flags=segment.flags | SegmentFlags.SEALED)))
+            await transaction.commit()
+
+    async def concat(self, target: str, offset: int, source: str) -> int:
+        """Appends sealed ``source`` to ``target`` at ``offset`` (metadata only); returns the new length.
+
+        Raises SegmentNotFound, SegmentSealed, SegmentNotSealed, SegmentTruncated, BadOffset,
+        StorageNotPrimary; transient errors. System segments cannot take part (ValueError).
+        """
+        if {target, source} & self._system_segments:
+            raise ValueError(f"concat of system segments is not supported: {source} -> {target}")
+        async with self._serialized(target, source):
+            return await concat_operation.concat(self._context, target, offset, source)
+
+    async def truncate(self, name: str, offset: int) -> None:
+        """Raises SegmentNotFound, StorageNotPrimary, BadOffset; transient errors."""
+        async with self._serialized(name):
+            await truncate_operation.truncate(self._context, name, offset)
+
+    async def delete(self, name: str) -> None:
+        """Removes the segment; the collector deletes its chunks later.
+
+        Raises SegmentNotFound (also when already deleted: callers treat it as done),
+        StorageNotPrimary; transient errors.
+        """
+        async with self._serialized(name):
+            transaction = self._begin(name)
+            segment = await load_segment(transaction, name)
+            check_owner(segment, self.epoch)
+            chain = await transaction.chain(segment)
+            for chunk in chain:
+                transaction.put(dataclasses.replace(chunk, flags=ChunkFlags(0)))
+            transaction.remove(name)
+            await transaction.commit()
+        self._context.read_index.forget(name)
+        self._context.collector.schedule(chunk.name for chunk in chain)
+
+    async def list_chunks(self, name: str) -> list[ChunkLayout]:
+        """The segment's chunks, first to last, and whether each exists in the ChunkStorage. Raises SegmentNotFound."""
+        transaction = self._begin(name)
+        segment = await load_segment(transaction, name)
+        layout, start_offset = [], segment.first_chunk_start_offset
+        for chunk in await transaction.chain(segment):
+            layout.append(ChunkLayout(chunk.name, start_offset, chunk.length,
+                                      await self._context.chunks.exists(chunk.name)))
+            start_offset += chunk.length
+        return layout
+
+    async def collect_garbage(self) -> int:
+        """Runs every queued garbage task now, ignoring delays; returns the chunks deleted (for tests and tools)."""
+        return await self._context.collector.collect(everything=True)
+
+    @contextlib.asynccontextmanager
+    async def _serialized(self, *names: str):
+        async with self._locks.hold(*names):
+            with _fenced_as_not_primary(names[0]):
+                yield
+
+    def _begin(self, segment: str) -> MetadataTransaction:
+        return MetadataTransaction(self._journal if segment in self._system_segments else self._cache)
+
+    def _begin_for_chunk(self, chunk: str) -> MetadataTransaction:
+        parsed = chunk_names.parse_segment_chunk(chunk)
+        return self._begin(parsed.segment if parsed is not None else chunk)
+
+
+@contextlib.contextmanager
+def _fenced_as_not_primary(name: str) -> Iterator[None]:
+    try:
+        yield
+    except StorageFenced as error:
+        raise StorageNotPrimary(name, f"{name}: the metadata store is fenced: a newer owner took over") from error

@@ -1,0 +1,184 @@
+"""The garbage collector of SLTS: deletes chunks that committed metadata does not reference (design §5.8).
+
+A task names a chunk and a due time. When it is due, the collector looks the chunk's record up:
+
+* active: the chunk is live; the task is dropped;
+* inactive (truncated away, deleted, replaced by defragmentation): the record is removed, then
+  the chunk;
+* absent (its creating transaction never committed, or a journal file): the chunk is deleted.
+  "Not found" counts as done.
+
+Safety (invariant G1): a chunk is deleted only if committed metadata marks it inactive or does
+not have it, and committed metadata never links an inactive or unknown chunk again (chunk names
+are unique). The record goes before the chunk, so a crash between the two leaves a chunk without
+a record, which the orphan sweep finds; the reverse order would leave a record nobody looks for.
+
+Liveness: every chunk is registered *before* it is created (``NewChunks``), so a chunk whose
+transaction fails is collected without anyone remembering it. While its operation is still
+running, the chunk is "in flight" and its task waits, however long the operation takes. The
+queue lives in memory: after a crash ``sweep`` lists the chunks of the segments this container
+owns and queues every one without an active record.
+
+Transient failures put a task back (up to ``gc_attempts_max`` attempts). A fenced metadata
+store means a newer owner exists: the task is dropped and that owner's sweep takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from typing import Callable, Iterable
+
+from . import chunk_names
+from .chunk_storage import ChunkNotFound, ChunkStorage, ChunkStorageUnavailable
+from .config import StorageConfig
+from .metadata_store import MetadataStoreUnavailable, StorageFenced, VersionMismatch
+from .metadata_transaction import MetadataTransaction
+
+log = logging.getLogger(__name__)
+
+_WAIT_SECONDS_MIN = 0.05  # the background loop never spins faster than this
+_TRANSIENT = (ChunkStorageUnavailable, MetadataStoreUnavailable, VersionMismatch)
+
+
+class NewChunks:
+    """The chunks an operation creates: registered with the collector before creation, in flight until exit."""
+
+    def __init__(self, collector: GarbageCollector):
+        self._collector = collector
+        self._names: list[str] = []
+
+    def add(self, name: str) -> None:
+        """Call before creating the chunk ``name``."""
+        self._collector._in_flight.add(name)
+        self._names.append(name)
+        self._collector.schedule([name])
+
+    def __enter__(self) -> NewChunks:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._collector._in_flight.difference_update(self._names)
+
+
+class GarbageCollector:
+    def __init__(self, chunks: ChunkStorage, begin: Callable[[str], MetadataTransaction], config: StorageConfig,
+                 clock: Callable[[], float]):
+        """``begin(chunk)`` starts a transaction on the record source holding that chunk's record."""
+        self._chunks = chunks
+        self._begin = begin
+        self._config = config
+        self._clock = clock
+        self._queue: list[tuple[float, int, str, int]] = []  # (due, tie-breaker, chunk, failed attempts)
+        self._queued: set[str] = set()
+        self._in_flight: set[str] = set()
+        self._sequence = itertools.count()
+        self._pass_lock = asyncio.Lock()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.dropped = 0  # tasks given up (queue full or too many failures); the next sweep recovers them
+
+    def new_chunks(self) -> NewChunks:
+        return NewChunks(self)
+
+    def schedule(self, chunks: Iterable[str], attempts: int = 0) -> None:
+        """Queues ``chunks`` for deletion after the configured delay (a chunk already queued keeps its task)."""
+        due = self._clock() + self._config.gc_delay_seconds
+        for name in chunks:
+            if name in self._queued:
+                continue
+            if len(self._queued) >= self._config.gc_queue_tasks_max:
+                self.dropped += 1
+                continue
+            self._queued.add(name)
+            heapq.heappush(self._queue, (due, next(self._sequence), name, attempts))
+        self._wakeup.set()
+
+    async def collect(self, *, everything: bool = False) -> int:
+        """Runs the tasks that are due (all of them with ``everything``); returns the chunks deleted."""
+        async with self._pass_lock:
+            now = self._clock()
+            batch = []
+            while self._queue and (everything or self._queue[0][0] <= now):
+                _, _, name, attempts = heapq.heappop(self._queue)
+                self._queued.discard(name)
+                batch.append((name, attempts))
+            deleted = 0
+            for name, attempts in batch:
+                deleted += await self._run_task(name, attempts)
+            return deleted
+
+    async def sweep(self, owns_segment: Callable[[str], bool]) -> int:
+        """Queues every chunk of an owned segment that has no active record; returns how many."""
+        orphans = []
+        for name in await self._chunks.list():
+            parsed = chunk_names.parse_segment_chunk(name)
+            if parsed is not None and owns_segment(parsed.segment) and not await self._is_live(name):
+                orphans.append(name)
+        self.schedule(orphans)
+        return len(orphans)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="slts-garbage-collector")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.collect()
+            except Exception:  # noqa: BLE001 - a programmer error must not stop collection for good
+                log.exception("garbage collection pass failed")
+            self._wakeup.clear()
+            timeout = None
+            if self._queue:
+                timeout = max(self._queue[0][0] - self._clock(), _WAIT_SECONDS_MIN)
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def _run_task(self, name: str, attempts: int) -> int:
+        if name in self._in_flight:
+            self.schedule([name], attempts)
+            return 0
+        try:
+            return await self._delete_if_garbage(name)
+        except _TRANSIENT as error:
+            if attempts + 1 < self._config.gc_attempts_max:
+                self.schedule([name], attempts + 1)
+            else:
+                self.dropped += 1
+                log.warning("garbage chunk %s: giving up after %d attempts: %s", name, attempts + 1, error)
+        except StorageFenced:
+            log.info("garbage chunk %s: metadata fenced, leaving it to the new owner", name)
+        return 0
+
+    async def _delete_if_garbage(self, name: str) -> int:
+        if chunk_names.parse_segment_chunk(name) is not None:
+            transaction = self._begin(name)
+            record = await transaction.chunk(name)
+            if record is not None and record.active:
+                return 0
+            if record is not None:
+                transaction.remove(name)
+                await transaction.commit()
+        try:
+            await self._chunks.delete(name)
+        except ChunkNotFound:
+            return 0
+        return 1
+
+    async def _is_live(self, name: str) -> bool:
+        record = await self._begin(name).chunk(name)
+        return record is not None and record.active

@@ -1,0 +1,77 @@
+"""SLTS read (design §5.5): find the chunk holding an offset, then read across chunks.
+
+Reads take no lock and commit nothing: they work on the segment record as committed when the
+read started (records are immutable values). Chunks a concurrent truncate, delete or defrag
+unlinks keep their records and bytes until the collector's delay has passed, so such a read
+still completes.
+
+The starting chunk is the last chunk when the offset is in it; otherwise the read index's
+nearest chunk at or below the offset; otherwise the first chunk. From there the read follows
+``next_chunk`` links (indexing every chunk it passes) until a chunk holds the offset. With the
+records cached and the index warm, a read costs no metadata store round trip and one
+O(log chunks) lookup.
+"""
+
+from __future__ import annotations
+
+from .errors import BadOffset, SegmentTruncated, StorageCorrupted
+from .metadata_transaction import MetadataTransaction
+from .operation_context import OperationContext, load_segment
+from .records import SegmentRecord
+
+
+async def read(context: OperationContext, name: str, offset: int, length: int) -> bytes:
+    """Exactly ``min(length, segment length - offset)`` bytes from ``offset``.
+
+    Raises SegmentNotFound, SegmentTruncated (offset below the start offset), BadOffset (beyond
+    the length); transient errors.
+    """
+    if length < 0:
+        raise ValueError(f"negative read length {length}")
+    generation = context.read_index.generation  # before the record: see ReadIndex
+    transaction = context.begin(name)
+    segment = await load_segment(transaction, name)
+    if offset < segment.start_offset:
+        raise SegmentTruncated(name, segment.start_offset, offset)
+    if offset > segment.length:
+        raise BadOffset(name, segment.length, offset)
+    length = min(length, segment.length - offset)
+    if length == 0:
+        return b""
+    chunk_start, chunk = await _find_chunk(context, transaction, segment, offset, generation)
+    parts = []
+    while True:
+        record = await transaction.linked_chunk(chunk)
+        size = min(length, chunk_start + record.length - offset)
+        data = await context.chunks.read(chunk, offset - chunk_start, size)
+        if len(data) != size:
+            raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
+                                   f"{offset - chunk_start}: it is shorter than its committed length")
+        parts.append(data)
+        offset += size
+        length -= size
+        if not length:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        chunk_start, chunk = chunk_start + record.length, record.next_chunk
+        if chunk is None:
+            raise StorageCorrupted(f"segment {name}: the chunk list ends before offset {offset}")
+        context.read_index.add(name, chunk_start, chunk, generation)
+
+
+async def _find_chunk(context: OperationContext, transaction: MetadataTransaction, segment: SegmentRecord,
+                      offset: int, generation: int) -> tuple[int, str]:
+    """(start offset, name) of the chunk holding ``offset`` (start offset <= offset < length)."""
+    if offset >= segment.last_chunk_start_offset:
+        return segment.last_chunk_start_offset, segment.last_chunk
+    nearest = context.read_index.floor(segment.name, offset)
+    if nearest is None or nearest[0] < segment.first_chunk_start_offset:
+        nearest = segment.first_chunk_start_offset, segment.first_chunk
+    chunk_start, chunk = nearest
+    while True:
+        record = await transaction.linked_chunk(chunk)
+        if offset < chunk_start + record.length:
+            return chunk_start, chunk
+        chunk_start, chunk = chunk_start + record.length, record.next_chunk
+        if chunk is None:
+            raise StorageCorrupted(f"segment {segment.name}: the chunk list ends before offset {offset}")
+        context.read_index.add(segment.name, chunk_start, chunk, generation)

@@ -1,0 +1,150 @@
+"""Tier-2 through the whole segment store, over the wire: flushing, eviction and cold reads, log
+truncation, restart from Tier-2 (table segments included), metadata-only merges, and Tier-2 outages."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+
+import pytest
+
+from clients.connection import WireConnection, next_request_id
+from server.tier2.faulty import FaultyChunkStorage
+from server.tier2.filesystem import FileSystemChunkStorage
+from tests.support.bulk import MiB, append_pattern, verify_pattern
+from tests.support.segment_store import running_segment_store
+from wire import commands as c
+from wire.constants import NO_VERSION
+
+SEGMENT = "scope/stream/0.#epoch.0"
+TABLE = "scope/_tables/metadata"
+
+# Small everything, so that a few dozen MiB exercise eviction, rolling, checkpoints and truncation.
+SMALL = dict(container_count=2, cache_size=16 * MiB, flush_size=1 * MiB, flush_interval=0.2,
+             max_chunk_size=8 * MiB, checkpoint_every_bytes=4 * MiB)
+
+
+def tier1_bytes(data_dir: pathlib.Path) -> int:
+    return sum(path.stat().st_size for path in (data_dir / "tier1").rglob("*") if path.is_file())
+
+
+async def request(port, command):
+    connection = await WireConnection.connect("127.0.0.1", port)
+    try:
+        return await connection.request(command, timeout=120)
+    finally:
+        await connection.close()
+
+
+async def create(port, name=SEGMENT, table=False):
+    make = c.CreateTableSegment(next_request_id(), name, "") if table else \
+        c.CreateSegment(next_request_id(), name, 0, 0, "", 0)
+    reply = await request(port, make)
+    assert isinstance(reply, c.SegmentCreated), reply
+
+
+async def flush(port):
+    reply = await request(port, c.FlushToStorage(-1, "", next_request_id()))
+    assert isinstance(reply, c.StorageFlushed), reply
+
+
+async def chunks(port, name=SEGMENT):
+    reply = await request(port, c.ListStorageChunks(name, "", next_request_id()))
+    assert isinstance(reply, c.StorageChunksListed), reply
+    return reply.chunks
+
+
+async def test_bytes_reach_tier2_are_evicted_read_back_cold_and_survive_a_restart(tmp_path):
+    total = 128 * MiB
+    async with running_segment_store(tmp_path, **SMALL) as store:
+        await create(store.port)
+        await create(store.port, TABLE, table=True)
+        table_reply = await request(store.port, c.UpdateTableEntries(next_request_id(), TABLE, "", [
+            c.TableEntry(f"key-{i}".encode(), NO_VERSION, f"value-{i}".encode()) for i in range(500)]))
+        assert isinstance(table_reply, c.TableEntriesUpdated), table_reply
+        assert await append_pattern(store.port, SEGMENT, total) == total
+        await flush(store.port)
+
+        listed = await chunks(store.port)
+        assert len(listed) >= total // (8 * MiB)  # rolled at the maximum chunk size
+        assert sum(chunk.length_in_metadata for chunk in listed) == total
+        assert [chunk.start_offset for chunk in listed] == sorted(chunk.start_offset for chunk in listed)
+        assert store.cache.size <= store.cache.budget
+        assert store.cache.evicted_bytes > 0  # most of the segment was evicted: reads below come from Tier-2
+        # the log was truncated behind the flush: each container keeps at most its current log file, one
+        # being recycled and a preallocated spare (16 MiB each), whatever was written
+        assert tier1_bytes(tmp_path) <= 3 * 16 * MiB * SMALL["container_count"] < total
+        assert await verify_pattern(store.port, SEGMENT, total) == total
+
+    async with running_segment_store(tmp_path, **SMALL) as store:  # recovery: log tail + Tier-2
+        info = await request(store.port, c.GetStreamSegmentInfo(next_request_id(), SEGMENT, ""))
+        assert info.write_offset == total
+        assert await verify_pattern(store.port, SEGMENT, total) == total
+        read = await request(store.port, c.ReadTable(next_request_id(), TABLE, "", [
+            c.TableKey(f"key-{i}".encode(), NO_VERSION) for i in (0, 250, 499)]))
+        assert [bytes(entry.value) for entry in read.entries] == [b"value-0", b"value-250", b"value-499"]
+        # appends continue where the segment ended, into new chunks of the new epoch
+        assert await append_pattern(store.port, SEGMENT, 4 * MiB, first_block=total // MiB) == total + 4 * MiB
+        await flush(store.port)
+        assert await verify_pattern(store.port, SEGMENT, total + 4 * MiB) == total + 4 * MiB
+
+
+async def test_merging_a_100_mib_transaction_moves_no_chunk_bytes(tmp_path):
+    storage = FileSystemChunkStorage(tmp_path / "tier2")
+    transaction = "scope/stream/0.#epoch.0#transaction.00000000000000000000000000000001"
+    size = 100 * MiB
+    async with running_segment_store(tmp_path / "data", chunk_storage=storage,
+                                     **{**SMALL, "cache_size": 64 * MiB, "max_chunk_size": 32 * MiB}) as store:
+        await create(store.port)
+        await create(store.port, transaction)
+        assert await append_pattern(store.port, SEGMENT, 2 * MiB, seed=7) == 2 * MiB
+        assert await append_pattern(store.port, transaction, size, first_block=2, seed=7) == size
+        await flush(store.port)
+        before = storage.counters.snapshot()
+
+        merged = await request(store.port, c.MergeSegments(next_request_id(), SEGMENT, transaction, ""))
+        assert isinstance(merged, c.SegmentsMerged), merged
+        assert merged.new_target_write_offset == size + 2 * MiB
+        await flush(store.port)
+        after = storage.counters
+
+        assert after.bytes_concatenated == before.bytes_concatenated  # no chunk was stitched
+        assert after.bytes_read == before.bytes_read  # nothing read back to be copied
+        assert after.bytes_written - before.bytes_written < 256 * 1024  # only metadata (system journal, table)
+        listed = await chunks(store.port)
+        assert sum(chunk.length_in_metadata for chunk in listed) == size + 2 * MiB
+        assert any(transaction in chunk.chunk_name for chunk in listed)  # the transaction's chunks, re-linked
+        assert await verify_pattern(store.port, SEGMENT, size + 2 * MiB, seed=7) == size + 2 * MiB
+
+
+@pytest.mark.parametrize("fault", ["errors", "timeouts"])
+async def test_tier2_outage_keeps_appends_acknowledged_and_never_truncates_unflushed_log(tmp_path, fault):
+    storage = FaultyChunkStorage(FileSystemChunkStorage(tmp_path / "tier2"))
+    config = {**SMALL, "cache_size": 64 * MiB, "tier2_timeout": 0.5}
+    async with running_segment_store(tmp_path / "data", chunk_storage=storage, **config) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 8 * MiB) == 8 * MiB
+        await flush(store.port)
+        flushed_before = sum(container.writer.bytes_flushed for container in store.containers.values())
+
+        if fault == "errors":
+            storage.unavailable = True
+        else:
+            storage.hang(30.0)  # every call blocks; the writer's timeout gives up on it
+        truncation = {cid: container._log.truncation_address for cid, container in store.containers.items()}
+        # Tier-2 is down: appends are still acknowledged (from Tier-1), for a while
+        assert await append_pattern(store.port, SEGMENT, 24 * MiB, first_block=8) == 32 * MiB
+        await asyncio.sleep(1.0)
+        assert sum(container.writer.failures for container in store.containers.values()) > 0
+        assert sum(container.writer.bytes_flushed for container in store.containers.values()) == flushed_before
+        for cid, container in store.containers.items():
+            assert container._log.truncation_address == truncation[cid]  # the unflushed tail stays in the log
+        assert await verify_pattern(store.port, SEGMENT, 32 * MiB) == 32 * MiB  # cached: reads still work
+
+    # The store stopped with Tier-2 still down; it restarts with Tier-2 back, recovering from the log.
+    async with running_segment_store(tmp_path / "data", chunk_storage=FileSystemChunkStorage(tmp_path / "tier2"),
+                                     **config) as store:
+        await flush(store.port)
+        listed = await chunks(store.port)
+        assert sum(chunk.length_in_metadata for chunk in listed) == 32 * MiB
+        assert await verify_pattern(store.port, SEGMENT, 32 * MiB) == 32 * MiB

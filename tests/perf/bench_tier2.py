@@ -1,0 +1,167 @@
+"""Tier-2 throughput of the segment store next to plain sequential file I/O of the same size, same run.
+
+1. Plain baselines on the same disk: sequential 16 MiB writes of SIZE bytes then one fdatasync, and a
+   sequential read of that file in 8 MiB reads after dropping it from the page cache (fadvise).
+2. Flush throughput: a segment store (its own process, filesystem Tier-2) takes SIZE bytes of appends
+   with automatic flushing held back (the cache holds them all), then FlushToStorage is timed: that is
+   the storage writer moving cached bytes into Tier-2 chunks (fsync'd, with SLTS metadata commits).
+3. Historical read throughput, cold: the store restarts (empty cache), Tier-2 chunk files are dropped
+   from the page cache, and one client reads the segment sequentially in 8 MiB reads over the wire.
+
+Bars (issue #5): flush >= 0.5 x the plain write; cold historical read >= 0.5 x the plain read.
+
+Usage: python tests/perf/bench_tier2.py [--size-mib N] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+from clients.connection import WireConnection, next_request_id  # noqa: E402
+from tests.support.bulk import MiB, append_pattern, verify_pattern  # noqa: E402
+from wire import commands as c  # noqa: E402
+
+SEGMENT = "bench/tier2/0.#epoch.0"
+WRITE_SIZE = 16 * MiB
+READ_SIZE = 8 * MiB
+
+
+def drop_from_page_cache(path: pathlib.Path) -> None:
+    for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+        descriptor = os.open(file, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(descriptor)
+
+
+def plain_write(path: pathlib.Path, size: int) -> float:
+    block = os.urandom(WRITE_SIZE)
+    started = time.perf_counter()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(size // WRITE_SIZE):
+            os.write(descriptor, block)
+        os.fdatasync(descriptor)
+    finally:
+        os.close(descriptor)
+    return size / (time.perf_counter() - started)
+
+
+def plain_read(path: pathlib.Path) -> float:
+    drop_from_page_cache(path)
+    started = time.perf_counter()
+    total = 0
+    with open(path, "rb", buffering=0) as file:
+        while chunk := file.read(READ_SIZE):
+            total += len(chunk)
+    return total / (time.perf_counter() - started)
+
+
+def _serve(data_dir: str, cache_mib: int, hold_flushes: bool, ports) -> None:
+    import uvloop
+
+    from server.config import SegmentStoreConfig
+    from server.service import SegmentStoreService
+
+    async def main():
+        config = SegmentStoreConfig(data_dir=pathlib.Path(data_dir), port=0, container_count=1,
+                                    log_file_size=256 * MiB, cache_size=cache_mib * MiB,
+                                    checkpoint_every_bytes=1 << 40 if hold_flushes else 64 * MiB,
+                                    flush_size=1 << 40 if hold_flushes else 4 * MiB,
+                                    flush_interval=3600.0 if hold_flushes else 2.0)
+        service = SegmentStoreService(config)
+        await service.start()
+        ports.put(service.port)
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
+class Store:
+    def __init__(self, data_dir: pathlib.Path, cache_mib: int, hold_flushes: bool):
+        ports = multiprocessing.Queue()
+        self.process = multiprocessing.Process(target=_serve, args=(str(data_dir), cache_mib, hold_flushes, ports),
+                                               daemon=True)
+        self.process.start()
+        self.port = ports.get(timeout=120)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.join()
+
+
+async def request(port: int, command, timeout: float = 600):
+    connection = await WireConnection.connect("127.0.0.1", port)
+    try:
+        return await connection.request(command, timeout=timeout)
+    finally:
+        await connection.close()
+
+
+async def measure_flush(port: int, size: int) -> float:
+    reply = await request(port, c.CreateSegment(next_request_id(), SEGMENT, 0, 0, "", 0))
+    assert isinstance(reply, c.SegmentCreated), reply
+    assert await append_pattern(port, SEGMENT, size, block_size=4 * MiB, in_flight=8) == size
+    started = time.perf_counter()
+    reply = await request(port, c.FlushToStorage(-1, "", next_request_id()))
+    assert isinstance(reply, c.StorageFlushed), reply
+    return size / (time.perf_counter() - started)
+
+
+async def measure_cold_read(port: int, size: int) -> float:
+    started = time.perf_counter()
+    assert await verify_pattern(port, SEGMENT, size, block_size=4 * MiB, read_size=READ_SIZE) == size
+    return size / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--dir", type=pathlib.Path, default=None, help="where to put the data (default: a temp dir)")
+    args = parser.parse_args()
+    size = args.size_mib // 16 * 16 * MiB
+    root = pathlib.Path(tempfile.mkdtemp(prefix="bench-tier2-", dir=args.dir))
+    try:
+        plain_file = root / "plain"
+        write_baseline = plain_write(plain_file, size)
+        read_baseline = plain_read(plain_file)
+        plain_file.unlink()
+        print(f"plain sequential write (16 MiB writes + fdatasync): {write_baseline / MiB:8.0f} MiB/s")
+        print(f"plain sequential read, cold (8 MiB reads):          {read_baseline / MiB:8.0f} MiB/s")
+
+        store = Store(root / "data", cache_mib=args.size_mib + 512, hold_flushes=True)
+        try:
+            flush = asyncio.run(measure_flush(store.port, size))
+        finally:
+            store.stop()
+        store = Store(root / "data", cache_mib=256, hold_flushes=False)
+        try:
+            drop_from_page_cache(root / "data" / "tier2")
+            read = asyncio.run(measure_cold_read(store.port, size))
+        finally:
+            store.stop()
+
+        print(f"tier-2 flush (FlushToStorage of {size // MiB} MiB):        {flush / MiB:8.0f} MiB/s"
+              f" = {flush / write_baseline:.2f}x plain write (bar 0.50x) "
+              f"{'PASS' if flush >= 0.5 * write_baseline else 'FAIL'}")
+        print(f"historical read, cold cache (wire, 8 MiB reads):   {read / MiB:8.0f} MiB/s"
+              f" = {read / read_baseline:.2f}x plain read (bar 0.50x) "
+              f"{'PASS' if read >= 0.5 * read_baseline else 'FAIL'}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

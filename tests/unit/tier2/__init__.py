@@ -1,0 +1,1 @@
+"""Tier-2 chunk storage tests."""
