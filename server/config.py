@@ -20,7 +20,7 @@ class SegmentStoreConfig:
     tail_read_timeout: float = 60.0  # a read parked at the tail longer than this closes its connection
     transient_idle_seconds: float = 600.0  # unmerged transient segments idle this long are deleted
     checkpoint_every_operations: int = 50_000
-    checkpoint_every_bytes: int = 32 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
+    checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     log_file_size: int = 64 * 1024 * 1024
     # Tier-2: "filesystem" (under <data dir>/tier2, the embedded default), "s3", or "none" (all bytes in memory,
     # the log never truncated: for tests of Tier-1 alone).

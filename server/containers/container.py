@@ -153,7 +153,8 @@ class SegmentContainer:
                 container_id, tier2.chunks, TableMetadataStore(self, self.storage_metadata_name),
                 config=tier2.storage, system_segments=(self.storage_metadata_name,), owns_segment=tier2.owns_segment)
             self.writer = StorageWriter(container_id, self.storage, tier2.cache, config=tier2.writer,
-                                        truncate_log=self._truncate_log, on_fatal=self._fail)
+                                        truncate_log=self._truncate_log, on_fatal=self._fail,
+                                        log_pressure=self._log_pressure)
         self._state = ContainerState(tier2.cache if tier2 is not None else None, self.writer)
         self._pending = PendingState(self._state, durable_log.max_append_size - 2 * _FRAME_HEADROOM)
         self._wall_clock_ms = wall_clock_ms
@@ -162,7 +163,11 @@ class SegmentContainer:
         self._checkpoint_every_bytes = checkpoint_every_bytes
         self._operations_since_checkpoint = 0
         self._bytes_since_checkpoint = 0
-        self._checkpoints: deque[tuple[int, LogAddress]] = deque()  # (sequence, address) of those in the log
+        self._logged_bytes = 0  # bytes of every frame so far (replayed ones included)
+        # (sequence, address, logged bytes before it) of each checkpoint still in the log
+        self._checkpoints: deque[tuple[int, LogAddress, int]] = deque()
+        # The storage writer flushes everything when the log holds more than this since its first checkpoint.
+        self._log_backlog_target = 2 * checkpoint_every_bytes
         self._in_flight_reads: dict[tuple[str, int], asyncio.Future] = {}
         self._prefetches: set[asyncio.Task] = set()
         self._frame: _Frame | None = None
@@ -226,11 +231,12 @@ class SegmentContainer:
             for index, operation in enumerate(operations):
                 if isinstance(operation, ops.Checkpoint):
                     found_checkpoint = self._recover_checkpoint(operation, found_checkpoint)
-                    self._checkpoints.append((first_sequence + index, address))
+                    self._checkpoints.append((first_sequence + index, address, self._logged_bytes))
                 elif found_checkpoint:
                     self._state.apply(operation, timestamp_ms, first_sequence + index)
                     operations_replayed += 1
                 self._state.last_sequence = first_sequence + index
+            self._logged_bytes += len(record)
             if records % 10_000 == 0:
                 log.info("recovery progress", extra={"container": self.container_id, "records": records,
                                                       "operations": operations_replayed})
@@ -345,7 +351,9 @@ class SegmentContainer:
             return
         frame.done = True
         if isinstance(frame.decisions[0].operation, ops.Checkpoint):
-            self._checkpoints.append((frame.first_sequence, address))
+            self._checkpoints.append((frame.first_sequence, address, self._logged_bytes))
+            if self.writer is not None and self._log_pressure():
+                self.writer.wake()
         try:
             self._commit_ready_frames()
         except InconsistentState as error:
@@ -368,6 +376,7 @@ class SegmentContainer:
                     future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)
             self._bytes_since_checkpoint += frame.size
+            self._logged_bytes += frame.size
         if ((self._operations_since_checkpoint >= self._checkpoint_every
              or self._bytes_since_checkpoint >= self._checkpoint_every_bytes) and self._held is None):
             self._held = deque()
@@ -409,6 +418,10 @@ class SegmentContainer:
         await future
 
     # ------------------------------------------------------------------ tier-2
+
+    def _log_pressure(self) -> bool:
+        """Whether the log holds so much since its first checkpoint that Tier-2 should catch up now."""
+        return bool(self._checkpoints) and self._logged_bytes - self._checkpoints[0][2] > self._log_backlog_target
 
     async def _truncate_log(self, lowest_pending: int | None) -> None:
         """Truncates the log before the newest checkpoint that every unfinished Tier-2 operation follows."""

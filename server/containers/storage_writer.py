@@ -9,7 +9,8 @@ Theory of operation.
   segment's read index until this writer has written them.
 * **Flushing.** A data item is written when its segment has ``flush_size`` bytes waiting,
   when it is older than ``flush_interval``, when a seal/merge/truncate/delete waits behind
-  it, when the cache is under pressure, or when FlushToStorage asks. Bytes go to Tier-2 in
+  it, when the cache is half full, when the log holds too much since its first
+  checkpoint (a trickling segment must not pin the log), or when FlushToStorage asks. Bytes go to Tier-2 in
   writes of up to ``max_write_size``, straight from the cached views. Barriers then apply in
   order: a merge flushes the source's bytes, seals it in Tier-2 and concatenates it
   (metadata only); the target's redirect to the source ends there.
@@ -104,14 +105,16 @@ class _Work:
 
 class StorageWriter(StateObserver):
     def __init__(self, container_id: int, storage, cache, *, config: StorageWriterConfig | None = None,
-                 truncate_log: Callable[[int], Awaitable[None]] | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None):
+                 truncate_log: Callable[[int | None], Awaitable[None]] | None = None,
+                 on_fatal: Callable[[BaseException], None] | None = None,
+                 log_pressure: Callable[[], bool] = lambda: False):
         self.container_id = container_id
         self.storage = storage  # a ChunkedSegmentStorage
         self.cache = cache
         self.config = config or StorageWriterConfig()
         self._truncate_log = truncate_log
         self._on_fatal = on_fatal
+        self._log_pressure = log_pressure
         self._works: dict[int, _Work] = {}  # by segment id
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -242,7 +245,8 @@ class StorageWriter(StateObserver):
                 return
 
     async def _pass(self) -> None:
-        force = bool(self._flush_waiters) or (self.cache is not None and self.cache.size > self.cache.budget // 2)
+        force = (bool(self._flush_waiters) or self._log_pressure()
+                 or (self.cache is not None and self.cache.size > self.cache.budget // 2))
         semaphore = asyncio.Semaphore(self.config.concurrency)
 
         async def one(work: _Work):
@@ -273,7 +277,11 @@ class StorageWriter(StateObserver):
             self._wake.set()
 
     async def _process(self, work: _Work, force: bool) -> None:
+        """Does the segment's items that exist now (later ones wait for the next pass: a pass must end)."""
         async with work.lock:
+            if not work.items:
+                return
+            last = work.items[-1]
             while work.items:
                 item = work.items[0]
                 if item.kind is _Kind.DATA and not (
@@ -283,6 +291,8 @@ class StorageWriter(StateObserver):
                 await self._step(work, item)
                 if work.items and work.items[0] is item:
                     work.items.popleft()
+                if item is last:
+                    return
 
     async def _step(self, work: _Work, item: _Item) -> None:
         if item.kind is _Kind.DATA:

@@ -148,3 +148,18 @@ async def test_tier2_outage_keeps_appends_acknowledged_and_never_truncates_unflu
         listed = await chunks(store.port)
         assert sum(chunk.length_in_metadata for chunk in listed) == 32 * MiB
         assert await verify_pattern(store.port, SEGMENT, 32 * MiB) == 32 * MiB
+
+
+async def test_s3_tier2_by_configuration(tmp_path, s3_bucket):
+    """The same store on S3 (moto's server on loopback): no appends, so every flush writes new objects."""
+    endpoint, bucket = s3_bucket
+    config = {**SMALL, "tier2": "s3", "s3_endpoint": endpoint, "s3_bucket": bucket, "s3_prefix": "tributary/"}
+    async with running_segment_store(tmp_path, **config) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 24 * MiB) == 24 * MiB
+        await flush(store.port)
+        listed = await chunks(store.port)
+        assert len(listed) >= 3 and sum(chunk.length_in_metadata for chunk in listed) == 24 * MiB
+        assert await verify_pattern(store.port, SEGMENT, 24 * MiB) == 24 * MiB
+    async with running_segment_store(tmp_path, **config) as store:
+        assert await verify_pattern(store.port, SEGMENT, 24 * MiB) == 24 * MiB

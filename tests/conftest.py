@@ -1,4 +1,4 @@
-"""Fixtures for the Tier-2 tests: one moto S3 server per session (started only if a test needs it)."""
+"""Shared fixtures: one moto S3 server per session (started only if a test needs it) for the S3 Tier-2 tests."""
 
 from __future__ import annotations
 
