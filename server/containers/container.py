@@ -62,7 +62,7 @@ from .storage_writer import StorageWriter, StorageWriterConfig
 
 log = logging.getLogger("tributary.container")
 _FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
-_READ_AHEAD = 4 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
+_READ_AHEAD = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size (the largest read)
 _REBUILD_READ_SIZE = 16 * 1024 * 1024
 _STORAGE_READ_ATTEMPTS = 8  # a read retries a failing Tier-2 this many times (with growing pauses) before failing
 _NOT_CACHED = object()
