@@ -25,8 +25,9 @@ from .containers.cache import CacheManager
 from .containers.container import ContainerStatus, SegmentContainer, Tier2Settings
 from .containers.storage_writer import StorageWriterConfig
 from .tier1 import LocalDurableDataLog
-from .tier2.chunk_storage import ChunkStorage
+from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
+from .tier2.metadata_store import MetadataStoreError
 
 log = logging.getLogger("tributary.segmentstore")
 _LAYOUT_FILE = "segmentstore.json"
@@ -74,7 +75,12 @@ class SegmentStoreService:
     async def start(self) -> None:
         """Recovers every container, then starts listening. Raises StartupError."""
         self._prepare_data_dir()
-        await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
+        try:
+            await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
+        except (ChunkStorageError, MetadataStoreError) as error:
+            await self._stop_containers()
+            await self.chunk_storage.close()
+            raise StartupError(f"tier-2 ({self.config.tier2}) is not usable: {error}") from error
         limits = ConnectionLimits(append_bytes_outstanding_max=self.config.append_bytes_outstanding_max,
                                   write_buffer_high=self.config.write_buffer_high,
                                   tail_read_timeout=self.config.tail_read_timeout)

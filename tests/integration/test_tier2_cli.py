@@ -1,0 +1,29 @@
+"""The CLI's Tier-2 options: an unusable S3 Tier-2 or a missing bucket is a clear error with a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.support.processes import free_port
+
+
+def run(tmp_path, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_MAX_ATTEMPTS="1")
+    return subprocess.run([sys.executable, "-m", "tributary", "segmentstore", "--data-dir", str(tmp_path / "data"),
+                           "--port", str(free_port()), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_unreachable_s3_tier2_fails_start_with_a_clear_error(tmp_path):
+    closed = free_port()  # nothing listens there
+    result = run(tmp_path, "--tier2", "s3", "--s3-bucket", "missing", "--s3-endpoint", f"http://127.0.0.1:{closed}")
+    assert result.returncode == 1
+    assert "tier-2 (s3) is not usable" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_s3_tier2_without_a_bucket_is_a_usage_error(tmp_path):
+    result = run(tmp_path, "--tier2", "s3")
+    assert result.returncode == 2
+    assert "an S3 Tier-2 needs a bucket" in result.stderr
