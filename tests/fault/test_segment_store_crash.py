@@ -22,11 +22,12 @@ CYCLES = 20
 pytestmark = pytest.mark.slow
 
 
-def payload(number: int) -> bytes:
-    return f"event-{number:08d}-".encode() + bytes([number % 251]) * (number % 300)
+def payload(number: int, padding: int = 0) -> bytes:
+    return f"event-{number:08d}-".encode() + bytes([number % 251]) * (number % 300 + padding)
 
 
-async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], stop_after: float) -> None:
+async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], stop_after: float,
+                             padding: int = 0) -> None:
     """Resumes after the writer's stored event number and appends blocks, several in flight."""
     connection = await WireConnection.connect("127.0.0.1", port)
     setup = await connection.request(c.SetupAppend(next_request_id(), writer, SEGMENT, ""))
@@ -37,7 +38,7 @@ async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], sto
         while asyncio.get_running_loop().time() < deadline:
             count = random.randint(1, 20)
             numbers = list(range(next_number, next_number + count))
-            data = envelope_all([payload(n) for n in numbers])
+            data = envelope_all([payload(n, padding) for n in numbers])
             request_id = next_request_id()
             future = connection.expect(request_id)
             connection.send(c.AppendBlockEnd(writer, len(data), data, count, numbers[-1], request_id))
@@ -78,9 +79,11 @@ async def stored_event_number(port: int, writer: uuid.UUID) -> int:
         await connection.close()
 
 
-async def test_acknowledged_events_survive_repeated_sigkill(tmp_path):
-    """20 cycles of write-then-SIGKILL-then-restart; after each, the segment is exactly events 1..K
-    in order with no duplicates, K = the writer's stored event number >= every acknowledged one."""
+@pytest.mark.parametrize("padding, cycles", [(0, CYCLES), (48 * 1024, 10)], ids=["small-events", "tier2-active"])
+async def test_acknowledged_events_survive_repeated_sigkill(tmp_path, padding, cycles):
+    """Cycles of write-then-SIGKILL-then-restart; after each, the segment is exactly events 1..K in order
+    with no duplicates, K = the writer's stored event number >= every acknowledged one. With ~48 KiB
+    events the kills land while the storage writer flushes to Tier-2 and the log is being truncated."""
     seed = random.randrange(1 << 30)
     random.seed(seed)
     server = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--containers", "2", "--log-file-size", "16"],
@@ -91,8 +94,8 @@ async def test_acknowledged_events_survive_repeated_sigkill(tmp_path):
         connection = await WireConnection.connect("127.0.0.1", server.port)
         await connection.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
         await connection.close()
-        for cycle in range(CYCLES):
-            writing = asyncio.ensure_future(write_until_killed(server.port, writer, acked, 5))
+        for cycle in range(cycles):
+            writing = asyncio.ensure_future(write_until_killed(server.port, writer, acked, 5, padding))
             await asyncio.sleep(random.uniform(0.05, 0.5))
             server.kill()
             await asyncio.wait_for(writing, 30)
@@ -101,10 +104,13 @@ async def test_acknowledged_events_survive_repeated_sigkill(tmp_path):
             events, consumed = split_events(data)
             assert consumed == len(data) == length, f"seed {seed} cycle {cycle}: partial event in the segment"
             stored = await stored_event_number(server.port, writer)
-            assert [bytes(e) for e in events] == [payload(n) for n in range(1, len(events) + 1)], \
+            assert [bytes(e) for e in events] == [payload(n, padding) for n in range(1, len(events) + 1)], \
                 f"seed {seed} cycle {cycle}: events missing, duplicated or out of order"
             assert stored == len(events) or (stored == NULL_ATTRIBUTE_VALUE and not events), f"seed {seed}"
             assert max(acked, default=0) <= len(events), f"seed {seed} cycle {cycle}: acknowledged events lost"
-        assert len(acked) > CYCLES, f"seed {seed}: the writer barely wrote anything"
+        assert len(acked) > cycles, f"seed {seed}: the writer barely wrote anything"
+        if padding:
+            tier2 = sum(path.stat().st_size for path in (tmp_path / "data" / "tier2").rglob("*") if path.is_file())
+            assert tier2 > 16 * 1024 * 1024, f"seed {seed}: Tier-2 holds only {tier2} bytes: nothing was flushed"
     finally:
         server.kill()
