@@ -118,7 +118,7 @@ class StorageWriter(StateObserver):
         self._works: dict[int, _Work] = {}  # by segment id
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._force = False
+        self._stopping = False
         self._flush_waiters: list[tuple[int, asyncio.Future]] = []
         self.bytes_flushed = 0
         self.failures = 0
@@ -179,6 +179,7 @@ class StorageWriter(StateObserver):
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopping = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -186,10 +187,13 @@ class StorageWriter(StateObserver):
                 await task
             except asyncio.CancelledError:
                 pass
-        for _, waiter in self._flush_waiters:
+        self._fail_flush_waiters(MetadataStoreUnavailable("the storage writer stopped"))
+
+    def _fail_flush_waiters(self, error: BaseException) -> None:
+        waiters, self._flush_waiters = self._flush_waiters, []
+        for _, waiter in waiters:
             if not waiter.done():
-                waiter.set_exception(MetadataStoreUnavailable("the storage writer stopped"))
-        self._flush_waiters.clear()
+                waiter.set_exception(error)
 
     def wake(self) -> None:
         self._wake.set()
@@ -197,6 +201,8 @@ class StorageWriter(StateObserver):
     async def flush(self, through_sequence: int) -> None:
         """Returns once every operation up to ``through_sequence`` has reached Tier-2."""
         if not self._finished_through(through_sequence):
+            if self._task is None or self._task.done():
+                raise MetadataStoreUnavailable("the storage writer is not running")
             waiter = asyncio.get_running_loop().create_future()
             self._flush_waiters.append((through_sequence, waiter))
             self._wake.set()
@@ -218,10 +224,11 @@ class StorageWriter(StateObserver):
 
     async def _run(self) -> None:
         delay = 0.05
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.config.flush_interval / 2)
-            except asyncio.TimeoutError:
+        while not self._stopping:
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (stop would hang)
+                async with asyncio.timeout(self.config.flush_interval / 2):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:
@@ -240,6 +247,7 @@ class StorageWriter(StateObserver):
                 raise
             except Exception as error:  # ownership lost, inconsistency, or a bug: the container stops
                 log.exception("storage writer failed", extra={"container": self.container_id})
+                self._fail_flush_waiters(error)
                 if self._on_fatal is not None:
                     self._on_fatal(error)
                 return
@@ -311,7 +319,8 @@ class StorageWriter(StateObserver):
     # ------------------------------------------------------------------ one step each
 
     async def _call(self, coroutine):
-        return await asyncio.wait_for(coroutine, self.config.operation_timeout)
+        async with asyncio.timeout(self.config.operation_timeout):
+            return await coroutine
 
     async def _know(self, work: _Work) -> None:
         if work.known:

@@ -68,7 +68,7 @@ class ChunkedSegmentStorage:
         self._owns_segment = owns_segment
         self._cache = MetadataCache(metadata, config.metadata_cache_records_max)
         self._locks = KeyedLocks()
-        collector = GarbageCollector(chunks, self._begin_for_chunk, config, clock)
+        collector = GarbageCollector(chunks, self._begin_for_chunk, self._confirm_owner, config, clock)
         self._journal = SystemJournal(container_id, chunks, config, system_segments, collector.schedule)
         self._context = OperationContext(chunks, config, collector, ReadIndex(config.read_index_segments_max),
                                          self._begin)
@@ -203,6 +203,12 @@ class ChunkedSegmentStorage:
     def _begin_for_chunk(self, chunk: str) -> MetadataTransaction:
         parsed = chunk_names.parse_segment_chunk(chunk)
         return self._begin(parsed.segment if parsed is not None else chunk)
+
+    async def _confirm_owner(self, chunk: str) -> None:
+        """Before the collector deletes a system segment's chunk: pinned records are not fenced, the journal is."""
+        parsed = chunk_names.parse_segment_chunk(chunk)
+        if parsed is not None and parsed.segment in self._system_segments:
+            await self._journal.check_current()
 
 
 @contextlib.contextmanager

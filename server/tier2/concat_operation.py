@@ -68,9 +68,11 @@ def _splice(target: SegmentRecord, source: SegmentRecord, epoch: int) -> Segment
     flags = target.flags
     if source.owner_epoch < epoch or source.ownership_changed:
         flags |= SegmentFlags.OWNERSHIP_CHANGED
-    first = (target.first_chunk, target.first_chunk_start_offset) if target.first_chunk else \
-        (source.first_chunk, target.length + source.first_chunk_start_offset)
+    if target.first_chunk is None:  # the source's list becomes the target's (an untruncated source starts at 0)
+        first, first_start_offset = source.first_chunk, target.length
+    else:
+        first, first_start_offset = target.first_chunk, target.first_chunk_start_offset
     return dataclasses.replace(
         target, length=target.length + source.length, chunk_count=target.chunk_count + source.chunk_count,
-        first_chunk=first[0], first_chunk_start_offset=first[1], last_chunk=source.last_chunk,
+        first_chunk=first, first_chunk_start_offset=first_start_offset, last_chunk=source.last_chunk,
         last_chunk_start_offset=target.length + source.last_chunk_start_offset, flags=flags)

@@ -19,8 +19,12 @@ running, the chunk is "in flight" and its task waits, however long the operation
 queue lives in memory: after a crash ``sweep`` lists the chunks of the segments this container
 owns and queues every one without an active record.
 
-Transient failures put a task back (up to ``gc_attempts_max`` attempts). A fenced metadata
-store means a newer owner exists: the task is dropped and that owner's sweep takes over.
+Zombies: a fenced metadata store, or ``confirm_owner`` finding a newer owner, means a newer
+owner exists; the task is dropped and that owner's sweep takes over. ``confirm_owner`` matters
+for system segments, whose records are pinned in memory and not fenced by the metadata store:
+an old owner's pinned layout may call a chunk garbage that the new owner's layout still uses.
+
+Transient failures put a task back (up to ``gc_attempts_max`` attempts).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ import asyncio
 import heapq
 import itertools
 import logging
-from typing import Callable, Iterable
+from typing import Awaitable, Callable, Iterable
 
 from . import chunk_names
 from .chunk_storage import ChunkNotFound, ChunkStorage, ChunkStorageUnavailable
 from .config import StorageConfig
+from .errors import StorageNotPrimary
 from .metadata_store import MetadataStoreUnavailable, StorageFenced, VersionMismatch
 from .metadata_transaction import MetadataTransaction
 
@@ -64,11 +69,13 @@ class NewChunks:
 
 
 class GarbageCollector:
-    def __init__(self, chunks: ChunkStorage, begin: Callable[[str], MetadataTransaction], config: StorageConfig,
-                 clock: Callable[[], float]):
-        """``begin(chunk)`` starts a transaction on the record source holding that chunk's record."""
+    def __init__(self, chunks: ChunkStorage, begin: Callable[[str], MetadataTransaction],
+                 confirm_owner: Callable[[str], Awaitable[None]], config: StorageConfig, clock: Callable[[], float]):
+        """``begin(chunk)`` starts a transaction on the record source holding that chunk's record;
+        ``confirm_owner(chunk)`` raises StorageNotPrimary if this owner may no longer delete it."""
         self._chunks = chunks
         self._begin = begin
+        self._confirm_owner = confirm_owner
         self._config = config
         self._clock = clock
         self._queue: list[tuple[float, int, str, int]] = []  # (due, tie-breaker, chunk, failed attempts)
@@ -143,8 +150,9 @@ class GarbageCollector:
             timeout = None
             if self._queue:
                 timeout = max(self._queue[0][0] - self._clock(), _WAIT_SECONDS_MIN)
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            try:  # not asyncio.wait_for: in 3.11 it swallows a cancel that meets a set event
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
             except TimeoutError:
                 pass
 
@@ -160,8 +168,8 @@ class GarbageCollector:
             else:
                 self.dropped += 1
                 log.warning("garbage chunk %s: giving up after %d attempts: %s", name, attempts + 1, error)
-        except StorageFenced:
-            log.info("garbage chunk %s: metadata fenced, leaving it to the new owner", name)
+        except (StorageFenced, StorageNotPrimary):
+            log.info("garbage chunk %s: a newer owner exists, leaving it to that owner", name)
         return 0
 
     async def _delete_if_garbage(self, name: str) -> int:
@@ -170,6 +178,7 @@ class GarbageCollector:
             record = await transaction.chunk(name)
             if record is not None and record.active:
                 return 0
+            await self._confirm_owner(name)
             if record is not None:
                 transaction.remove(name)
                 await transaction.commit()

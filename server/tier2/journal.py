@@ -42,7 +42,7 @@ from .journal_format import Snapshot, decode_batches, decode_snapshot, encode_ba
 from .metadata_cache import Entry
 from .metadata_store import NOT_EXISTS
 from .metadata_transaction import MetadataTransaction
-from .records import ChunkRecord, Record, SegmentFlags, SegmentRecord, check_chain
+from .records import Record, SegmentFlags, SegmentRecord, check_chain
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,11 @@ class SystemJournal:
         self._snapshot_due = False  # a write failed: snapshot before the next batch
         self._obsolete: list[str] = []  # files the next successful snapshot supersedes
 
-    def references(self, chunk: str) -> bool:
-        """Whether ``chunk`` is an active chunk of a system segment."""
-        record = self.records.get(chunk)
-        return isinstance(record, ChunkRecord) and record.active
+    async def check_current(self) -> None:
+        """Raises StorageNotPrimary if a newer epoch has written journal files (this owner is a zombie)."""
+        if self._epoch is None:
+            raise StorageNotPrimary(chunk_names.journal_prefix(self._container_id), "the journal is not bootstrapped")
+        await self._list_files(self._epoch)
 
     async def get(self, key: str) -> Entry:
         record = self.records.get(key)
@@ -117,13 +118,7 @@ class SystemJournal:
                 raise
 
     async def _bootstrap(self, epoch: int) -> None:
-        listed = []
-        for name in await self._chunks.list(chunk_names.journal_prefix(self._container_id)):
-            parsed = chunk_names.parse_journal_file(self._container_id, name)
-            if parsed is not None:
-                if parsed.epoch > epoch:
-                    raise StorageNotPrimary(name, f"{name} was written by a newer owner than epoch {epoch}")
-                listed.append((parsed, name))
+        listed = await self._list_files(epoch)
         self._epoch = epoch
         snapshot = await self._latest_snapshot(listed)
         if snapshot is None and any(parsed.kind == "journal" for parsed, _ in listed):
@@ -139,12 +134,26 @@ class SystemJournal:
         self._obsolete = [name for _, name in listed]
         await self._write_snapshot()
 
+    async def _list_files(self, epoch: int) -> list[tuple[chunk_names.JournalFileName, str]]:
+        """This container's journal and snapshot files.
+
+        Raises StorageNotPrimary if an epoch above ``epoch`` wrote one.
+        """
+        listed = []
+        for name in await self._chunks.list(chunk_names.journal_prefix(self._container_id)):
+            parsed = chunk_names.parse_journal_file(self._container_id, name)
+            if parsed is not None:
+                if parsed.epoch > epoch:
+                    raise StorageNotPrimary(name, f"{name} was written by a newer owner than epoch {epoch}")
+                listed.append((parsed, name))
+        return listed
+
     async def _latest_snapshot(self, listed) -> Snapshot | None:
         candidates = sorted(((p.epoch, p.index), name) for p, name in listed if p.kind == "snapshot")
         for (epoch, index), name in reversed(candidates):
             try:
                 snapshot = decode_snapshot(await self._read_whole(name))
-            except (StorageCorrupted, ChunkNotFound) as error:
+            except StorageCorrupted as error:
                 log.warning("container %d: skipping snapshot %s: %s", self._container_id, name, error)
                 continue
             if (snapshot.epoch, snapshot.index) == (epoch, index):
@@ -215,8 +224,12 @@ class SystemJournal:
         self._snapshot_due = False
 
     async def _read_whole(self, name: str) -> bytes:
-        info = await self._chunks.get_info(name)
-        return await self._chunks.read(name, 0, info.length)
+        """A listed file's bytes. Raises ChunkStorageUnavailable if it vanished: an old owner still
+        collecting its obsolete files; bootstrapping again finds the files that replaced it."""
+        try:
+            return await self._chunks.read(name, 0, (await self._chunks.get_info(name)).length)
+        except ChunkNotFound as error:
+            raise ChunkStorageUnavailable(name, "deleted while bootstrapping; retry") from error
 
     @staticmethod
     def _apply(layout: dict[str, Record], changes: Mapping[str, Record | None]) -> None:

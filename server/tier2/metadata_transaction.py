@@ -83,7 +83,10 @@ class MetadataTransaction:
         return chain
 
     def put(self, record: Record) -> None:
-        """Creates or replaces ``record`` (keyed by its name) at commit."""
+        """Creates or replaces ``record`` (keyed by its name) at commit. Raises StorageCorrupted for a
+        segment record that breaks its invariants (a bug: nothing is committed)."""
+        if isinstance(record, SegmentRecord):
+            record.check_invariants()
         self._changes[record.name] = record
 
     def remove(self, key: str) -> None:

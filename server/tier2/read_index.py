@@ -7,8 +7,8 @@ changes a chunk list from the inside tells the index: truncation drops entries b
 first chunk, defragmentation drops the replaced chunks, delete and concat drop the source.
 Each such removal advances ``generation``; a reader that walked the list from a record older
 than a removal passes the generation it started with, and its entries are then ignored (they
-might name chunks that were just unlinked). Lookups are O(log n) in the number of indexed chunks; the least recently used segments are
-dropped beyond ``segments_max``.
+might name chunks that were just unlinked). Lookups are O(log n) in the number of indexed
+chunks; the least recently used segments are dropped beyond ``segments_max``.
 """
 
 from __future__ import annotations

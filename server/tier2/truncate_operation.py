@@ -45,5 +45,5 @@ async def truncate(context: OperationContext, name: str, offset: int) -> None:
     transaction.put(stamped(segment))
     await transaction.commit()
     if unlinked:
-        pass
+        context.read_index.remove_range(name, 0, first_start)
         context.collector.schedule(unlinked)

@@ -91,10 +91,11 @@ class _SegmentWriter:
         self._last = ChunkRecord(name, length)
         self._last_has_garbage = False
         self._transaction.put(self._last)
-        first = (segment.first_chunk, segment.first_chunk_start_offset) if segment.first_chunk else (name, segment.length)
+        has_first = segment.first_chunk is not None
         self.segment = dataclasses.replace(
             segment, length=segment.length + length, chunk_count=segment.chunk_count + 1,
-            first_chunk=first[0], first_chunk_start_offset=first[1],
+            first_chunk=segment.first_chunk if has_first else name,
+            first_chunk_start_offset=segment.first_chunk_start_offset if has_first else segment.length,
             last_chunk=name, last_chunk_start_offset=segment.length,
             owner_epoch=self._context.epoch, flags=segment.flags & ~SegmentFlags.OWNERSHIP_CHANGED)
         self.opened.append((segment.length, name))

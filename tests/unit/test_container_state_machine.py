@@ -276,9 +276,12 @@ class ContainerMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ invariants
 
+    def user_segment_names(self) -> set:
+        return set(self.container.segment_names())
+
     @invariant()
     def committed_state_equals_model(self):
-        assert set(self.container.segment_names()) == set(self.segments) | set(self.tables)
+        assert self.user_segment_names() == set(self.segments) | set(self.tables)
         for name, model in self.segments.items():
             info = self.container.get_info(name)
             assert (info.length, info.start_offset, info.sealed) == (len(model.data), model.start, model.sealed)

@@ -1,0 +1,57 @@
+"""The container state machine again, with Tier-2 under it and everything tiny: a cache of a few KiB
+(constant eviction, reads from Tier-2), chunks of 512 bytes (constant rolling), flushes after a few
+bytes, checkpoints every 2 KiB (constant log truncation). Extra rules flush to Tier-2 and evict. The
+committed state, every read, and the state after each restart (log tail + Tier-2) must equal the model."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import rule
+
+from server.containers.cache import CacheManager
+from server.containers.container import SegmentContainer, Tier2Settings
+from server.containers.storage_writer import StorageWriterConfig
+from server.tier1 import LocalDurableDataLog
+from server.tier2.config import StorageConfig
+from server.tier2.memory import InMemoryChunkStorage
+from tests.unit.test_container_state_machine import ContainerMachine
+
+
+class Tier2ContainerMachine(ContainerMachine):
+    def __init__(self):
+        self.chunks = InMemoryChunkStorage()
+        self.cache = CacheManager(4096)
+        super().__init__()
+
+    def _open(self) -> SegmentContainer:
+        tier2 = Tier2Settings(self.chunks, self.cache,
+                              storage=StorageConfig(max_chunk_size=512, defrag_min_chunk_size=128,
+                                                    defrag_max_size=512, gc_delay_seconds=0.0),
+                              writer=StorageWriterConfig(flush_size=64, flush_interval=0.01, max_write_size=300))
+        container = SegmentContainer(0, LocalDurableDataLog(self.directory, file_size=1 << 20,
+                                                            max_append_size=256 << 10),
+                                     checkpoint_every_operations=7, checkpoint_every_bytes=2048, tier2=tier2)
+        self.loop.run_until_complete(container.start())
+        return container
+
+    def user_segment_names(self) -> set:
+        return {name for name in self.container.segment_names() if not name.startswith("_system/")}
+
+    @rule()
+    def flush_to_tier2(self):
+        """After FlushToStorage, Tier-2 holds every byte, seal and truncation of every segment."""
+        self.run(self.container.flush_to_storage())
+        for name, model in self.segments.items():
+            if len(model.data):
+                info = self.run(self.container.storage.get_info(name))
+                assert (info.length, info.sealed) == (len(model.data), model.sealed)
+                assert info.start_offset <= model.start
+
+    @rule()
+    def evict(self):
+        self.cache.evict()
+
+
+Tier2ContainerMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
+                                                   suppress_health_check=[HealthCheck.too_slow])
+TestContainerTier2StateMachine = Tier2ContainerMachine.TestCase
