@@ -82,6 +82,8 @@ async def test_five_gib_with_a_256_mib_cache_then_sigkill(tmp_path):
                                              for index, name in enumerate(SEGMENTS)))
             assert written == [PER_SEGMENT] * len(SEGMENTS)
             await verify_all(server.store_port)
+        print(f"5 GiB written and read back: max RSS {sampler.max_rss / MiB:.0f} MiB, "
+              f"max Tier-1 on disk {sampler.max_tier1 / MiB:.0f} MiB")
         assert sampler.max_rss < RSS_LIMIT, f"resident memory reached {sampler.max_rss / MiB:.0f} MiB"
         assert sampler.max_tier1 < TIER1_LIMIT, f"the Tier-1 log reached {sampler.max_tier1 / MiB:.0f} MiB"
         tier2_bytes = sum(path.stat().st_size for path in (data_dir / "tier2").rglob("*") if path.is_file())
