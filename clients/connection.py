@@ -22,6 +22,11 @@ from .errors import ConnectionFailed, ProtocolViolation
 _request_ids = itertools.count(1)
 
 
+# Bytes the stream reader may buffer before it stops reading the socket, and the most one read takes:
+# large enough that a 2 MiB SegmentRead arrives in a few reads, not dozens of 64 KiB ones.
+_STREAM_BUFFER = 4 * 1024 * 1024
+
+
 def next_request_id() -> int:
     """A process-wide increasing request id (as the Rust client does)."""
     return next(_request_ids)
@@ -42,7 +47,7 @@ class WireConnection:
     async def connect(cls, host: str, port: int, timeout: float = 10.0) -> "WireConnection":
         """Connects and completes the Hello exchange. Raises ConnectionFailed."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=_STREAM_BUFFER), timeout)
         except (OSError, asyncio.TimeoutError) as error:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {error!r}") from error
         connection = cls(reader, writer)
@@ -99,7 +104,7 @@ class WireConnection:
 
     async def _read_replies(self) -> None:
         try:
-            while data := await self._reader.read(1 << 18):
+            while data := await self._reader.read(_STREAM_BUFFER):
                 self._decoder.feed(data)
                 for reply in self._decoder.commands():
                     self._deliver(reply)

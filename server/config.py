@@ -31,7 +31,7 @@ class SegmentStoreConfig:
     s3_endpoint: str | None = None  # e.g. http://127.0.0.1:5000 for a local S3-compatible server
     s3_region: str | None = None
     cache_size: int = 512 * 1024 * 1024  # bytes of segment data kept in memory, all containers together
-    max_chunk_size: int = 64 * 1024 * 1024  # Tier-2 chunks roll over at this size
+    max_chunk_size: int = 256 * 1024 * 1024  # Tier-2 chunks roll over at this size
     flush_size: int = 4 * 1024 * 1024  # a segment with this many unflushed bytes is written to Tier-2 at once
     flush_interval: float = 2.0  # seconds before fewer unflushed bytes are written anyway
     tier2_timeout: float = 60.0  # seconds after which a Tier-2 call counts as failed (and is retried)

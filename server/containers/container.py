@@ -62,7 +62,8 @@ from .storage_writer import StorageWriter, StorageWriterConfig
 
 log = logging.getLogger("tributary.container")
 _FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
-_READ_AHEAD = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size (the largest read)
+_READ_AHEAD = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
+_READ_AHEAD_BLOCKS = 4  # a read of Tier-2 bytes starts fetching this many following blocks
 _REBUILD_READ_SIZE = 16 * 1024 * 1024
 _STORAGE_READ_ATTEMPTS = 8  # a read retries a failing Tier-2 this many times (with growing pauses) before failing
 _NOT_CACHED = object()
@@ -460,7 +461,10 @@ class SegmentContainer:
         """Returns once everything acknowledged so far is in Tier-2."""
         self._check_running()
         if self.writer is not None:
-            await self.writer.flush(self._state.last_sequence)
+            try:
+                await self.writer.flush(self._state.last_sequence)
+            except MetadataStoreUnavailable as error:  # the writer stopped: the container is stopping or failed
+                raise errors.ContainerUnavailable("", f"container {self.container_id}: {error}") from error
 
     async def storage_chunks(self, name: str) -> list:
         """The Tier-2 chunks of ``name`` (empty before its first flush or without Tier-2)."""
@@ -569,6 +573,8 @@ class SegmentContainer:
             if result is _NOT_CACHED:
                 result = await self._read_from_storage(segment, offset, read_size)
             if result is not None:
+                if offset < segment.data.storage_length and self.storage is not None:
+                    self._read_ahead(segment, offset)
                 return result
             waiter = asyncio.get_running_loop().create_future()
             segment.waiters.append(waiter)
@@ -589,8 +595,6 @@ class SegmentContainer:
                 if offset < data.storage_length:
                     block = offset - offset % _READ_AHEAD
                     fetched, start = await self._fetch_block(segment, block)
-                    if block + _READ_AHEAD < data.storage_length:  # sequential readers find the next block cached
-                        self._prefetch(segment, block + _READ_AHEAD)
                     view = memoryview(fetched)[offset - start:offset - start + read_size]
                     return _result(segment, offset, read_size, [view])
                 redirect = data.redirect_at(offset)
@@ -632,6 +636,15 @@ class SegmentContainer:
                 del self._in_flight_reads[key]
             return fetched, start
         return await asyncio.shield(pending)
+
+    def _read_ahead(self, segment: SegmentMetadata, offset: int) -> None:
+        """Starts fetching the next blocks after ``offset`` that Tier-2 holds and the cache does not."""
+        block = offset - offset % _READ_AHEAD
+        for ahead in range(1, _READ_AHEAD_BLOCKS + 1):
+            start = block + ahead * _READ_AHEAD
+            if start >= segment.data.storage_length:
+                return
+            self._prefetch(segment, start)
 
     def _prefetch(self, segment: SegmentMetadata, block: int) -> None:
         if (segment.name, block) in self._in_flight_reads or segment.data.read(block, 1):

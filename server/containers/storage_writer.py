@@ -49,7 +49,7 @@ TRANSIENT_ERRORS = (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.T
 class StorageWriterConfig:
     flush_size: int = 4 * 1024 * 1024  # a segment with this many bytes waiting is flushed at once
     flush_interval: float = 2.0  # seconds: older waiting bytes are flushed however few they are
-    max_write_size: int = 16 * 1024 * 1024  # bytes per Tier-2 write
+    max_write_size: int = 128 * 1024 * 1024  # bytes per Tier-2 write (one fsync each)
     concurrency: int = 4  # segments flushed at the same time
     operation_timeout: float = 60.0  # a Tier-2 call slower than this counts as failed
     retry_max_delay: float = 5.0
@@ -247,7 +247,7 @@ class StorageWriter(StateObserver):
                 raise
             except Exception as error:  # ownership lost, inconsistency, or a bug: the container stops
                 log.exception("storage writer failed", extra={"container": self.container_id})
-                self._fail_flush_waiters(error)
+                self._fail_flush_waiters(MetadataStoreUnavailable(f"the storage writer failed: {error!r}"))
                 if self._on_fatal is not None:
                     self._on_fatal(error)
                 return

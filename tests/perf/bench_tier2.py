@@ -6,9 +6,12 @@
    with automatic flushing held back (the cache holds them all), then FlushToStorage is timed: that is
    the storage writer moving cached bytes into Tier-2 chunks (fsync'd, with SLTS metadata commits).
 3. Historical read throughput, cold: the store restarts (empty cache), Tier-2 chunk files are dropped
-   from the page cache, and one client reads the segment sequentially in 8 MiB reads over the wire.
+   from the page cache, and one client reads the segment sequentially over the wire
+   in 2 MiB reads (the protocol's largest), asking for the next read while it takes in the current one
+   (as Pravega's readers read ahead). The store reads Tier-2 in 8 MiB blocks and prefetches the next.
 
-Bars (issue #5): flush >= 0.5 x the plain write; cold historical read >= 0.5 x the plain read.
+Bars (issue #5): flush >= 0.5 x the plain write; cold historical read >= 0.5 x the plain read. This
+machine's virtual disk varies a lot between runs, so every figure is the best of three.
 
 Usage: python tests/perf/bench_tier2.py [--size-mib N] [--dir DIR]
 """
@@ -30,10 +33,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 from clients.connection import WireConnection, next_request_id  # noqa: E402
 from tests.support.bulk import MiB, append_pattern, verify_pattern  # noqa: E402
 from wire import commands as c  # noqa: E402
+from wire.constants import MAX_READ_SIZE  # noqa: E402
 
 SEGMENT = "bench/tier2/0.#epoch.0"
+ATTEMPTS = 3  # the disk's speed varies from run to run: each side is its best of three
 WRITE_SIZE = 16 * MiB
-READ_SIZE = 8 * MiB
+READ_SIZE = 8 * MiB  # plain file reads
+WIRE_READ_SIZE = MAX_READ_SIZE  # 2 MiB: what one SegmentRead may carry
 
 
 def drop_from_page_cache(path: pathlib.Path) -> None:
@@ -113,27 +119,35 @@ async def request(port: int, command, timeout: float = 600):
         await connection.close()
 
 
-async def measure_flush(port: int, size: int) -> float:
-    reply = await request(port, c.CreateSegment(next_request_id(), SEGMENT, 0, 0, "", 0))
+async def measure_flush(port: int, size: int, segment: str = SEGMENT) -> float:
+    reply = await request(port, c.CreateSegment(next_request_id(), segment, 0, 0, "", 0))
     assert isinstance(reply, c.SegmentCreated), reply
-    assert await append_pattern(port, SEGMENT, size, block_size=4 * MiB, in_flight=8) == size
+    assert await append_pattern(port, segment, size, block_size=4 * MiB, in_flight=8) == size
     started = time.perf_counter()
     reply = await request(port, c.FlushToStorage(-1, "", next_request_id()))
     assert isinstance(reply, c.StorageFlushed), reply
     return size / (time.perf_counter() - started)
 
 
-async def measure_cold_read(port: int, size: int) -> float:
-    """Reads the segment from its start, one 8 MiB read in flight, as a catching-up reader does."""
+async def measure_cold_read(port: int, size: int, in_flight: int = 2) -> float:
+    """Reads the segment from its start in 2 MiB reads with the next read already asked for while one is
+    consumed (as Pravega's segment input stream reads ahead): a reader catching up on history."""
     connection = await WireConnection.connect("127.0.0.1", port)
     try:
         started = time.perf_counter()
-        offset = 0
-        while offset < size:
-            reply = await connection.request(c.ReadSegment(SEGMENT, offset, READ_SIZE, "", next_request_id()),
-                                             timeout=600)
-            assert isinstance(reply, c.SegmentRead) and len(reply.data), reply
-            offset += len(reply.data)
+        requests: list[tuple[int, asyncio.Future]] = []
+        next_offset, received = 0, 0
+        while received < size:
+            while len(requests) < in_flight and next_offset < size:
+                request_id = next_request_id()
+                requests.append((next_offset, connection.expect(request_id)))
+                connection.send(c.ReadSegment(SEGMENT, next_offset, WIRE_READ_SIZE, "", request_id))
+                next_offset += WIRE_READ_SIZE
+            offset, future = requests.pop(0)
+            reply = await asyncio.wait_for(future, 600)
+            assert isinstance(reply, c.SegmentRead) and reply.offset == offset, reply
+            assert len(reply.data) == min(WIRE_READ_SIZE, size - offset), "aligned reads are answered whole"
+            received += len(reply.data)
         elapsed = time.perf_counter() - started
     finally:
         await connection.close()
@@ -141,7 +155,7 @@ async def measure_cold_read(port: int, size: int) -> float:
 
 
 async def verify(port: int, size: int) -> None:
-    assert await verify_pattern(port, SEGMENT, size, block_size=4 * MiB, read_size=READ_SIZE) == size
+    assert await verify_pattern(port, SEGMENT, size, block_size=4 * MiB, read_size=WIRE_READ_SIZE) == size
 
 
 def main() -> None:
@@ -153,29 +167,34 @@ def main() -> None:
     root = pathlib.Path(tempfile.mkdtemp(prefix="bench-tier2-", dir=args.dir))
     try:
         plain_file = root / "plain"
-        write_baseline = plain_write(plain_file, size)
-        read_baseline = plain_read(plain_file)
+        write_baseline = max(plain_write(plain_file, size) for _ in range(ATTEMPTS))
+        read_baseline = max(plain_read(plain_file) for _ in range(ATTEMPTS))
         plain_file.unlink()
         print(f"plain sequential write (16 MiB writes + fdatasync): {write_baseline / MiB:8.0f} MiB/s")
         print(f"plain sequential read, cold (8 MiB reads):          {read_baseline / MiB:8.0f} MiB/s")
 
         store = Store(root / "data", cache_mib=args.size_mib + 512, hold_flushes=True)
-        try:
-            flush = asyncio.run(measure_flush(store.port, size))
+        try:  # the last attempt's segment is the one read below
+            flush = max(asyncio.run(measure_flush(store.port, size, f"{SEGMENT}.{attempt}" if attempt else SEGMENT))
+                        for attempt in reversed(range(ATTEMPTS)))
         finally:
             store.stop()
-        store = Store(root / "data", cache_mib=256, hold_flushes=False)
-        try:
-            drop_from_page_cache(root / "data" / "tier2")
-            read = asyncio.run(measure_cold_read(store.port, size))
-            asyncio.run(verify(store.port, size))  # every byte was right (not timed)
-        finally:
-            store.stop()
+        reads = []
+        for attempt in range(ATTEMPTS):  # a fresh store each time: its cache starts empty
+            store = Store(root / "data", cache_mib=256, hold_flushes=False)
+            try:
+                drop_from_page_cache(root / "data" / "tier2")
+                reads.append(asyncio.run(measure_cold_read(store.port, size)))
+                if attempt == 0:
+                    asyncio.run(verify(store.port, size))  # every byte was right (not timed)
+            finally:
+                store.stop()
+        read = max(reads)
 
         print(f"tier-2 flush (FlushToStorage of {size // MiB} MiB):        {flush / MiB:8.0f} MiB/s"
               f" = {flush / write_baseline:.2f}x plain write (bar 0.50x) "
               f"{'PASS' if flush >= 0.5 * write_baseline else 'FAIL'}")
-        print(f"historical read, cold cache (wire, 8 MiB reads):   {read / MiB:8.0f} MiB/s"
+        print(f"historical read, cold cache (wire, 2 MiB reads):   {read / MiB:8.0f} MiB/s"
               f" = {read / read_baseline:.2f}x plain read (bar 0.50x) "
               f"{'PASS' if read >= 0.5 * read_baseline else 'FAIL'}")
     finally:
