@@ -84,7 +84,7 @@ class _Work:
     """What Tier-2 still has to do for one segment, and what Tier-2 is known to hold of it."""
 
     __slots__ = ("name", "data", "items", "known", "exists", "storage_length", "sealed", "merged", "finished",
-                 "lock", "waiting_bytes")
+                 "lock", "waiting_bytes", "predecessor")
 
     def __init__(self, segment: SegmentMetadata):
         self.name = segment.name
@@ -96,6 +96,7 @@ class _Work:
         self.sealed = False
         self.merged = False  # a merge source: processed through its target's merge item
         self.finished = False  # deleted, or merged and concatenated: forgotten at the end of a pass
+        self.predecessor: _Work | None = None  # a deleted segment of the same name that Tier-2 must see go first
         self.lock = asyncio.Lock()
         self.waiting_bytes = 0
 
@@ -116,6 +117,7 @@ class StorageWriter(StateObserver):
         self._on_fatal = on_fatal
         self._log_pressure = log_pressure
         self._works: dict[int, _Work] = {}  # by segment id
+        self._by_name: dict[str, _Work] = {}  # the newest work of each name
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -134,6 +136,10 @@ class StorageWriter(StateObserver):
         work = self._works.get(segment.segment_id)
         if work is None:
             work = self._works[segment.segment_id] = _Work(segment)
+            previous = self._by_name.get(work.name)
+            if previous is not None and not previous.finished:  # a re-created name waits for the old one's
+                work.predecessor = previous  # deletion in Tier-2
+            self._by_name[work.name] = work
         return work
 
     def appended(self, segment: SegmentMetadata, offset: int, length: int, sequence: int) -> None:
@@ -268,7 +274,9 @@ class StorageWriter(StateObserver):
                 raise result
         for segment_id in [sid for sid, work in self._works.items()
                            if work.finished or (not work.items and not work.merged)]:
-            del self._works[segment_id]
+            work = self._works.pop(segment_id)
+            if self._by_name.get(work.name) is work:
+                del self._by_name[work.name]
         if self.cache is not None:
             self.cache.evict()
         if self._truncate_log is not None:
@@ -289,6 +297,11 @@ class StorageWriter(StateObserver):
         async with work.lock:
             if not work.items:
                 return
+            if work.predecessor is not None:
+                if not work.predecessor.finished:
+                    self._wake.set()  # try again next pass
+                    return
+                work.predecessor = None
             last = work.items[-1]
             while work.items:
                 item = work.items[0]

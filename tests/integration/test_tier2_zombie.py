@@ -73,3 +73,26 @@ async def test_old_owner_tier2_writes_after_failover_are_never_visible(tmp_path)
     await again.stop()
     await zombie.close()
     await chunks.close()
+
+
+async def test_a_recreated_segment_survives_the_tier2_deletion_of_its_predecessor(tmp_path):
+    """Delete then create the same name, both still unflushed: Tier-2 deletes the old one before it
+    writes the new one (never the other way round)."""
+    chunks = FileSystemChunkStorage(tmp_path / "tier2")
+    owner = container(tmp_path, chunks)
+    await owner.start()
+    await owner.create_segment(SEGMENT)
+    await owner.append(SEGMENT, b"old" * 1000)
+    await owner.flush_to_storage()
+    await owner.append(SEGMENT, b"more")
+    await owner.delete(SEGMENT)
+    await owner.create_segment(SEGMENT)
+    await owner.append(SEGMENT, b"new" * 500)
+    await owner.flush_to_storage()
+    assert (await owner.storage.get_info(SEGMENT)).length == 1500
+    await owner.stop()
+    again = container(tmp_path, chunks)
+    await again.start()
+    assert await read_all(again) == b"new" * 500
+    await again.stop()
+    await chunks.close()
