@@ -34,6 +34,7 @@ import time
 from collections import deque
 from typing import Awaitable, Callable
 
+from ..background import cancel_and_wait
 from ..tier2 import errors as storage_errors
 from ..tier2.chunk_storage import ChunkStorageUnavailable
 from ..tier2.metadata_store import MetadataStoreUnavailable
@@ -187,12 +188,7 @@ class StorageWriter(StateObserver):
     async def stop(self) -> None:
         self._stopping = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
         self._fail_flush_waiters(MetadataStoreUnavailable("the storage writer stopped"))
 
     def _fail_flush_waiters(self, error: BaseException) -> None:

@@ -35,6 +35,7 @@ import itertools
 import logging
 from typing import Awaitable, Callable, Iterable
 
+from ..background import cancel_and_wait
 from . import chunk_names
 from .chunk_storage import ChunkNotFound, ChunkStorage, ChunkStorageUnavailable
 from .config import StorageConfig
@@ -133,12 +134,7 @@ class GarbageCollector:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:
