@@ -17,7 +17,8 @@ from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 from . import errors
 from .containers import attributes as attrs
 from .containers.metadata import SegmentType
-from .containers.table import check_key, parse_entries
+from .containers.table import (ENTRY_HEADER_SIZE, MAX_KEY_LENGTH, MAX_VALUE_LENGTH, check_key, complete_length,
+                               parse_entries)
 from .replies import CloseConnection, error_reply
 
 MAX_TABLE_REPLY_BYTES = 2 * 1024 * 1024
@@ -288,14 +289,17 @@ class RequestHandlers:
     async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
         name, start = command.segment, command.from_position
         try:
-            segment = self._container_for(name).table(name)
+            container = self._container_for(name)
+            segment = container.table(name)
             end = segment.length
             if start > end or start < 0:
                 raise errors.IllegalArgument(name, f"position {start} is beyond the table's length {end}")
-            data = b"".join(segment.data.read(max(start, segment.start_offset), end - start))
+            start = max(start, segment.start_offset)
+            data = await container.read_range(name, start, min(end, start + _DELTA_WINDOW))
+            data = memoryview(data)[:complete_length(data)]  # whole records only; the page ends before the rest
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="readTableEntriesDelta")
-        return _delta_page(command, name, data, max(start, segment.start_offset), end)
+        return _delta_page(command, name, data, start, end)
 
     # ------------------------------------------------------------------ admin
 
@@ -323,6 +327,9 @@ class RequestHandlers:
             return error_reply(error, command.request_id, name, operation="locateOffset")
         return wc.OffsetLocated(command.request_id, name, info.length)
 
+
+# Bytes of a table read for one delta page: a full page plus one largest record, so a page is never cut short.
+_DELTA_WINDOW = MAX_TABLE_REPLY_BYTES + ENTRY_HEADER_SIZE + MAX_KEY_LENGTH + MAX_VALUE_LENGTH
 
 _OPERATION_NAMES = {wc.ReadTableKeys: "readTableKeys", wc.ReadTableEntries: "readTableEntries"}
 

@@ -1,13 +1,13 @@
 """The cache budget shared by every segment's read index in a segment store (design §3.11).
 
-Every cached block of every stream segment is registered here, in least-recently-used
+Every cached block of every segment is registered here, in least-recently-used
 order. When the total passes the budget, the oldest blocks that Tier-2 already holds
 are evicted until the total is back under ``evict_to`` of the budget. Blocks not yet
 flushed are pinned (never evicted): when pinned bytes alone keep the cache over
 budget, the cache is *throttled* and connections stop taking appends until the
 storage writer has flushed and eviction has made room (cache pressure causes
-throttling, never loss). Table segments are not registered: their key index keeps
-their values in memory anyway.
+throttling, never loss). Table segments obey it too: their key index owns copies of
+the live values, so their flushed history can be evicted.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from ..tier2.config import StorageConfig
 from ..tier2.metadata_store import MetadataStoreUnavailable
 from . import attributes as attrs
 from . import operations as ops
+from . import table as table_format
 from .cache import CacheManager
 from .metadata import SegmentMetadata, SegmentType
 from .pending import Decision, PendingState
@@ -435,23 +436,47 @@ class SegmentContainer:
             await self._log.truncate(LogAddress(chosen[1].sequence - 1))
 
     async def _rebuild_tables(self) -> None:
-        """Rebuilds the key index of table segments whose bytes lie partly in Tier-2 (the storage metadata first)."""
+        """Rebuilds the key index of table segments whose bytes lie partly in Tier-2 (the storage metadata first).
+
+        The bytes are parsed as they stream in (Tier-2, then the cached tail the log replayed),
+        so a table larger than the cache budget is rebuilt all the same.
+        """
         incomplete = [segment for segment in self._state.by_id.values() if segment.table_incomplete]
         incomplete.sort(key=lambda segment: segment.name != self.storage_metadata_name)
         for segment in incomplete:
-            data, stored = segment.data, min(segment.data.storage_length, segment.length)
+            index, leftover, base = type(segment.table)(), b"", segment.start_offset
+            stored = min(segment.data.storage_length, segment.length)
             offset = segment.start_offset
-            while offset < stored:
-                size = min(_REBUILD_READ_SIZE, stored - offset)
-                data.insert(offset, await self.storage.read(segment.name, offset, size))
-                offset += size
-            segment.table = type(segment.table)()
-            segment.table.index_batch(b"".join(data.read(segment.start_offset, segment.length)),
-                                      segment.start_offset)
+            while offset < segment.length:
+                if offset < stored:
+                    piece = await self.storage.read(segment.name, offset, min(_REBUILD_READ_SIZE, stored - offset))
+                else:
+                    piece = b"".join(segment.data.read(offset, segment.length - offset))
+                    if not piece:
+                        raise InconsistentState(f"bytes at {offset} of table {segment.name!r} are missing")
+                offset += len(piece)
+                buffer = leftover + piece if leftover else piece
+                whole = table_format.complete_length(buffer)
+                index.index_batch(memoryview(buffer)[:whole], base)
+                leftover, base = bytes(memoryview(buffer)[whole:]), base + whole
+            if leftover:
+                raise InconsistentState(f"table {segment.name!r} ends inside a record")
+            segment.table = index
             segment.table_incomplete = False
         if incomplete:
             log.info("table indexes rebuilt from tier-2", extra={"container": self.container_id,
                                                                  "tables": len(incomplete)})
+
+    async def read_range(self, name: str, start: int, end: int) -> bytes:
+        """The bytes ``[start, end)`` of ``name`` (below its length), wherever they are."""
+        parts, offset = [], start
+        while offset < end:
+            result = await self.read(name, offset, end - offset)
+            if not result.length:
+                break
+            parts.extend(result.parts)
+            offset += result.length
+        return b"".join(parts)
 
     def committed_segment(self, name: str) -> SegmentMetadata | None:
         """The committed state of ``name`` whatever the container's status (for its own storage metadata)."""

@@ -29,8 +29,7 @@ class SegmentMetadata:
         self.attributes = dict(attributes)
         self.last_modified = last_modified
         self.table = TableIndex() if self.segment_type == SegmentType.TABLE else None
-        # Table bytes stay cached (their key index holds their values anyway); the rest obey the budget.
-        self.data = ReadIndex(start_offset, length, None if self.table is not None else cache)
+        self.data = ReadIndex(start_offset, length, cache)
         self.waiters: list = []  # futures of reads parked at the tail
         self.table_incomplete = False  # restored with bytes in Tier-2 that its key index does not hold yet
 

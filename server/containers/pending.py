@@ -204,14 +204,23 @@ class PendingState:
         return view
 
     def table_update(self, name: str, entries, table_offset: int) -> Decision:
-        """Decides an update batch of (key, version, value); the result is the new versions."""
+        """Decides an update batch of (key, version, value); the result is the new versions.
+
+        A value of None removes its key in the same batch (its version in the result is None):
+        the container's own storage metadata commits updates and removals atomically this way.
+        """
         view = self._table(name)
         self._check_versions(view, [(key, version) for key, version, _ in entries])
         parts, versions, offset = [], [], self._check_append(view, table_offset)
         for key, _, value in entries:
-            versions.append(offset)
-            parts += table.serialize_update(key, value)
-            offset += table.update_size(key, value)
+            if value is None:
+                versions.append(None)
+                parts += table.serialize_removal(key)
+                offset += table.removal_size(key)
+            else:
+                versions.append(offset)
+                parts += table.serialize_update(key, value)
+                offset += table.update_size(key, value)
         decision = self._append(view, b"".join(parts))
         for (key, _, _), version in zip(entries, versions):
             view.table_keys[bytes(key)] = version

@@ -3,9 +3,9 @@
 Every SLTS commit becomes one conditional table update of
 ``_system/containers/storage_metadata_<id>``, logged in Tier-1 like any other:
 it is atomic, and a container whose log was fenced by a newer owner cannot
-commit, which is how SLTS is fenced (§7.2 item 8). Removals are written as
-empty values (tombstones) in the same update, so a commit that both updates and
-removes keys stays one operation; reads treat an empty value as absent.
+commit, which is how SLTS is fenced (§7.2 item 8). A commit that both updates
+and removes keys is one table update batch carrying removal records, so it stays
+one atomic operation; reads treat an empty value as absent too.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class TableMetadataStore(MetadataStore):
                     raise VersionMismatch(f"{key} exists")
             else:
                 version = expected
-            entries.append((encoded, version, b"" if value is None else bytes(value)))
+            entries.append((encoded, version, None if value is None else bytes(value)))
         try:
             versions = await self._container.update_table(self.segment_name, entries)
         except (errors.TableKeyBadVersion, errors.TableKeyDoesNotExist) as error:

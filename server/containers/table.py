@@ -7,7 +7,7 @@ format (Java's EntrySerializer, so versions, lengths and positions match Java)::
 
     version:u8 (0) | key_length:i32 | value_length:i32 (-1: removal) | explicit_version:i64 | key | value
 
-The committed key index maps key -> (version, value view) and orders keys by a
+The committed key index maps key -> (version, value) and orders keys by a
 128-bit hash of the key for resumable iteration: the continuation token is the
 last returned key's hash, and a page resumes strictly after it.
 """
@@ -91,6 +91,19 @@ def parse_entries(data, base_offset: int) -> Iterator[Entry]:
         position += size
 
 
+def complete_length(data) -> int:
+    """The length of the longest prefix of ``data`` made of whole records."""
+    view = memoryview(data)
+    position = 0
+    while position + ENTRY_HEADER_SIZE <= len(view):
+        _, key_length, value_length, _ = ENTRY_HEADER.unpack_from(view, position)
+        size = ENTRY_HEADER_SIZE + key_length + max(value_length, 0)
+        if position + size > len(view):
+            break
+        position += size
+    return position
+
+
 class TableIndex:
     """The committed key index of one table segment."""
 
@@ -121,7 +134,9 @@ class TableIndex:
             else:
                 if entry.key not in self._entries:
                     self._by_hash[key_hash(entry.key)] = entry.key
-                self._entries[entry.key] = (entry.version, entry.value)
+                # An owned copy: a view would keep the whole appended batch alive, and the segment's
+                # bytes are evicted from the cache once they are in Tier-2.
+                self._entries[entry.key] = (entry.version, bytes(entry.value))
 
     def page(self, token: bytes, max_count: int, max_bytes: int) -> tuple[list, bytes]:
         """Keys after ``token`` in hash order: ([(key, version, value)], next token).
