@@ -1,9 +1,13 @@
 """`tributary standalone` as a child process for tests: free loopback ports, waits for both
 listeners, killed by PID (SIGKILL) or stopped with SIGTERM. Tier-1 log files are the smallest
-allowed (16 MiB, preallocated), and ``remove_data`` frees the disk once a test is done."""
+allowed (16 MiB, preallocated), and ``remove_data`` frees the disk once a test is done.
+``TRIBUTARY_TEST_STANDALONE_ARGS`` adds options to every standalone a test starts (e.g.
+``--cache-size 16`` to run the interop suite with constant eviction)."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import socket
 import time
@@ -18,7 +22,8 @@ class StandaloneProcess(ServerProcess):
         self.controller_port = free_port()
         super().__init__("standalone", data_dir, log_path=log_path, extra_args=[
             "--controller-port", str(self.controller_port), "--containers", str(container_count),
-            "--log-file-size", str(log_file_mib), *extra_args])
+            "--log-file-size", str(log_file_mib), *extra_args,
+            *shlex.split(os.environ.get("TRIBUTARY_TEST_STANDALONE_ARGS", ""))])
 
     @property
     def store_port(self) -> int:
