@@ -66,6 +66,7 @@ _FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
 _READ_AHEAD = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
 _READ_AHEAD_BLOCKS = 4  # a read of Tier-2 bytes starts fetching this many following blocks
 _REBUILD_READ_SIZE = 16 * 1024 * 1024
+_REBUILD_PROGRESS_BYTES = 256 * 1024 * 1024  # a table index rebuild logs its progress this often
 _STORAGE_READ_ATTEMPTS = 8  # a read retries a failing Tier-2 this many times (with growing pauses) before failing
 _NOT_CACHED = object()
 
@@ -455,6 +456,10 @@ class SegmentContainer:
                     if not piece:
                         raise InconsistentState(f"bytes at {offset} of table {segment.name!r} are missing")
                 offset += len(piece)
+                if offset // _REBUILD_PROGRESS_BYTES != (offset - len(piece)) // _REBUILD_PROGRESS_BYTES:
+                    log.info("rebuilding table index", extra={"container": self.container_id, "table": segment.name,
+                                                              "bytes": offset - segment.start_offset,
+                                                              "of": segment.length - segment.start_offset})
                 buffer = leftover + piece if leftover else piece
                 whole = table_format.complete_length(buffer)
                 index.index_batch(memoryview(buffer)[:whole], base)
