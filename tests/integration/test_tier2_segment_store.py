@@ -191,3 +191,16 @@ async def test_table_segment_history_is_evicted_and_read_back_from_tier2(tmp_pat
         assert [bytes(entry.value) for entry in read.entries] == [value + b"7"] * 2
         info = await request(store.port, c.GetTableSegmentInfo(next_request_id(), TABLE, ""))
         assert info.entry_count == 500
+
+
+async def test_admin_requests_on_odd_input(tmp_path):
+    """FlushToStorage for an unknown container id answers (nothing to flush); ListStorageChunks of a
+    missing segment is NoSuchSegment, of a segment never flushed an empty list."""
+    async with running_segment_store(tmp_path, **SMALL) as store:
+        for container_id in (999, 2**31 - 1, -5):
+            reply = await request(store.port, c.FlushToStorage(container_id, "", next_request_id()))
+            assert isinstance(reply, c.StorageFlushed), reply
+        missing = await request(store.port, c.ListStorageChunks("no/such/0.#epoch.0", "", next_request_id()))
+        assert isinstance(missing, c.NoSuchSegment), missing
+        await create(store.port)
+        assert await chunks(store.port) == ()
