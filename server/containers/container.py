@@ -142,6 +142,7 @@ class SegmentContainer:
                  checkpoint_every_operations: int = 50_000,
                  checkpoint_every_bytes: int = 64 * 1024 * 1024,
                  tier2: Tier2Settings | None = None,
+                 table_compaction_threshold: int = 16 * 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[["SegmentContainer", BaseException], None] | None = None):
         self.container_id = container_id
@@ -151,13 +152,14 @@ class SegmentContainer:
         self.storage: ChunkedSegmentStorage | None = None
         self.writer: StorageWriter | None = None
         self.storage_metadata_name = storage_metadata_segment(container_id)
+        self._table_compaction_threshold = table_compaction_threshold
         if tier2 is not None:
             self.storage = ChunkedSegmentStorage(
                 container_id, tier2.chunks, TableMetadataStore(self, self.storage_metadata_name),
                 config=tier2.storage, system_segments=(self.storage_metadata_name,), owns_segment=tier2.owns_segment)
             self.writer = StorageWriter(container_id, self.storage, tier2.cache, config=tier2.writer,
                                         truncate_log=self._truncate_log, on_fatal=self._fail,
-                                        log_pressure=self._log_pressure)
+                                        log_pressure=self._log_pressure, maintain=self._compact_storage_metadata)
         self._state = ContainerState(tier2.cache if tier2 is not None else None, self.writer)
         self._pending = PendingState(self._state, durable_log.max_append_size - 2 * _FRAME_HEADROOM)
         self._wall_clock_ms = wall_clock_ms
@@ -471,6 +473,37 @@ class SegmentContainer:
         if incomplete:
             log.info("table indexes rebuilt from tier-2", extra={"container": self.container_id,
                                                                  "tables": len(incomplete)})
+
+    async def compact_table(self, name: str) -> None:
+        """Re-writes the table's live entries at its end (versions kept) and truncates everything before.
+
+        Both decisions are made in one turn, so they share a frame: after a crash either both
+        are in the log or neither is (and the re-written records alone would be harmless).
+        """
+        segment = self._segment(name)
+        if segment.table is None or segment.table_incomplete:
+            raise errors.OperationUnsupported(name, "compactTable")
+        upto = segment.length  # committed: any change in flight lies above it
+        rewrite = self.submit(lambda pending: pending.table_rewrite(name)) if segment.table.entry_count else None
+        truncate = self.submit(lambda pending: pending.truncate(name, upto))
+        if rewrite is not None:
+            await rewrite
+        await truncate
+
+    async def _compact_storage_metadata(self) -> None:
+        """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold)."""
+        segment = self._state.by_name.get(self.storage_metadata_name)
+        if segment is None or segment.table_incomplete or self.status != ContainerStatus.RUNNING:
+            return
+        dead = segment.length - segment.start_offset - segment.table.live_bytes
+        if dead > max(self._table_compaction_threshold, segment.table.live_bytes):
+            try:
+                await self.compact_table(self.storage_metadata_name)
+            except errors.ContainerUnavailable:
+                return  # stopping or failed: the next owner compacts
+            except errors.IllegalArgument as error:  # the live entries no longer fit in one operation
+                log.warning("storage metadata table not compacted",
+                            extra={"container": self.container_id, "error": str(error)})
 
     async def read_range(self, name: str, start: int, end: int) -> bytes:
         """The bytes ``[start, end)`` of ``name`` (below its length), wherever they are."""

@@ -226,6 +226,19 @@ class PendingState:
             view.table_keys[bytes(key)] = version
         return decision._replace(result=versions)
 
+    def table_rewrite(self, name: str) -> Decision:
+        """Decides compaction's append: every committed live entry without a change in flight, re-written
+        at the end with its version explicit (so versions survive). The result is the committed length
+        before it: everything below can then be truncated, since changes in flight lie above it."""
+        view = self._table(name)
+        committed = view.base
+        parts = []
+        for key, version, value in committed.table.items():
+            if key not in view.table_keys:
+                parts += table.serialize_update(key, value, version)
+        decision = self._append(view, b"".join(parts))
+        return decision._replace(result=committed.length)
+
     def table_remove(self, name: str, keys, table_offset: int) -> Decision:
         """Decides a removal batch of (key, version) (absent keys too, as Java does)."""
         view = self._table(name)

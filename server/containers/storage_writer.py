@@ -109,7 +109,8 @@ class StorageWriter(StateObserver):
     def __init__(self, container_id: int, storage, cache, *, config: StorageWriterConfig | None = None,
                  truncate_log: Callable[[int | None], Awaitable[None]] | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 log_pressure: Callable[[], bool] = lambda: False):
+                 log_pressure: Callable[[], bool] = lambda: False,
+                 maintain: Callable[[], Awaitable[None]] | None = None):
         self.container_id = container_id
         self.storage = storage  # a ChunkedSegmentStorage
         self.cache = cache
@@ -117,6 +118,7 @@ class StorageWriter(StateObserver):
         self._truncate_log = truncate_log
         self._on_fatal = on_fatal
         self._log_pressure = log_pressure
+        self._maintain = maintain  # run after every pass (the container compacts its storage metadata)
         self._works: dict[int, _Work] = {}  # by segment id
         self._by_name: dict[str, _Work] = {}  # the newest work of each name
         self._wake = asyncio.Event()
@@ -275,6 +277,8 @@ class StorageWriter(StateObserver):
                 del self._by_name[work.name]
         if self.cache is not None:
             self.cache.evict()
+        if self._maintain is not None:
+            await self._maintain()
         if self._truncate_log is not None:
             await self._truncate_log(self.lowest_pending_sequence())
         waiters, self._flush_waiters = self._flush_waiters, []

@@ -35,7 +35,7 @@ TOKEN_SIZE = 16
 class Entry(NamedTuple):
     """One record of a table segment's data."""
 
-    version: int  # its segment offset
+    version: int  # its segment offset (or, for a record re-written by compaction, the original one)
     key: bytes
     value: object | None  # None for a removal
     size: int  # bytes the record takes
@@ -52,8 +52,9 @@ def check_key(key, value=None) -> None:
         raise IllegalArgument("", f"table values are at most {MAX_VALUE_LENGTH} bytes, got {len(value)}")
 
 
-def serialize_update(key, value) -> list:
-    return [ENTRY_HEADER.pack(0, len(key), len(value), NO_VERSION), key, value]
+def serialize_update(key, value, explicit_version: int = NO_VERSION) -> list:
+    """An update record; compaction re-writes live entries with their version made explicit."""
+    return [ENTRY_HEADER.pack(0, len(key), len(value), explicit_version), key, value]
 
 
 def serialize_removal(key) -> list:
@@ -76,16 +77,17 @@ def parse_entries(data, base_offset: int) -> Iterator[Entry]:
     view = memoryview(data)
     position = 0
     while position < len(view):
-        _, key_length, value_length, _ = ENTRY_HEADER.unpack_from(view, position)
+        _, key_length, value_length, explicit_version = ENTRY_HEADER.unpack_from(view, position)
         key_start = position + ENTRY_HEADER_SIZE
         key = bytes(view[key_start:key_start + key_length])
+        version = base_offset + position if explicit_version == NO_VERSION else explicit_version
         if value_length == REMOVAL:
             size = ENTRY_HEADER_SIZE + key_length
-            yield Entry(base_offset + position, key, None, size)
+            yield Entry(version, key, None, size)
         else:
             value_start = key_start + key_length
             size = ENTRY_HEADER_SIZE + key_length + value_length
-            yield Entry(base_offset + position, key, view[value_start:value_start + value_length], size)
+            yield Entry(version, key, view[value_start:value_start + value_length], size)
         if position + size > len(view):
             raise ValueError("table entry runs past the end of its batch")
         position += size
@@ -107,11 +109,12 @@ def complete_length(data) -> int:
 class TableIndex:
     """The committed key index of one table segment."""
 
-    __slots__ = ("_entries", "_by_hash")
+    __slots__ = ("_entries", "_by_hash", "live_bytes")
 
     def __init__(self):
         self._entries: dict[bytes, tuple[int, object]] = {}  # key -> (version, value)
         self._by_hash: SortedDict = SortedDict()  # key hash -> key
+        self.live_bytes = 0  # what the live entries' records would take (compaction's yardstick)
 
     @property
     def entry_count(self) -> int:
@@ -128,10 +131,14 @@ class TableIndex:
     def index_batch(self, data, base_offset: int) -> None:
         """Applies an appended batch of records (committed) to the index."""
         for entry in parse_entries(data, base_offset):
+            previous = self._entries.get(entry.key)
+            if previous is not None:
+                self.live_bytes -= update_size(entry.key, previous[1])
             if entry.value is None:
                 if self._entries.pop(entry.key, None) is not None:
                     del self._by_hash[key_hash(entry.key)]
             else:
+                self.live_bytes += update_size(entry.key, entry.value)
                 if entry.key not in self._entries:
                     self._by_hash[key_hash(entry.key)] = entry.key
                 # An owned copy: a view would keep the whole appended batch alive, and the segment's

@@ -1,12 +1,14 @@
 """The container state machine again, with Tier-2 under it and everything tiny: a cache of a few KiB
 (constant eviction, reads from Tier-2), chunks of 512 bytes (constant rolling), flushes after a few
-bytes, checkpoints every 2 KiB (constant log truncation). Extra rules flush to Tier-2 and evict. The
+bytes, checkpoints every 2 KiB (constant log truncation), the storage metadata table compacted past
+256 dead bytes. Extra rules flush to Tier-2, evict, and compact user tables. The
 committed state, every read, and the state after each restart (log tail + Tier-2) must equal the model."""
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import rule
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, rule
 
 from server.containers.cache import CacheManager
 from server.containers.container import SegmentContainer, Tier2Settings
@@ -14,7 +16,7 @@ from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
 from server.tier2.config import StorageConfig
 from server.tier2.memory import InMemoryChunkStorage
-from tests.unit.test_container_state_machine import ContainerMachine
+from tests.unit.test_container_state_machine import TABLES, ContainerMachine
 
 
 class Tier2ContainerMachine(ContainerMachine):
@@ -30,7 +32,8 @@ class Tier2ContainerMachine(ContainerMachine):
                               writer=StorageWriterConfig(flush_size=64, flush_interval=0.01, max_write_size=300))
         container = SegmentContainer(0, LocalDurableDataLog(self.directory, file_size=1 << 20,
                                                             max_append_size=256 << 10),
-                                     checkpoint_every_operations=7, checkpoint_every_bytes=2048, tier2=tier2)
+                                     checkpoint_every_operations=7, checkpoint_every_bytes=2048, tier2=tier2,
+                                     table_compaction_threshold=256)
         self.loop.run_until_complete(container.start())
         return container
 
@@ -50,6 +53,21 @@ class Tier2ContainerMachine(ContainerMachine):
     @rule()
     def evict(self):
         self.cache.evict()
+
+    @rule(name=st.sampled_from(TABLES))
+    def compact_table(self, name):
+        """Compaction re-writes live entries and truncates the rest: keys, values and versions unchanged."""
+        if name not in self.tables:
+            return
+        self.run(self.container.compact_table(name))
+        self.table_lengths[name] = self.container.get_info(name).length
+
+    @invariant()
+    def storage_metadata_is_compacted(self):
+        segment = self.container.committed_segment(self.container.storage_metadata_name)
+        if segment is not None and not segment.table_incomplete:
+            dead = segment.length - segment.start_offset - segment.table.live_bytes
+            assert dead <= max(256, segment.table.live_bytes) + 64 * 1024  # compacted after each writer pass
 
 
 Tier2ContainerMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
