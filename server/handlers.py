@@ -288,17 +288,14 @@ class RequestHandlers:
 
     async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
         name, start = command.segment, command.from_position
-        try:
-            container = self._container_for(name)
-            segment = container.table(name)
-            end = segment.length
-            if start > end or start < 0:
-                raise errors.IllegalArgument(name, f"position {start} is beyond the table's length {end}")
-            start = max(start, segment.start_offset)
-            data = await container.read_range(name, start, min(end, start + _DELTA_WINDOW))
-            data = memoryview(data)[:complete_length(data)]  # whole records only; the page ends before the rest
-        except errors.SegmentStoreError as error:
-            return error_reply(error, command.request_id, name, operation="readTableEntriesDelta")
+        container = self._container_for(name)
+        segment = container.table(name)
+        end = segment.length
+        if start > end or start < 0:
+            raise errors.IllegalArgument(name, f"position {start} is beyond the table's length {end}")
+        start = max(start, segment.start_offset)
+        data = await container.read_range(name, start, min(end, start + _DELTA_WINDOW))
+        data = memoryview(data)[:complete_length(data)]  # whole records only; the page ends before the rest
         return _delta_page(command, name, data, start, end)
 
     # ------------------------------------------------------------------ admin
@@ -310,11 +307,7 @@ class RequestHandlers:
         return wc.StorageFlushed(command.request_id)
 
     async def list_storage_chunks(self, command: wc.ListStorageChunks):
-        name = command.segment
-        try:
-            chunks = await self._container_for(name).storage_chunks(name)
-        except errors.SegmentStoreError as error:
-            return error_reply(error, command.request_id, name)
+        chunks = await self._container_for(command.segment).storage_chunks(command.segment)
         return wc.StorageChunksListed(command.request_id, tuple(
             wc.ChunkInfo(chunk.length, chunk.length, chunk.start_offset, chunk.name, chunk.exists_in_storage)
             for chunk in chunks))
@@ -331,7 +324,8 @@ class RequestHandlers:
 # Bytes of a table read for one delta page: a full page plus one largest record, so a page is never cut short.
 _DELTA_WINDOW = MAX_TABLE_REPLY_BYTES + ENTRY_HEADER_SIZE + MAX_KEY_LENGTH + MAX_VALUE_LENGTH
 
-_OPERATION_NAMES = {wc.ReadTableKeys: "readTableKeys", wc.ReadTableEntries: "readTableEntries"}
+_OPERATION_NAMES = {wc.ReadTableKeys: "readTableKeys", wc.ReadTableEntries: "readTableEntries",
+                    wc.ReadTableEntriesDelta: "readTableEntriesDelta"}
 
 
 def _source_event_count(container, source: str) -> int:

@@ -99,6 +99,3 @@ class CacheManager:
     def on_pressure(self, callback: Callable[[], None]) -> None:
         """Calls ``callback`` whenever throttling starts (the storage writers flush at once)."""
         self._pressure_callbacks.append(callback)
-
-    def utilization(self) -> float:
-        return self.size / self.budget

@@ -47,10 +47,9 @@ from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
 from .. import errors
 from ..tier1 import DurableDataLog, LogAddress, LogError
 from ..tier2 import errors as storage_errors
-from ..tier2.chunk_storage import ChunkStorage, ChunkStorageUnavailable
+from ..tier2.chunk_storage import ChunkStorage
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.config import StorageConfig
-from ..tier2.metadata_store import MetadataStoreUnavailable
 from . import attributes as attrs
 from . import operations as ops
 from . import table as table_format
@@ -59,7 +58,7 @@ from .metadata import SegmentMetadata, SegmentType
 from .pending import Decision, PendingState
 from .state import ContainerState, InconsistentState, wake_readers
 from .storage_metadata import TableMetadataStore, storage_metadata_segment
-from .storage_writer import StorageWriter, StorageWriterConfig
+from .storage_writer import TIER2_TRANSIENT_ERRORS, StorageWriter, StorageWriterConfig
 
 log = logging.getLogger("tributary.container")
 _FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
@@ -167,8 +166,8 @@ class SegmentContainer:
         self._checkpoint_every = checkpoint_every_operations
         self._checkpoint_every_bytes = checkpoint_every_bytes
         self._operations_since_checkpoint = 0
-        self._bytes_since_checkpoint = 0
         self._logged_bytes = 0  # bytes of every frame so far (replayed ones included)
+        self._logged_bytes_at_checkpoint = 0
         # (sequence, address, logged bytes before it) of each checkpoint still in the log
         self._checkpoints: deque[tuple[int, LogAddress, int]] = deque()
         # The storage writer flushes everything when the log holds more than this since its first checkpoint.
@@ -253,8 +252,8 @@ class SegmentContainer:
     def _recover_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool) -> bool:
         if not found_before:
             self._state.restore(checkpoint.snapshot)
-            if self.storage is None and any(length != start for _, _, start, length, _, _ in
-                                            self._state.describe_snapshot(checkpoint.snapshot).values()):
+            if self.storage is None and any(segment.length != segment.start_offset
+                                            for segment in self._state.by_id.values()):
                 raise InconsistentState("the log begins with a checkpoint whose bytes are in Tier-2, "
                                         "but no Tier-2 is configured")
         elif self._state.describe() != self._state.describe_snapshot(checkpoint.snapshot):
@@ -380,10 +379,10 @@ class SegmentContainer:
                 if not future.done():
                     future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)
-            self._bytes_since_checkpoint += frame.size
             self._logged_bytes += frame.size
         if ((self._operations_since_checkpoint >= self._checkpoint_every
-             or self._bytes_since_checkpoint >= self._checkpoint_every_bytes) and self._held is None):
+             or self._logged_bytes - self._logged_bytes_at_checkpoint >= self._checkpoint_every_bytes)
+                and self._held is None):
             self._held = deque()
             if self._frame is not None:
                 self._flush()
@@ -407,7 +406,7 @@ class SegmentContainer:
 
     async def _write_checkpoint(self) -> None:
         self._operations_since_checkpoint = 0
-        self._bytes_since_checkpoint = 0
+        self._logged_bytes_at_checkpoint = self._logged_bytes
         snapshot = self._state.snapshot()
         if len(snapshot) + _FRAME_HEADROOM > self._max_frame_bytes:
             # Skipping one loses nothing (replay starts at the log's first checkpoint, and the log is
@@ -447,7 +446,7 @@ class SegmentContainer:
         incomplete = [segment for segment in self._state.by_id.values() if segment.table_incomplete]
         incomplete.sort(key=lambda segment: segment.name != self.storage_metadata_name)
         for segment in incomplete:
-            index, leftover, base = type(segment.table)(), b"", segment.start_offset
+            index, leftover, base = table_format.TableIndex(), b"", segment.start_offset
             stored = min(segment.data.storage_length, segment.length)
             offset = segment.start_offset
             while offset < segment.length:
@@ -524,10 +523,7 @@ class SegmentContainer:
         """Returns once everything acknowledged so far is in Tier-2."""
         self._check_running()
         if self.writer is not None:
-            try:
-                await self.writer.flush(self._state.last_sequence)
-            except MetadataStoreUnavailable as error:  # the writer stopped: the container is stopping or failed
-                raise errors.ContainerUnavailable("", f"container {self.container_id}: {error}") from error
+            await self.writer.flush(self._state.last_sequence)
 
     async def storage_chunks(self, name: str) -> list:
         """The Tier-2 chunks of ``name`` (empty before its first flush or without Tier-2)."""
@@ -668,7 +664,7 @@ class SegmentContainer:
                 return _result(segment, offset, read_size, [fetched])
             except storage_errors.SegmentNotFound:
                 continue  # the merge was concatenated meanwhile: the target holds the bytes now
-            except (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.TimeoutError, OSError) as error:
+            except TIER2_TRANSIENT_ERRORS as error:
                 log.warning("tier-2 read failed", extra={"container": self.container_id, "segment": segment.name,
                                                          "error": repr(error)})
                 await asyncio.sleep(min(2.0, 0.05 * 2 ** attempt))
@@ -710,7 +706,7 @@ class SegmentContainer:
             self._prefetch(segment, start)
 
     def _prefetch(self, segment: SegmentMetadata, block: int) -> None:
-        if (segment.name, block) in self._in_flight_reads or segment.data.read(block, 1):
+        if (segment.name, block) in self._in_flight_reads or segment.data.is_cached(block):
             return
 
         async def prefetch():
@@ -741,11 +737,10 @@ def _read_now(segment: SegmentMetadata, offset: int, read_size: int):
 
 
 def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: list) -> ReadResult:
-    end = offset + sum(map(len, parts))
-    short = end - offset < read_size
-    length = segment.length
-    return ReadResult(parts, at_tail=not segment.sealed and end == length and short,
-                      end_of_segment=segment.sealed and end == length and short)
+    result = ReadResult(parts, at_tail=False, end_of_segment=False)
+    if result.length < read_size and offset + result.length == segment.length:  # a short read up to the end
+        result.at_tail, result.end_of_segment = not segment.sealed, segment.sealed
+    return result
 
 
 def _operation_size(operation) -> int:

@@ -241,16 +241,7 @@ class PendingState:
 
     def table_remove(self, name: str, keys, table_offset: int) -> Decision:
         """Decides a removal batch of (key, version) (absent keys too, as Java does)."""
-        view = self._table(name)
-        self._check_versions(view, keys)
-        self._check_append(view, table_offset)
-        parts = []
-        for key, _ in keys:
-            parts += table.serialize_removal(key)
-        decision = self._append(view, b"".join(parts))
-        for key, _ in keys:
-            view.table_keys[bytes(key)] = None
-        return decision
+        return self.table_update(name, [(key, version, None) for key, version in keys], table_offset)
 
     def _check_versions(self, view: PendingSegment, keys) -> None:
         bad_version = False

@@ -49,7 +49,7 @@ class ReadIndex:
     """Bytes of a segment in ``[start_offset, length)``: cached blocks, Tier-2 below ``storage_length``."""
 
     __slots__ = ("_starts", "_blocks", "length", "start_offset", "storage_length", "redirects", "cache",
-                 "cached_bytes", "__weakref__")
+                 "cached_bytes")
 
     def __init__(self, start_offset: int = 0, length: int | None = None, cache=None):
         self._starts: list[int] = []  # offset of each block
@@ -58,7 +58,7 @@ class ReadIndex:
         self.length = start_offset if length is None else length
         self.storage_length = self.length  # bytes below this are in Tier-2 (all of them, on a restore)
         self.redirects: list[Redirect] = []
-        self.cache = cache  # a CacheManager, or None for an index that is never evicted (tables)
+        self.cache = cache  # a CacheManager, or None for an index that is never evicted (no Tier-2)
         self.cached_bytes = 0
 
     def __repr__(self) -> str:
@@ -139,9 +139,10 @@ class ReadIndex:
             index += 1
         return parts
 
-    def blocks_from(self, offset: int):
-        """Yields views of the cached bytes from ``offset`` until the first gap."""
-        yield from self.read(offset, self.length - offset)
+    def is_cached(self, offset: int) -> bool:
+        """Whether the byte at ``offset`` is cached (a probe: it does not count as a use)."""
+        index = bisect.bisect_right(self._starts, offset) - 1
+        return index >= 0 and offset < self._starts[index] + len(self._blocks[index])
 
     def redirect_at(self, offset: int) -> Redirect | None:
         for redirect in self.redirects:
@@ -177,7 +178,7 @@ class ReadIndex:
             return True  # already gone
         end = offset + len(self._blocks[index])
         if end > self.storage_length and end > self.start_offset:
-            return False  # pinned: not in Tier-2 yet
+            return False  # pinned: not in Tier-2 yet (and still readable)
         block = self._blocks.pop(index)
         del self._starts[index]
         self.cached_bytes -= len(block)
@@ -194,7 +195,3 @@ class ReadIndex:
         self.cached_bytes -= len(block)
         if self.cache is not None:
             self.cache.removed(self, start)
-
-    def evictable(self, offset: int, size: int) -> bool:
-        end = offset + size
-        return end <= self.storage_length or end <= self.start_offset

@@ -5,7 +5,7 @@ Every SLTS commit becomes one conditional table update of
 it is atomic, and a container whose log was fenced by a newer owner cannot
 commit, which is how SLTS is fenced (§7.2 item 8). A commit that both updates
 and removes keys is one table update batch carrying removal records, so it stays
-one atomic operation; reads treat an empty value as absent too.
+one atomic operation.
 """
 
 from __future__ import annotations
@@ -36,27 +36,17 @@ class TableMetadataStore(MetadataStore):
     async def get(self, key: str) -> Versioned | None:
         index = self._index()
         found = None if index is None else index.get(key.encode("utf-8", "surrogatepass"))
-        if found is None or not len(found[1]):
+        if found is None:
             return None
         version, value = found
-        return Versioned(bytes(value), version)
+        return Versioned(value, version)
 
     async def write(self, writes: Iterable[Write]) -> dict[str, int]:
         writes = list(writes)
-        index = self._index()
-        entries = []
-        for key, value, expected in writes:
-            encoded = key.encode("utf-8", "surrogatepass")
-            if expected is None:
-                version = NO_VERSION
-            elif expected == NOT_EXISTS:
-                current = None if index is None else index.get(encoded)
-                version = WIRE_NOT_EXISTS if current is None else current[0]  # absent, or a tombstone's version
-                if current is not None and len(current[1]):
-                    raise VersionMismatch(f"{key} exists")
-            else:
-                version = expected
-            entries.append((encoded, version, None if value is None else bytes(value)))
+        entries = [(key.encode("utf-8", "surrogatepass"),
+                    NO_VERSION if expected is None else WIRE_NOT_EXISTS if expected == NOT_EXISTS else expected,
+                    None if value is None else bytes(value))
+                   for key, value, expected in writes]
         try:
             versions = await self._container.update_table(self.segment_name, entries)
         except (errors.TableKeyBadVersion, errors.TableKeyDoesNotExist) as error:
@@ -73,5 +63,5 @@ class TableMetadataStore(MetadataStore):
         index = self._index()
         if index is None:
             return []
-        return sorted(key.decode("utf-8", "surrogatepass") for key, _, value in index.items() if len(value))
+        return sorted(key.decode("utf-8", "surrogatepass") for key, _, _ in index.items())
 

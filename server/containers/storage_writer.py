@@ -34,6 +34,7 @@ import time
 from collections import deque
 from typing import Awaitable, Callable
 
+from .. import errors
 from ..background import cancel_and_wait
 from ..tier2 import errors as storage_errors
 from ..tier2.chunk_storage import ChunkStorageUnavailable
@@ -43,7 +44,7 @@ from .state import InconsistentState, StateObserver
 
 log = logging.getLogger("tributary.storagewriter")
 
-TRANSIENT_ERRORS = (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.TimeoutError, OSError)
+TIER2_TRANSIENT_ERRORS = (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.TimeoutError, OSError)
 
 
 @dataclasses.dataclass
@@ -176,6 +177,7 @@ class StorageWriter(StateObserver):
         work = self._work(segment)
         if not any(item.kind is _Kind.MERGE for item in work.items):  # bytes of a deleted segment need not
             work.items = deque(item for item in work.items if item.closed)  # reach Tier-2 (unless being written)
+            work.waiting_bytes = sum(item.bytes for item in work.items)
         self._barrier(segment, _Item(_Kind.DELETE, sequence))
 
     def _barrier(self, segment: SegmentMetadata, item: _Item) -> None:
@@ -191,7 +193,7 @@ class StorageWriter(StateObserver):
         self._stopping = True
         task, self._task = self._task, None
         await cancel_and_wait(task)
-        self._fail_flush_waiters(MetadataStoreUnavailable("the storage writer stopped"))
+        self._fail_flush_waiters(errors.ContainerUnavailable("", f"container {self.container_id} is stopping"))
 
     def _fail_flush_waiters(self, error: BaseException) -> None:
         waiters, self._flush_waiters = self._flush_waiters, []
@@ -206,7 +208,8 @@ class StorageWriter(StateObserver):
         """Returns once every operation up to ``through_sequence`` has reached Tier-2."""
         if not self._finished_through(through_sequence):
             if self._task is None or self._task.done():
-                raise MetadataStoreUnavailable("the storage writer is not running")
+                raise errors.ContainerUnavailable("", f"the storage writer of container {self.container_id} "
+                                                      "is not running")
             waiter = asyncio.get_running_loop().create_future()
             self._flush_waiters.append((through_sequence, waiter))
             self._wake.set()
@@ -220,9 +223,6 @@ class StorageWriter(StateObserver):
         """The sequence number of the oldest operation Tier-2 has not finished; None if there is none."""
         pending = [work.items[0].sequence for work in self._works.values() if work.items]
         return min(pending) if pending else None
-
-    def unflushed_bytes(self) -> int:
-        return sum(work.waiting_bytes for work in self._works.values())
 
     # ------------------------------------------------------------------ the loop
 
@@ -238,7 +238,7 @@ class StorageWriter(StateObserver):
             try:
                 await self._pass()
                 delay = 0.05
-            except TRANSIENT_ERRORS as error:
+            except TIER2_TRANSIENT_ERRORS as error:
                 self.failures += 1
                 log.warning("tier-2 operation failed; will retry",
                             extra={"container": self.container_id, "error": repr(error), "delay": delay})
@@ -251,7 +251,7 @@ class StorageWriter(StateObserver):
                 raise
             except Exception as error:  # ownership lost, inconsistency, or a bug: the container stops
                 log.exception("storage writer failed", extra={"container": self.container_id})
-                self._fail_flush_waiters(MetadataStoreUnavailable(f"the storage writer failed: {error!r}"))
+                self._fail_flush_waiters(errors.ContainerUnavailable("", f"the storage writer failed: {error!r}"))
                 if self._on_fatal is not None:
                     self._on_fatal(error)
                 return

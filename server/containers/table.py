@@ -135,11 +135,12 @@ class TableIndex:
             if previous is not None:
                 self.live_bytes -= update_size(entry.key, previous[1])
             if entry.value is None:
-                if self._entries.pop(entry.key, None) is not None:
+                if previous is not None:
+                    del self._entries[entry.key]
                     del self._by_hash[key_hash(entry.key)]
             else:
                 self.live_bytes += update_size(entry.key, entry.value)
-                if entry.key not in self._entries:
+                if previous is None:
                     self._by_hash[key_hash(entry.key)] = entry.key
                 # An owned copy: a view would keep the whole appended batch alive, and the segment's
                 # bytes are evicted from the cache once they are in Tier-2.
