@@ -76,8 +76,8 @@ async def test_old_owner_tier2_writes_after_failover_are_never_visible(tmp_path)
 
 
 async def test_a_recreated_segment_survives_the_tier2_deletion_of_its_predecessor(tmp_path):
-    """Delete then create the same name, both still unflushed: Tier-2 deletes the old one before it
-    writes the new one (never the other way round)."""
+    """Delete then create the same name with bytes still unflushed, through a whole container and a
+    restart. (The interleaving this guards against is forced in tests/unit/test_storage_writer.py.)"""
     chunks = FileSystemChunkStorage(tmp_path / "tier2")
     owner = container(tmp_path, chunks)
     await owner.start()
