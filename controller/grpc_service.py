@@ -27,11 +27,11 @@ from .service.errors import (ConcurrentWorkflow, EpochNotFound, GenerationMismat
                              WorkflowTimeout, WriterMarkRejected, WriterNotFound)
 from .service.scaling import ScaleStatus
 from .service.services import ControllerServices
+from .service.transaction_errors import TransactionServiceError
 from .service.transactions import TransactionService
 
 log = logging.getLogger("tributary.controller")
 Result = TypeVar("Result")
-Request = TypeVar("Request")
 Code = grpc.StatusCode
 
 _CODES: dict[type[Exception], Code] = {
@@ -78,6 +78,12 @@ def _lookup(error: Exception, table: dict) -> int | Code | None:
     return None
 
 
+def _code_of(error: Exception) -> Code:
+    if isinstance(error, TransactionServiceError):
+        return error.status_code
+    return _lookup(error, _CODES) or Code.INTERNAL
+
+
 def _unexpected(error: Exception) -> None:
     if not isinstance(error, ServiceError):
         log.warning("controller request failed", extra={"error": repr(error)})
@@ -95,12 +101,13 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     # ------------------------------------------------------------------ error mapping
 
     async def _query(self, context, awaitable: Awaitable[Result]) -> Result:
-        """The result, or the call aborted with the error's gRPC code."""
+        """The result, or the call aborted with the error's gRPC code (``_CODES``, or the ``status_code``
+        a transaction service error carries)."""
         try:
             return await awaitable
         except Exception as error:  # noqa: BLE001 - every failure becomes a status code
             _unexpected(error)
-            await context.abort(_lookup(error, _CODES) or Code.INTERNAL, str(error) or type(error).__name__)
+            await context.abort(_code_of(error), str(error) or type(error).__name__)
 
     async def _reply(self, context, awaitable: Awaitable[Result], table: dict, reply, *, when_false: int | None = None,
                      fields: Callable[[Result], dict] | None = None, failure_fields: dict | None = None):
@@ -292,35 +299,24 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     # ------------------------------------------------------------------ transactions
 
-    async def _transaction_call(self, context, call: Callable[[Request], Awaitable[Result]], request: Request) -> Result:
-        """Delegates to the transaction service; its typed errors carry their gRPC ``status_code``."""
-        try:
-            return await call(request)
-        except Exception as error:  # noqa: BLE001 - every failure becomes a status code
-            code = getattr(error, "status_code", None)
-            if not isinstance(code, Code):
-                log.warning("transaction request failed", extra={"error": repr(error)})
-                code = Code.INTERNAL
-            await context.abort(code, str(error) or type(error).__name__)
-
     async def createTransaction(self, request: pb.CreateTxnRequest, context) -> pb.CreateTxnResponse:
-        return await self._transaction_call(context, self._transactions.create_transaction, request)
+        return await self._query(context, self._transactions.create_transaction(request))
 
     async def pingTransaction(self, request: pb.PingTxnRequest, context) -> pb.PingTxnStatus:
-        return await self._transaction_call(context, self._transactions.ping_transaction, request)
+        return await self._query(context, self._transactions.ping_transaction(request))
 
     async def commitTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._transaction_call(context, self._transactions.commit_transaction, request)
+        return await self._query(context, self._transactions.commit_transaction(request))
 
     async def abortTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._transaction_call(context, self._transactions.abort_transaction, request)
+        return await self._query(context, self._transactions.abort_transaction(request))
 
     async def checkTransactionState(self, request: pb.TxnRequest, context) -> pb.TxnState:
-        return await self._transaction_call(context, self._transactions.check_transaction_state, request)
+        return await self._query(context, self._transactions.check_transaction_state(request))
 
     async def listCompletedTransactions(self, request: pb.ListCompletedTxnRequest,
                                         context) -> pb.ListCompletedTxnResponse:
-        return await self._transaction_call(context, self._transactions.list_completed_transactions, request)
+        return await self._query(context, self._transactions.list_completed_transactions(request))
 
     # ------------------------------------------------------------------ reader groups and subscribers
 

@@ -72,11 +72,6 @@ def compose_transaction_id(epoch: int, counter: int) -> uuid.UUID:
     return uuid.UUID(int=(most_significant << 64) | (counter & COUNTER_LOW_MASK))
 
 
-def transaction_id_epoch(transaction_id: uuid.UUID) -> int:
-    """The epoch a transaction belongs to: the top 32 bits of its id."""
-    return transaction_id.int >> 96
-
-
 def _signed_64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 

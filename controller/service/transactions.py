@@ -53,6 +53,8 @@ from .transaction_workers import TransactionWorkers
 
 log = logging.getLogger(__name__)
 Reply = TypeVar("Reply")
+StatusChange = Callable[[StreamStore, uuid.UUID, TransactionRecord], Awaitable[int]]
+"""What commit or abort does to a found record; returns the pb.TxnStatus value to answer."""
 
 WRITABLE_STATES = frozenset({State.ACTIVE, State.SCALING, State.COMMITTING_TXN, State.TRUNCATING, State.UPDATING})
 _TXN_STATUS = pb.TxnStatus
@@ -157,51 +159,51 @@ class TransactionService:
 
     async def commit_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
         """OPEN -> COMMITTING and queue the commit: SUCCESS without waiting for COMMITTED."""
-        stream = self.context.store.stream(request.streamInfo.scope, request.streamInfo.stream)
-        transaction_id = from_wire(request.txnId)
-
-        async def attempt() -> pb.TxnStatus:
-            found = await _find(stream, transaction_id)
-            if found is None:
-                return pb.TxnStatus(status=await _not_found_status(stream))
-            record, _ = found
+        async def commit(stream: StreamStore, transaction_id: uuid.UUID, record: TransactionRecord) -> int:
             now = self.context.now_ms()
             if record.status in (TransactionStatus.COMMITTING, TransactionStatus.COMMITTED):
                 if record.status == TransactionStatus.COMMITTING:
                     self._workers.request_commit(stream.scope, stream.name)
-                return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
+                return _TXN_STATUS.SUCCESS
             if record.status != TransactionStatus.OPEN or (await stream.get_state())[0] == State.SEALED:
-                return pb.TxnStatus(status=_TXN_STATUS.FAILURE)  # a sealed stream's parents take no data
+                return _TXN_STATUS.FAILURE  # a sealed stream's parents take no data
             if is_expired(record, now, self.settings):
                 await self._begin_abort(stream, transaction_id, now)
-                return pb.TxnStatus(status=_TXN_STATUS.FAILURE)
+                return _TXN_STATUS.FAILURE
             order = await transaction_index.next_commit_order(self.context.store.kv, stream.scope, stream.name)
             await stored.transition_transaction(stream, transaction_id, TransactionStatus.COMMITTING, now,
                                                 writer_id=request.writerId, commit_order=order,
                                                 commit_time=commit_time_of(request.timestamp))
             self._workers.request_commit(stream.scope, stream.name)
-            return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
+            return _TXN_STATUS.SUCCESS
 
-        return await self._retrying(transaction_id, attempt)
+        return await self._change_status(request, commit)
 
     async def abort_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
         """OPEN -> ABORTING and queue the abort; aborting twice is SUCCESS, a committing one FAILURE."""
+        async def abort(stream: StreamStore, transaction_id: uuid.UUID, record: TransactionRecord) -> int:
+            if record.status in (TransactionStatus.COMMITTING, TransactionStatus.COMMITTED):
+                return _TXN_STATUS.FAILURE
+            if record.status == TransactionStatus.ABORTED:
+                return _TXN_STATUS.SUCCESS
+            await self._begin_abort(stream, transaction_id, self.context.now_ms())
+            return _TXN_STATUS.SUCCESS
+
+        return await self._change_status(request, abort)
+
+    async def _change_status(self, request: pb.TxnRequest, change: StatusChange) -> pb.TxnStatus:
+        """``change(stream, id, record)``'s TxnStatus for the request's transaction (through ``_retrying``);
+        TRANSACTION_NOT_FOUND or STREAM_NOT_FOUND if there is no such record."""
         stream = self.context.store.stream(request.streamInfo.scope, request.streamInfo.stream)
         transaction_id = from_wire(request.txnId)
 
-        async def attempt() -> pb.TxnStatus:
+        async def attempt() -> int:
             found = await _find(stream, transaction_id)
             if found is None:
-                return pb.TxnStatus(status=await _not_found_status(stream))
-            record, _ = found
-            if record.status in (TransactionStatus.COMMITTING, TransactionStatus.COMMITTED):
-                return pb.TxnStatus(status=_TXN_STATUS.FAILURE)
-            if record.status == TransactionStatus.ABORTED:
-                return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
-            await self._begin_abort(stream, transaction_id, self.context.now_ms())
-            return pb.TxnStatus(status=_TXN_STATUS.SUCCESS)
+                return await _not_found_status(stream)
+            return await change(stream, transaction_id, found[0])
 
-        return await self._retrying(transaction_id, attempt)
+        return pb.TxnStatus(status=await self._retrying(transaction_id, attempt))
 
     async def _retrying(self, transaction_id: uuid.UUID, attempt: Callable[[], Awaitable[Reply]]) -> Reply:
         """``attempt()`` again while the record changes under it (a lost compare-and-swap).

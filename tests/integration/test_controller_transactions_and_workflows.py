@@ -20,8 +20,6 @@ LEASE_MS = 60_000
 @pytest.fixture
 async def cluster(tmp_path):
     async with running_cluster(tmp_path / "data") as running:
-        if running.app.transactions is None:
-            pytest.skip("controller.service.transactions is not present")
         await make_stream(running.stub, SCOPE, STREAM, 2)
         yield running
 

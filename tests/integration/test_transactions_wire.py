@@ -32,7 +32,7 @@ from tests.support.controller_harness import append_to_segment
 from tests.unit.test_transaction_service import (SCOPE, client_segment_name, create_stream, read_events, scale_stream,
                                                  segment_exists)
 from wire.naming import stream_segment_name
-from tests.support.segment_store import segment_store
+from tests.support.segment_store import running_segment_store
 
 SETTINGS = TransactionSettings(timer_interval_ms=20, retry_delay_ms_min=5, retry_delay_ms_max=50)
 WAIT_SECONDS = 20
@@ -42,26 +42,23 @@ WAIT_SECONDS = 20
 async def cluster(tmp_path):
     """A segment store, a TransactionService over it and the controller's gRPC servicer for both;
     yields (context, service, segment store, gRPC port)."""
-    store = segment_store(tmp_path)
-    await store.start()
-    endpoint = ("127.0.0.1", store.port)
-    metadata = MetadataStore(InMemoryKeyValueStore())
-    await metadata.initialize()
-    client = SegmentStoreClient(endpoint)
-    locator = SegmentLocator.single_host(2, endpoint)
-    context = ControllerContext(metadata, client, locator)
-    service = TransactionService(context, settings=SETTINGS)
-    await service.start()
-    services = ControllerServices(context, service.abort_open_transaction)
-    server, port = await start_grpc_server(ControllerServicer(services, service), "127.0.0.1", 0)
-    try:
-        yield context, service, store, port
-    finally:
-        await server.stop(None)
-        await services.stop()
-        await service.stop()
-        await client.close()
-        await store.stop()
+    async with running_segment_store(tmp_path) as store:
+        endpoint = ("127.0.0.1", store.port)
+        metadata = MetadataStore(InMemoryKeyValueStore())
+        await metadata.initialize()
+        client = SegmentStoreClient(endpoint)
+        context = ControllerContext(metadata, client, SegmentLocator.single_host(2, endpoint))
+        service = TransactionService(context, settings=SETTINGS)
+        await service.start()
+        services = ControllerServices(context, service.abort_open_transaction)
+        server, port = await start_grpc_server(ControllerServicer(services, service), "127.0.0.1", 0)
+        try:
+            yield context, service, store, port
+        finally:
+            await server.stop(None)
+            await services.stop()
+            await service.stop()
+            await client.close()
 
 
 async def wait_for_status(context: ControllerContext, stream: str, transaction_id, expected: TransactionStatus):
