@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
+from ..buffers import prefix_views
 from .api import AppendData, DurableDataLog, LogAddress
 from .errors import LogError, LogWriteFailed
 from .file_operations import FileOperations
@@ -103,10 +104,10 @@ class FaultyFileOperations(FileOperations):
                 self._pre_images.append((fd, offset, self._inner.read(fd, total, offset)))
         if torn is not False:
             prefix = self._random.randrange(total) if torn is None else min(torn, total)
-            self._inner.write(fd, _prefix(buffers, prefix), offset)
+            self._inner.write(fd, prefix_views(buffers, prefix), offset)
             raise OSError(errno.EIO, f"injected torn write: {prefix} of {total} bytes written")
         if budget is not None and budget < total:
-            self._inner.write(fd, _prefix(buffers, budget), offset)
+            self._inner.write(fd, prefix_views(buffers, budget), offset)
             self._crash()
             raise SimulatedCrash(errno.EIO, f"injected crash after {budget} of {total} bytes")
         self._inner.write(fd, buffers, offset)
@@ -295,15 +296,3 @@ class FaultyDurableDataLog(DurableDataLog):
 
     async def close(self) -> None:
         await self.inner.close()
-
-
-def _prefix(buffers, byte_count: int) -> list:
-    """The first ``byte_count`` bytes of ``buffers`` as a list of views."""
-    result = []
-    for buffer in buffers:
-        if byte_count <= 0:
-            break
-        view = memoryview(buffer)
-        result.append(view[:byte_count])
-        byte_count -= len(view)
-    return result

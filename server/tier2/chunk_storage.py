@@ -97,16 +97,11 @@ class ChunkStorageCounters:
         return dataclasses.replace(self)
 
 
-def total_length(data: WriteData) -> int:
+def as_parts(data: WriteData) -> Sequence[BytesLike]:
+    """``data`` as a sequence of parts (no copy of a given sequence)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return memoryview(data).nbytes
-    return sum(memoryview(part).nbytes for part in data)
-
-
-def as_parts(data: WriteData) -> list:
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return [data]
-    return list(data)
+        return (data,)
+    return data
 
 
 class ChunkStorage(abc.ABC):

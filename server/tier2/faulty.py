@@ -26,6 +26,7 @@ import collections
 import dataclasses
 from typing import Sequence
 
+from ..buffers import prefix_views
 from .chunk_storage import (ChunkInfo, ChunkStorage, ChunkStorageError, ChunkStorageUnavailable, WriteData,
                             as_parts)
 
@@ -48,6 +49,9 @@ class FaultyChunkStorage(ChunkStorage):
         super().__init__()
         self.inner = inner
         self.counters = inner.counters
+        self.supports_append = inner.supports_append
+        self.supports_concat = inner.supports_concat
+        self.supports_truncation = inner.supports_truncation
         self.calls: collections.Counter[str] = collections.Counter()
         self.latency_seconds = 0.0
         self.hang_seconds: float | None = None
@@ -57,18 +61,6 @@ class FaultyChunkStorage(ChunkStorage):
 
     def __repr__(self) -> str:
         return f"<FaultyChunkStorage {self.inner!r}>"
-
-    @property
-    def supports_append(self) -> bool:
-        return self.inner.supports_append
-
-    @property
-    def supports_concat(self) -> bool:
-        return self.inner.supports_concat
-
-    @property
-    def supports_truncation(self) -> bool:
-        return self.inner.supports_truncation
 
     # ------------------------------------------------------------------ arming
 
@@ -125,7 +117,7 @@ class FaultyChunkStorage(ChunkStorage):
         if self._torn_write_bytes is None:
             return await self._call(operation, chunk, *args, data)
         prefix, self._torn_write_bytes = self._torn_write_bytes, None
-        await self._call(operation, chunk, *args, _prefix(data, prefix))
+        await self._call(operation, chunk, *args, prefix_views(as_parts(data), prefix))
         raise ChunkStorageUnavailable(chunk, f"injected torn {operation}: only {prefix} bytes written")
 
     # ------------------------------------------------------------------ ChunkStorage
@@ -170,15 +162,3 @@ def _make_error(error: ErrorSpec, chunk: str, operation: str) -> BaseException:
     if issubclass(error, ChunkStorageError):
         return error(chunk, f"injected {operation} failure")
     return error(f"{chunk}: injected {operation} failure")
-
-
-def _prefix(data: WriteData, byte_count: int) -> list[memoryview]:
-    """The first ``byte_count`` bytes of ``data`` as a list of views."""
-    result = []
-    for part in as_parts(data):
-        if byte_count <= 0:
-            break
-        view = memoryview(part).cast("B")
-        result.append(view[:byte_count])
-        byte_count -= view.nbytes
-    return result

@@ -386,8 +386,9 @@ def _concat(target: str, fd: int, sources: list[tuple[str, int, int]]) -> int:
     if _is_read_only(status):
         raise ChunkReadOnly(target)
     for source, source_fd, length in sources:
-        if length < 0 or length > os.fstat(source_fd).st_size:
-            raise ValueError(f"{source}: concat of {length} bytes, chunk length {os.fstat(source_fd).st_size}")
+        source_length = os.fstat(source_fd).st_size
+        if not 0 <= length <= source_length:
+            raise ValueError(f"{source}: concat of {length} bytes, chunk length {source_length}")
     position = status.st_size
     try:
         for _, source_fd, length in sources:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .chunk_storage import (ChunkAlreadyExists, ChunkInfo, ChunkNotFound, ChunkReadOnly, ChunkStorage,
-                            InvalidOffset, NotSupported, WriteData, as_parts, total_length)
+                            InvalidOffset, NotSupported, WriteData, as_parts)
 
 
 class InMemoryChunkStorage(ChunkStorage):
@@ -74,7 +74,7 @@ class InMemoryChunkStorage(ChunkStorage):
             raise InvalidOffset(name, len(chunk), offset)
         for part in as_parts(data):
             chunk += part
-        written = total_length(data)
+        written = len(chunk) - offset
         self.counters.bytes_written += written
         self.counters.writes += 1
         return written

@@ -65,19 +65,26 @@ class MetadataStore(abc.ABC):
 
 
 class InMemoryMetadataStore(MetadataStore):
-    """The contract in a dict. ``fenced = True`` makes every later write raise StorageFenced."""
+    """The contract in a dict, with knobs for tests: ``fenced = True`` makes every later write raise
+    StorageFenced; ``fail_writes = n`` makes the next n writes raise MetadataStoreUnavailable (writing
+    nothing); ``gets`` counts the calls of ``get``."""
 
     def __init__(self):
         self._entries: dict[str, Versioned] = {}
         self._next_version = 0
         self.fenced = False
-        self.writes = 0  # successful write() calls, for tests
+        self.fail_writes = 0
+        self.gets = 0
 
     async def get(self, key: str) -> Versioned | None:
+        self.gets += 1
         return self._entries.get(key)
 
     async def write(self, writes: Iterable[Write]) -> dict[str, int]:
         writes = list(writes)
+        if self.fail_writes:
+            self.fail_writes -= 1
+            raise MetadataStoreUnavailable("injected: the metadata store is unavailable")
         if self.fenced:
             raise StorageFenced("this metadata store was fenced by a newer owner")
         for key, _, expected in writes:
@@ -97,7 +104,6 @@ class InMemoryMetadataStore(MetadataStore):
                 self._next_version += 1
                 self._entries[key] = Versioned(bytes(value), self._next_version)
                 versions[key] = self._next_version
-        self.writes += 1
         return versions
 
     async def keys(self) -> list[str]:

@@ -15,7 +15,6 @@ O(log chunks) lookup.
 from __future__ import annotations
 
 from .errors import BadOffset, SegmentTruncated, StorageCorrupted
-from .metadata_transaction import MetadataTransaction
 from .operation_context import OperationContext, load_segment
 from .records import SegmentRecord
 
@@ -38,40 +37,34 @@ async def read(context: OperationContext, name: str, offset: int, length: int) -
     length = min(length, segment.length - offset)
     if length == 0:
         return b""
-    chunk_start, chunk = await _find_chunk(context, transaction, segment, offset, generation)
+    chunk_start, chunk = _nearest_chunk(context, segment, offset)
     parts = []
     while True:
         record = await transaction.linked_chunk(chunk)
-        size = min(length, chunk_start + record.length - offset)
-        data = await context.chunks.read(chunk, offset - chunk_start, size)
-        if len(data) != size:
-            raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
-                                   f"{offset - chunk_start}: it is shorter than its committed length")
-        parts.append(data)
-        offset += size
-        length -= size
-        if not length:
-            return parts[0] if len(parts) == 1 else b"".join(parts)
-        chunk_start, chunk = chunk_start + record.length, record.next_chunk
+        end = chunk_start + record.length
+        if offset < end:  # chunks before the one holding ``offset`` are only walked past
+            size = min(length, end - offset)
+            data = await context.chunks.read(chunk, offset - chunk_start, size)
+            if len(data) != size:
+                raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
+                                       f"{offset - chunk_start}: it is shorter than its committed length")
+            parts.append(data)
+            offset += size
+            length -= size
+            if not length:
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+        chunk_start, chunk = end, record.next_chunk
         if chunk is None:
             raise StorageCorrupted(f"segment {name}: the chunk list ends before offset {offset}")
         context.read_index.add(name, chunk_start, chunk, generation)
 
 
-async def _find_chunk(context: OperationContext, transaction: MetadataTransaction, segment: SegmentRecord,
-                      offset: int, generation: int) -> tuple[int, str]:
-    """(start offset, name) of the chunk holding ``offset`` (start offset <= offset < length)."""
+def _nearest_chunk(context: OperationContext, segment: SegmentRecord, offset: int) -> tuple[int, str]:
+    """(start offset, name) of the chunk to walk from: the last chunk if it holds ``offset``, else the
+    indexed chunk nearest below ``offset``, else the first chunk."""
     if offset >= segment.last_chunk_start_offset:
         return segment.last_chunk_start_offset, segment.last_chunk
     nearest = context.read_index.floor(segment.name, offset)
     if nearest is None or nearest[0] < segment.first_chunk_start_offset:
-        nearest = segment.first_chunk_start_offset, segment.first_chunk
-    chunk_start, chunk = nearest
-    while True:
-        record = await transaction.linked_chunk(chunk)
-        if offset < chunk_start + record.length:
-            return chunk_start, chunk
-        chunk_start, chunk = chunk_start + record.length, record.next_chunk
-        if chunk is None:
-            raise StorageCorrupted(f"segment {segment.name}: the chunk list ends before offset {offset}")
-        context.read_index.add(segment.name, chunk_start, chunk, generation)
+        return segment.first_chunk_start_offset, segment.first_chunk
+    return nearest

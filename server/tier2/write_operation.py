@@ -31,7 +31,7 @@ async def write(context: OperationContext, name: str, offset: int, data: WriteDa
 
     Raises SegmentNotFound, SegmentSealed, StorageNotPrimary, BadOffset; transient errors.
     """
-    parts = [memoryview(part).cast("B") for part in as_parts(data)]
+    parts = [view for view in (memoryview(part).cast("B") for part in as_parts(data)) if view.nbytes]
     transaction = context.begin(name)
     segment = await load_segment(transaction, name)
     if segment.sealed:
@@ -39,7 +39,6 @@ async def write(context: OperationContext, name: str, offset: int, data: WriteDa
     check_owner(segment, context.epoch)
     if offset != segment.length:
         raise BadOffset(name, segment.length, offset)
-    parts = [part for part in parts if len(part)]
     if not parts:
         return
     last = await transaction.linked_chunk(segment.last_chunk) if segment.last_chunk else None

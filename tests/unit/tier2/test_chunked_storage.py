@@ -25,25 +25,6 @@ pytestmark = pytest.mark.timeout(30)
 SMALL = StorageConfig(max_chunk_size=10, defrag_min_chunk_size=0)
 
 
-class FlakyMetadataStore(InMemoryMetadataStore):
-    """Fails the next ``fail_writes`` writes with MetadataStoreUnavailable; counts gets."""
-
-    def __init__(self):
-        super().__init__()
-        self.fail_writes = 0
-        self.gets = 0
-
-    async def get(self, key):
-        self.gets += 1
-        return await super().get(key)
-
-    async def write(self, writes):
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise MetadataStoreUnavailable("injected")
-        return await super().write(writes)
-
-
 class NoConcatChunkStorage(InMemoryChunkStorage):
     supports_concat = False
 
@@ -55,7 +36,7 @@ def chunks():
 
 @pytest.fixture
 def metadata():
-    return FlakyMetadataStore()
+    return InMemoryMetadataStore()
 
 
 @pytest.fixture

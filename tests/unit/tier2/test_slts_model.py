@@ -40,18 +40,6 @@ any_names = st.sampled_from(ORDINARY + [SYSTEM])
 payloads = st.binary(min_size=1, max_size=40)
 
 
-class FlakyMetadataStore(InMemoryMetadataStore):
-    def __init__(self):
-        super().__init__()
-        self.fail_writes = 0
-
-    async def write(self, writes):
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise MetadataStoreUnavailable("injected")
-        return await super().write(writes)
-
-
 @dataclasses.dataclass
 class ModelSegment:
     data: bytearray = dataclasses.field(default_factory=bytearray)
@@ -66,7 +54,7 @@ class SltsMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.chunks = FaultyChunkStorage(InMemoryChunkStorage(supports_append=self.supports_append))
-        self.metadata = FlakyMetadataStore()
+        self.metadata = InMemoryMetadataStore()
         self.model = {SYSTEM: ModelSegment()}
         self.epoch = 0
         self.storage = None
