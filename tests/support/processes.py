@@ -30,6 +30,27 @@ def terminate_process(process: subprocess.Popen | None, timeout: float = 20.0) -
     return process.returncode
 
 
+def wait_until_ready(process: subprocess.Popen, probe, what: str, timeout: float) -> None:
+    """Calls ``probe`` until it stops raising OSError. Fails (killing the process) if the process exits
+    first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} while starting")
+        try:
+            probe()
+            return
+        except OSError:
+            time.sleep(0.05)
+    kill_process(process)
+    raise RuntimeError(f"{what} was not ready within {timeout}s")
+
+
+def listening(port: int):
+    """A probe for wait_until_ready: something accepts connections on 127.0.0.1:``port``."""
+    return lambda: socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -53,17 +74,8 @@ class ServerProcess:
             [sys.executable, "-m", "tributary", self.command, "--data-dir", str(self.data_dir),
              "--port", str(self.port), *self.extra_args],
             stdout=log, stderr=log)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.command} exited with {self.process.returncode} while starting")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"{self.command} did not listen on {self.port} within {timeout}s")
+        wait_until_ready(self.process, listening(self.port), f"{self.command} on port {self.port}", timeout)
+        return self
 
     def kill(self) -> None:
         kill_process(self.process)

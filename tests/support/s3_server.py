@@ -15,13 +15,12 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
 
-from .processes import free_port, terminate_process
+from .processes import free_port, terminate_process, wait_until_ready
 
 MIN_PART_SIZE = 4096
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -39,17 +38,9 @@ class MotoServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto.server exited with {self.process.returncode} while starting")
-            try:
-                self._request("GET", "/moto-api/data.json")
-                return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"moto.server did not answer on {self.port} within {timeout}s")
+        wait_until_ready(self.process, lambda: self._request("GET", "/moto-api/data.json"),
+                         f"moto.server on port {self.port}", timeout)
+        return self
 
     def stop(self) -> None:
         terminate_process(self.process, timeout=10)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
-import time
 
-from tests.support.processes import ServerProcess, free_port
+from tests.support.processes import ServerProcess, free_port, listening, wait_until_ready
 
 
 class StandaloneProcess(ServerProcess):
@@ -35,18 +33,10 @@ class StandaloneProcess(ServerProcess):
 
     def start(self, timeout: float = 30.0) -> "StandaloneProcess":
         """Starts the process and waits until the segment store and then the controller listen."""
-        deadline = time.monotonic() + timeout
         super().start(timeout)
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"standalone exited with {self.process.returncode} while starting")
-            try:
-                with socket.create_connection(("127.0.0.1", self.controller_port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"standalone's controller did not listen on {self.controller_port} within {timeout}s")
+        wait_until_ready(self.process, listening(self.controller_port),
+                         f"standalone's controller on port {self.controller_port}", timeout)
+        return self
 
     def remove_data(self) -> None:
         """Kills the process and deletes its data dir (preallocated logs take disk space)."""
