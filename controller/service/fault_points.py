@@ -44,9 +44,6 @@ class FaultPoints:
             raise ValueError(f"unknown fault point {point!r}")
         self._armed[point] = times
 
-    def disarm_all(self) -> None:
-        self._armed.clear()
-
     def reach(self, point: str) -> None:
         """Called by workflows between steps.
 

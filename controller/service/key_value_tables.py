@@ -23,6 +23,7 @@ from wire import naming
 from ..store import AlreadyExists, NotFound, Versioned, layout
 from ..store.codec import Decoder, Encoder
 from ..store.key_space import equal_ranges
+from ..store.scopes import list_keys
 from .context import ControllerContext
 from .errors import InvalidArgument, ScopeNotFound, TableExists, TableNotFound
 from .scopes import checked_name, require_open_scope
@@ -136,13 +137,11 @@ class KeyValueTables:
         if not await self._context.store.scopes.scope_exists(scope):
             raise ScopeNotFound(f"scope {scope!r} does not exist")
         try:
-            page = await self._kv.list_entries(tables_table(scope), bytes.fromhex(token),
-                                               self._context.settings.listing_page_max)
+            return await list_keys(self._kv, tables_table(scope), token, self._context.settings.listing_page_max)
         except NotFound:
             return [], ""
-        except ValueError:
-            raise InvalidArgument(f"invalid continuation token {token[:40]!r}") from None
-        return [name for name, _ in page.entries], page.token.hex()
+        except ValueError as error:
+            raise InvalidArgument(str(error)) from None
 
     async def delete_table(self, scope: str, table: str) -> None:
         """Deletes the partitions, then the record. Raises TableNotFound."""

@@ -42,7 +42,8 @@ def segment_ranges(scope: str, stream: str, segments: Iterable[SegmentRecord]) -
     return [segment_range(scope, stream, segment) for segment in _by_key(segments)]
 
 
-def segment_locations(scope: str, stream: str, head: dict[SegmentRecord, int]) -> list[pb.SegmentsAtTime.SegmentLocation]:
+def segment_locations(scope: str, stream: str,
+                      head: dict[SegmentRecord, int]) -> list[pb.SegmentsAtTime.SegmentLocation]:
     """The head's segments with their starting offsets, by key start."""
     return [pb.SegmentsAtTime.SegmentLocation(segmentId=segment_id(scope, stream, segment.segment_id),
                                               offset=head[segment]) for segment in _by_key(head)]

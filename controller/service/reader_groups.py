@@ -88,11 +88,15 @@ class ReaderGroups:
 
     async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfigRecord:
         """Raises ReaderGroupNotFound."""
+        record, _ = await self._stored(scope, group)
+        return record
+
+    async def _stored(self, scope: str, group: str) -> tuple[ReaderGroupConfigRecord, int]:
+        """The stored configuration and its version. Raises ReaderGroupNotFound."""
         try:
-            record, _ = await self._store.scopes.get_reader_group(scope, group)
+            return await self._store.scopes.get_reader_group(scope, group)
         except NotFound:
             raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist") from None
-        return record
 
     async def update_reader_group(self, scope: str, group: str, config: ReaderGroupConfigRecord) -> int:
         """Stores a new configuration at the next generation and fixes subscriptions. Returns the generation.
@@ -102,10 +106,7 @@ class ReaderGroups:
             ReaderGroupConfigMismatch: another generation or group id than the stored ones.
             ConcurrentWorkflow: another update is being applied.
         """
-        try:
-            stored, version = await self._store.scopes.get_reader_group(scope, group)
-        except NotFound:
-            raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist") from None
+        stored, version = await self._stored(scope, group)
         if config.generation != stored.generation or config.reader_group_id != stored.reader_group_id:
             raise ReaderGroupConfigMismatch(f"reader group {scope}/{group} is at generation {stored.generation}")
         if stored.updating:
@@ -127,10 +128,7 @@ class ReaderGroups:
         Raises:
             ReaderGroupNotFound: no such group, or another group id.
         """
-        try:
-            stored, _ = await self._store.scopes.get_reader_group(scope, group)
-        except NotFound:
-            raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist") from None
+        stored, _ = await self._stored(scope, group)
         if group_id != stored.reader_group_id:
             raise ReaderGroupNotFound(f"reader group {scope}/{group} has another id")
         for name in subscribed_streams(stored):

@@ -47,8 +47,8 @@ def choose_cut(policy: RetentionPolicy, now: int, records: tuple[tuple[int, int]
     if not records:
         return None
     newest_size = records[-1][1]
-    eligible = [(retained(policy, now, newest_size, time, size), time, size) for time, size in records
-                if retained(policy, now, newest_size, time, size) >= policy.retention_param]
+    kept = [(retained(policy, now, newest_size, time, size), time, size) for time, size in records]
+    eligible = [row for row in kept if row[0] >= policy.retention_param]
     if not eligible:
         return None
     _, time, size = min(eligible)

@@ -29,7 +29,7 @@ from wire.naming import segment_number_of
 
 from ..store import NotFound, ScaleConflict, ScaleInputInvalid, State, StreamStore, WriteConflict, layout
 from ..store import scale as store_scale
-from ..store.key_space import equal_ranges, merged_intervals, plan_epoch_transition
+from ..store.key_space import equal_ranges, plan_epoch_transition
 from ..store.records import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitionRecord, StateRecord,
                              StreamConfiguration, WorkflowIntentRecord, WorkflowKind)
 from . import payloads
@@ -80,12 +80,10 @@ class Scaling:
             raise ScaleRejected(f"stream {scope}/{stream} is {state.name}", precondition=False)
         ranges = tuple(sorted((float(start), float(end)) for start, end in new_ranges))
         to_seal = tuple(segments_to_seal)
-        (current, _), (pending, _), (configuration, _) = await handle.read_many(
-            [(layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord),
-             (layout.CONFIGURATION, StreamConfiguration)])
+        current, pending, configuration = await _scale_inputs(handle)
         planned = _plan(current, to_seal, ranges, configuration.scaling.min_num_segments, self._context.now_ms())
         if not pending.is_empty:
-            if (pending.segments_to_seal, pending.new_segments) == (planned.segments_to_seal, planned.new_segments):
+            if store_scale.same_transition(pending, planned):
                 return ScaleAccepted(pending, pending.active_epoch)
             raise ScaleRejected(f"stream {scope}/{stream}: another scale is pending", precondition=False)
         intent = WorkflowIntentRecord(WorkflowKind.SCALE, self._context.now_ms(),
@@ -101,9 +99,7 @@ class Scaling:
     async def _scale(self, handle: StreamStore, to_seal: tuple[int, ...], ranges: tuple[tuple[float, float], ...],
                      accepted: asyncio.Future | None) -> ScaleAccepted:
         """The workflow body: submit (step 1), report acceptance, run the remaining steps."""
-        configuration, _ = await handle.get_configuration()
-        current, _ = await handle.get_current_epoch()
-        pending, _ = await handle.read(layout.EPOCH_TRANSITION, EpochTransitionRecord)
+        current, pending, configuration = await _scale_inputs(handle)
         if pending.is_empty:
             _plan(current, to_seal, ranges, configuration.scaling.min_num_segments, self._context.now_ms())
         try:
@@ -209,6 +205,17 @@ class Scaling:
         return ScaleStatus.SUCCESS
 
 
+async def _scale_inputs(handle: StreamStore) -> tuple[EpochRecord, EpochTransitionRecord, StreamConfiguration]:
+    """The current epoch, the pending transition and the configuration, in one read. Raises NotFound."""
+    found = await handle.read_many([(layout.CURRENT_EPOCH, EpochRecord),
+                                    (layout.EPOCH_TRANSITION, EpochTransitionRecord),
+                                    (layout.CONFIGURATION, StreamConfiguration)])
+    if None in found:
+        raise NotFound(f"{handle}: the stream's records are missing", handle.tables.metadata)
+    (current, _), (pending, _), (configuration, _) = found
+    return current, pending, configuration
+
+
 def _plan(current: EpochRecord, to_seal: Sequence[int], ranges: Sequence[tuple[float, float]],
           min_segments: int, time: int) -> EpochTransitionRecord:
     """Validates a scale against the current epoch (spec §4.4 table) and plans it.
@@ -219,7 +226,6 @@ def _plan(current: EpochRecord, to_seal: Sequence[int], ranges: Sequence[tuple[f
     if not to_seal or any(current.segment(segment_id) is None for segment_id in to_seal):
         raise ScaleRejected(f"segments to seal must be active in epoch {current.epoch}", precondition=True)
     try:
-        merged_intervals(ranges)
         planned = plan_epoch_transition(current, to_seal, ranges, time)
     except ScaleInputInvalid as error:
         raise ScaleRejected(str(error), precondition=False) from None

@@ -9,7 +9,7 @@ from ..store import queries as store_queries
 from ..store.records import SegmentRecord
 from .context import ControllerContext
 from .errors import EpochNotFound, InvalidArgument, InvalidStreamCut, StreamNotFound, StreamNotReady
-from .stream_access import require_state, state_and_current_epoch
+from .stream_access import require_state
 from .stream_cut_rules import is_equal_or_after
 from .truncation import check_cut
 
@@ -28,7 +28,7 @@ class SegmentQueries:
             StreamNotFound: no such stream.
             StreamNotReady: the stream is still CREATING.
         """
-        found = await state_and_current_epoch(self._stream(scope, stream))
+        found = await self._stream(scope, stream).state_and_current_epoch()
         if found is None:
             raise StreamNotFound(f"stream {scope}/{stream} does not exist")
         state, current = found

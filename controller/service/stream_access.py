@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, layout
-from ..store.records import EpochRecord, StateRecord
+from ..store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, StreamSealed, WorkflowTimeout
 
@@ -27,15 +26,6 @@ async def state_or_none(stream: StreamStore) -> State | None:
     return state
 
 
-async def state_and_current_epoch(stream: StreamStore) -> tuple[State, EpochRecord] | None:
-    """The stream's state and active epoch (one read), or None if it does not exist."""
-    try:
-        state, current = await stream.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
-    except NotFound:
-        return None
-    if state is None or current is None:
-        return None
-    return state[0].state, current[0]
 
 
 async def require_state(stream: StreamStore) -> State:

@@ -4,17 +4,14 @@ re-created under the name numbers its segments above the old ones)."""
 
 from __future__ import annotations
 
-from ..store import State, StreamStore, layout
+from ..store import IllegalStateTransition, StreamStore, layout
 from ..store.queries import fetch_epochs
 from ..store.records import TruncationRecord, WorkflowIntentRecord, WorkflowKind
 from ..store.stream_cuts import is_truncated
 from .context import ControllerContext
 from .errors import StreamNotSealed
 from .segment_calls import SegmentCalls
-from .stream_access import state_or_none
 from .workflows import WorkflowRunner
-
-DELETABLE = frozenset({State.SEALED, State.CREATING})
 
 
 async def live_segment_ids(stream: StreamStore) -> set[int]:
@@ -26,6 +23,18 @@ async def live_segment_ids(stream: StreamStore) -> set[int]:
     for epoch in await fetch_epochs(stream, first, current.epoch):
         segments.update(segment for segment in epoch.segments if not is_truncated(segment, truncation))
     return {segment.segment_id for segment in segments}
+
+
+async def _exists_and_deletable(stream: StreamStore) -> bool:
+    """False if the stream does not exist.
+
+    Raises:
+        StreamNotSealed: it exists but is neither SEALED nor a leftover CREATING one.
+    """
+    try:
+        return await stream.check_deletable() is not None
+    except IllegalStateTransition as error:
+        raise StreamNotSealed(f"stream {stream.scope}/{stream.name} is {error.current.name}, not sealed") from None
 
 
 class StreamDeletion:
@@ -42,20 +51,14 @@ class StreamDeletion:
             WorkflowTimeout / ConcurrentWorkflow: not done within the completion timeout.
         """
         handle = self._context.store.stream(scope, stream)
-        state = await state_or_none(handle)
-        if state is None:
+        if not await _exists_and_deletable(handle):
             return False
-        if state not in DELETABLE:
-            raise StreamNotSealed(f"stream {scope}/{stream} is {state.name}, not sealed")
         intent = WorkflowIntentRecord(WorkflowKind.DELETE, self._context.now_ms())
         return await self._runner.run_with_timeout(handle, intent, lambda: self._delete(handle))
 
     async def _delete(self, handle: StreamStore) -> bool:
-        state = await state_or_none(handle)
-        if state is None:
+        if not await _exists_and_deletable(handle):
             return False
-        if state not in DELETABLE:
-            raise StreamNotSealed(f"stream {handle.scope}/{handle.name} is {state.name}, not sealed")
         await SegmentCalls(self._context, handle.scope, handle.name).delete(await live_segment_ids(handle))
         self._context.fault_points.reach("delete.segments_deleted")
         await self._context.store.delete_stream(handle.scope, handle.name)

@@ -41,7 +41,6 @@ from controller.store.states import TransactionStatus
 from . import messages, transaction_index
 from .context import ControllerContext
 from .paging import all_pages
-from .stream_access import state_and_current_epoch
 from .transaction_errors import (InvalidTransactionRequest, StreamNotFound, StreamNotWritable,
                                  TransactionContention)
 from .transaction_ids import TransactionIdAllocator, from_wire, to_wire
@@ -116,7 +115,7 @@ class TransactionService:
         scope, name = _names(request.streamInfo)
         check_lease(request.lease, self.settings)
         stream = self.context.store.stream(scope, name)
-        found = await state_and_current_epoch(stream)
+        found = await stream.state_and_current_epoch()
         if found is None:
             raise StreamNotFound(f"stream {scope}/{name} does not exist")
         state, current = found

@@ -40,17 +40,15 @@ class WriterMarks:
         """
         handle = self._context.store.stream(scope, stream)
         await require_state(handle)
+
+        def check_position(stored: WriterMarkRecord) -> None:
+            if not position_is_ahead(position, stored.position):
+                raise WriterMarkRejected(f"writer {writer!r} reported a position behind its last one", False)
+
+        mark = WriterMarkRecord(timestamp, position)
         for attempt in range(ATTEMPTS_MAX):
             try:
-                stored, _ = await store_readers.get_writer_mark(handle, writer)
-            except NotFound:
-                stored = None
-            if stored is not None and stored.timestamp > timestamp:
-                raise WriterMarkRejected(f"writer {writer!r} already reported time {stored.timestamp}", True)
-            if stored is not None and not position_is_ahead(position, stored.position):
-                raise WriterMarkRejected(f"writer {writer!r} reported a position behind its last one", False)
-            try:
-                if not await store_readers.note_writer_mark(handle, writer, WriterMarkRecord(timestamp, position)):
+                if not await store_readers.note_writer_mark(handle, writer, mark, check_position):
                     raise WriterMarkRejected(f"writer {writer!r} already reported a later time", True)
                 return
             except WriteConflict:

@@ -7,6 +7,8 @@ the watermarking job, so they have their own table keyed by writer id.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from . import layout
 from .errors import AlreadyExists, WriteConflict
 from .key_value import ABSENT, PAGE_ENTRIES_DEFAULT, Write
@@ -65,16 +67,22 @@ async def remove_subscriber(stream: StreamStore, name: str) -> None:
     await stream.kv.remove(stream.tables.metadata, layout.subscriber_key(name))
 
 
-async def note_writer_mark(stream: StreamStore, writer_id: str, mark: WriterMarkRecord) -> bool:
+async def note_writer_mark(stream: StreamStore, writer_id: str, mark: WriterMarkRecord,
+                           check: Callable[[WriterMarkRecord], None] | None = None) -> bool:
     """Records a writer's time and position. Returns False (writing nothing) if the writer already
-    reported a later time: marks never go back (the reply is INVALID_TIME).
+    reported a later time: marks never go back (the reply is INVALID_TIME). ``check(stored)``, if
+    given, sees the stored mark (when there is one, after the time check) and may raise to refuse.
 
     Raises:
         WriteConflict: a concurrent report from the same writer won; the caller re-reads and retries.
     """
     (found,) = await stream.kv.get_many(stream.tables.writers, [writer_id])
-    if found is not None and WriterMarkRecord.decode(found.value).timestamp > mark.timestamp:
-        return False
+    if found is not None:
+        stored = WriterMarkRecord.decode(found.value)
+        if stored.timestamp > mark.timestamp:
+            return False
+        if check is not None:
+            check(stored)
     await stream.kv.write_batch(stream.tables.writers,
                                 [Write(writer_id, mark.encode(), ABSENT if found is None else found.version)])
     return True

@@ -34,7 +34,7 @@ from .states import State
 from .stream_store import StreamStore
 
 
-def _same_transition(first: EpochTransitionRecord, second: EpochTransitionRecord) -> bool:
+def same_transition(first: EpochTransitionRecord, second: EpochTransitionRecord) -> bool:
     """Equal up to the request time, which differs between retries of one request."""
     return (first.active_epoch, first.segments_to_seal, first.new_segments) == (
         second.active_epoch, second.segments_to_seal, second.new_segments)
@@ -52,14 +52,14 @@ async def submit_scale(stream: StreamStore, segments_to_seal: Sequence[int],
         [(layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord)])
     planned = plan_epoch_transition(current, segments_to_seal, new_ranges, time)
     if not pending.is_empty:
-        if _same_transition(pending, planned):
+        if same_transition(pending, planned):
             return pending
         raise ScaleConflict(f"{stream}: another scale from epoch {pending.active_epoch} is pending")
     try:
         await stream.kv.replace(stream.tables.metadata, layout.EPOCH_TRANSITION, planned.encode(), version)
     except WriteConflict:
         pending, _ = await stream.read(layout.EPOCH_TRANSITION, EpochTransitionRecord)
-        if not _same_transition(pending, planned):
+        if not same_transition(pending, planned):
             raise ScaleConflict(f"{stream}: another scale was submitted concurrently") from None
         return pending
     return planned
@@ -96,7 +96,7 @@ async def complete_scale(stream: StreamStore, transition: EpochTransitionRecord)
     (pending, transition_version), (state, state_version) = await stream.read_many(
         [(layout.EPOCH_TRANSITION, EpochTransitionRecord), (layout.STATE, StateRecord)])
     writes = []
-    if _same_transition(pending, transition):
+    if same_transition(pending, transition):
         writes.append(Write(layout.EPOCH_TRANSITION, EMPTY_EPOCH_TRANSITION.encode(), transition_version))
     if state.state == State.SCALING:
         writes.append(Write(layout.STATE, StateRecord(State.ACTIVE).encode(), state_version))

@@ -20,15 +20,22 @@ def _decode_token(token: str) -> bytes:
         raise ValueError(f"invalid continuation token {token[:40]!r}") from None
 
 
+async def list_keys(kv: VersionedKeyValueStore, table: str, token: str, limit: int) -> tuple[list[str], str]:
+    """One page of ``table``'s keys and the token of the next (see the module docstring).
+
+    Raises:
+        ValueError: ``token`` is not one of ours.
+        NotFound: no such table.
+    """
+    page = await kv.list_entries(table, _decode_token(token), limit)
+    return [key for key, _ in page.entries], page.token.hex()
+
+
 class ScopeStore:
     """Scope-level records over a versioned key-value store."""
 
     def __init__(self, kv: VersionedKeyValueStore):
         self.kv = kv
-
-    async def _list(self, table: str, token: str, limit: int) -> tuple[list[str], str]:
-        page = await self.kv.list_entries(table, _decode_token(token), limit)
-        return [key for key, _ in page.entries], page.token.hex()
 
     # ------------------------------------------------------------------ scopes
 
@@ -74,7 +81,7 @@ class ScopeStore:
 
     async def list_scopes(self, token: str = "", limit: int = PAGE_ENTRIES_DEFAULT) -> tuple[list[str], str]:
         """One page of scope names and the token for the next."""
-        return await self._list(layout.SCOPES_TABLE, token, limit)
+        return await list_keys(self.kv, layout.SCOPES_TABLE, token, limit)
 
     # ------------------------------------------------------------------ streams in a scope
 
@@ -92,7 +99,7 @@ class ScopeStore:
         Raises:
             NotFound: no such scope.
         """
-        return await self._list(layout.streams_table(scope), token, limit)
+        return await list_keys(self.kv, layout.streams_table(scope), token, limit)
 
     async def record_deleted_stream(self, scope: str, stream: str, last_segment_number: int) -> None:
         await self.kv.put(layout.DELETED_STREAMS_TABLE, layout.scoped_name(scope, stream),
@@ -124,5 +131,5 @@ class ScopeStore:
 
     async def list_reader_groups(self, scope: str, token: str = "",
                                  limit: int = PAGE_ENTRIES_DEFAULT) -> tuple[list[str], str]:
-        return await self._list(layout.reader_groups_table(scope), token, limit)
+        return await list_keys(self.kv, layout.reader_groups_table(scope), token, limit)
 

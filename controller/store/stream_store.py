@@ -152,6 +152,16 @@ class StreamStore:
     async def get_current_epoch(self) -> tuple[EpochRecord, int]:
         return await self.read(layout.CURRENT_EPOCH, EpochRecord)
 
+    async def state_and_current_epoch(self) -> tuple[State, EpochRecord] | None:
+        """The state and the active epoch (one read), or None if the stream does not exist."""
+        try:
+            state, current = await self.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
+        except NotFound:
+            return None
+        if state is None or current is None:
+            return None
+        return state[0].state, current[0]
+
     # ------------------------------------------------------------------ deletion
 
     async def check_deletable(self) -> EpochRecord | None:
@@ -160,16 +170,14 @@ class StreamStore:
         Raises:
             IllegalStateTransition: the stream is neither SEALED nor stuck in CREATING.
         """
-        try:
-            state, current = await self.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
-        except NotFound:
+        found = await self.state_and_current_epoch()
+        if found is None:
             return None
-        if state is None or current is None:
-            return None
-        if state[0].state not in DELETABLE_STATES:
-            raise IllegalStateTransition(f"stream {self.scope}/{self.name} is {state[0].state.name}, not sealed",
-                                         state[0].state, None, self.tables.metadata, layout.STATE)
-        return current[0]
+        state, current = found
+        if state not in DELETABLE_STATES:
+            raise IllegalStateTransition(f"stream {self.scope}/{self.name} is {state.name}, not sealed",
+                                         state, None, self.tables.metadata, layout.STATE)
+        return current
 
     async def delete_tables(self) -> None:
         """Drops every record of the stream (idempotent).

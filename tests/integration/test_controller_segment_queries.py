@@ -64,8 +64,6 @@ async def test_head_segments(cluster):
     head = await cluster.stub.getSegments(pb.GetSegmentsRequest(streamInfo=info(SCOPE, STREAM), timestamp=10**15))
     assert [(s.segmentId.segmentId, s.offset) for s in head.segments] == [(0, 0), (1, 0)]
     assert all(s.segmentId.streamInfo == info(SCOPE, STREAM) for s in head.segments)
-    await cluster.stub.createStream(pb.StreamConfig(streamInfo=info(SCOPE, "other"),
-                                                    scalingPolicy=pb.ScalingPolicy(minNumSegments=1)))
     await expect_code(cluster.stub.getSegments(pb.GetSegmentsRequest(streamInfo=info(SCOPE, "missing"))),
                       grpc.StatusCode.NOT_FOUND)
 

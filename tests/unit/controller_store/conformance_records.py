@@ -149,10 +149,17 @@ class RecordConformance:
             await readers.update_subscriber_cut(stream, "group", 3, {}, 400)
 
     async def test_writer_marks(self, stream):
-        """Marks only move forward in time, are listed page by page, and can be shut down and removed."""
+        """Marks only move forward in time (and past the caller's check), are listed page by page, and can be
+        shut down and removed."""
         assert await readers.note_writer_mark(stream, "w1", WriterMarkRecord(100, {0: 10}))
         assert not await readers.note_writer_mark(stream, "w1", WriterMarkRecord(90, {0: 5}))
         assert await readers.note_writer_mark(stream, "w2", WriterMarkRecord(100, {1: 10}))
+
+        def refuse(stored: WriterMarkRecord) -> None:
+            raise ValueError(f"refused after seeing {stored}")
+
+        with pytest.raises(ValueError):  # the caller's check sees the stored mark and can refuse the write
+            await readers.note_writer_mark(stream, "w1", WriterMarkRecord(200, {0: 20}), refuse)
         await readers.shut_down_writer(stream, "w2")
         marks, token = await readers.list_writer_marks(stream, b"", 1)
         more, _ = await readers.list_writer_marks(stream, token, 5)
