@@ -1,30 +1,37 @@
-"""A wire-protocol connection to a segment store, multiplexing requests by request id.
+"""A wire-protocol connection to a segment store, multiplexing requests and flows.
 
-Theory of operation. ``connect`` opens TCP, exchanges Hello and starts a
-reader task that decodes replies and completes the future registered under
-each reply's request id. Requests may be pipelined; replies may come in any
-order. Appends are fire-and-forget frames whose acknowledgements (DataAppended
-and friends, which carry the append's request id) complete the same table.
-Losing the connection fails every pending future with ConnectionFailed,
-chained to its cause.
+Theory of operation. ``connect`` opens TCP, exchanges Hello and from then on
+every frame the server sends is decoded as it arrives (``data_received``) and
+delivered without a task switch, to one of two kinds of receiver, both keyed by
+request id:
+
+* a one-shot *request*: ``request``/``expect`` register a future that the reply
+  carrying that request id completes;
+* a *flow* (as Java's clients call it): a long-lived receiver, such as a segment
+  writer or a segment reader, that uses one request id for everything it sends
+  and gets every reply carrying that id through ``reply_received``.
+
+Requests may be pipelined; replies may come in any order. Losing the connection
+fails every pending future with ConnectionFailed chained to its cause, and tells
+every flow through ``connection_failed``. Writes go straight to the transport;
+``drain`` waits while the transport's buffer is above its high-water mark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Protocol
 
 import wire
 from wire import commands as wc
 
-from .errors import ConnectionFailed, ProtocolViolation
+from .errors import ConnectionFailed, ProtocolViolation, RequestTimeout
 
 _request_ids = itertools.count(1)
 
-
-# Bytes the stream reader may buffer before it stops reading the socket, and the most one read takes:
-# large enough that a 2 MiB SegmentRead arrives in a few reads, not dozens of 64 KiB ones.
-_STREAM_BUFFER = 4 * 1024 * 1024
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+"""Unsent bytes above which ``drain`` waits."""
 
 
 def next_request_id() -> int:
@@ -32,29 +39,50 @@ def next_request_id() -> int:
     return next(_request_ids)
 
 
-class WireConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_pending: int = 100_000):
-        self._reader = reader
-        self._writer = writer
+class Flow(Protocol):
+    """A long-lived receiver of the replies carrying one request id."""
+
+    def reply_received(self, reply) -> None: ...
+
+    def connection_failed(self, error: ConnectionFailed) -> None: ...
+
+
+class WireConnection(asyncio.Protocol):
+    """One TCP connection to a segment store. Create it with :meth:`connect`."""
+
+    def __init__(self, endpoint: tuple[str, int] = ("", 0), max_pending: int = 100_000):
+        self.endpoint = endpoint
         self._decoder = wire.Decoder()
         self._pending: dict[int, asyncio.Future] = {}
+        self._flows: dict[int, Flow] = {}
         self._max_pending = max_pending
-        self._failure: BaseException | None = None
-        self._reader_task: asyncio.Task | None = None
+        self._failure: ConnectionFailed | None = None
+        self._transport: asyncio.Transport | None = None
+        self._drain_waiter: asyncio.Future | None = None
+        self._write_paused = False
         self.server_versions: tuple[int, int] | None = None
+
+    def __repr__(self) -> str:
+        host, port = self.endpoint
+        state = "closed" if self._failure is not None else "open"
+        return f"<WireConnection {host}:{port} {state} pending={len(self._pending)} flows={len(self._flows)}>"
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 10.0) -> "WireConnection":
-        """Connects and completes the Hello exchange. Raises ConnectionFailed."""
+        """Connects and completes the Hello exchange.
+
+        Raises:
+            ConnectionFailed: nothing accepted the connection, or no Hello came back in time.
+        """
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=_STREAM_BUFFER), timeout)
+            async with asyncio.timeout(timeout):
+                _, connection = await loop.create_connection(lambda: cls((host, port)), host, port)
+                hello_future = connection._register(0)
+                connection.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
+                hello = await hello_future
         except (OSError, asyncio.TimeoutError) as error:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {error!r}") from error
-        connection = cls(reader, writer)
-        hello_future = connection._register(0)
-        connection._reader_task = asyncio.get_running_loop().create_task(connection._read_replies())
-        connection.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
-        hello = await asyncio.wait_for(hello_future, timeout)
         connection.server_versions = (hello.high_version, hello.low_version)
         return connection
 
@@ -62,72 +90,196 @@ class WireConnection:
     def closed(self) -> bool:
         return self._failure is not None
 
+    # ------------------------------------------------------------------ sending
+
     def send(self, command) -> None:
         """Writes one frame (no reply is awaited). Raises ConnectionFailed."""
         if self._failure is not None:
-            raise ConnectionFailed("connection is closed") from self._failure
-        self._writer.writelines(wire.encode_parts(command))
+            raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
+        self._transport.writelines(wire.encode_parts(command))
 
     def expect(self, request_id: int) -> asyncio.Future:
         """Registers interest in the reply carrying ``request_id`` (before sending its request)."""
         if self._failure is not None:
-            raise ConnectionFailed("connection is closed") from self._failure
+            raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
         return self._register(request_id)
 
     async def request(self, command, timeout: float | None = 30.0):
-        """Sends ``command`` and returns its reply (error replies are returned, not raised)."""
+        """Sends ``command`` and returns its reply (error replies are returned, not raised).
+
+        Raises:
+            ConnectionFailed: the connection is or became closed.
+            RequestTimeout: no reply within ``timeout`` seconds.
+        """
         future = self.expect(command.request_id)
         self.send(command)
-        return await asyncio.wait_for(future, timeout)
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except asyncio.TimeoutError:
+            self._pending.pop(command.request_id, None)
+            raise RequestTimeout(f"no reply to {type(command).__name__} from {self._address} "
+                                 f"within {timeout} s") from None
 
     async def drain(self) -> None:
-        await self._writer.drain()
+        """Waits until the transport's unsent bytes fall below the high-water mark. Raises ConnectionFailed."""
+        if self._failure is not None:
+            raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
+        if not self._write_paused:
+            return
+        if self._drain_waiter is None:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._drain_waiter)
+
+    # ------------------------------------------------------------------ flows
+
+    def open_flow(self, request_id: int, flow: Flow) -> None:
+        """Routes every reply carrying ``request_id`` to ``flow`` until :meth:`close_flow`.
+
+        Raises:
+            ConnectionFailed: the connection is closed.
+        """
+        if self._failure is not None:
+            raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
+        if request_id in self._flows or request_id in self._pending:
+            raise ProtocolViolation(f"request id {request_id} is already in use on {self._address}")
+        self._flows[request_id] = flow
+
+    def close_flow(self, request_id: int) -> None:
+        self._flows.pop(request_id, None)
+
+    # ------------------------------------------------------------------ closing
 
     async def close(self) -> None:
-        self._fail(ConnectionFailed("closed by the client"))
-        self._writer.close()
+        """Closes the connection; pending requests and flows fail with ConnectionFailed."""
+        self._fail(ConnectionFailed(f"connection to {self._address} closed by the client"))
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Closes the connection at once (unsent data is dropped)."""
+        self._fail(ConnectionFailed(f"connection to {self._address} aborted by the client"))
+        if self._transport is not None:
+            self._transport.abort()
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+
+    def data_received(self, data: bytes) -> None:
+        decoder = self._decoder
+        decoder.feed(data)
         try:
-            await self._writer.wait_closed()
-        except OSError:
-            pass
-        if self._reader_task is not None:
-            self._reader_task.cancel()
+            while (reply := decoder.next_command()) is not None:
+                flow = self._flows.get(reply.request_id)
+                if flow is not None:
+                    flow.reply_received(reply)
+                else:
+                    self._deliver(reply)
+        except wire.ProtocolError as error:
+            self._fail(ProtocolViolation(f"undecodable reply from {self._address}: {error}"))
+            self._transport.close()
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, error) -> None:
+        cause = f": {error!r}" if error is not None else ""
+        self._fail(ConnectionFailed(f"connection to {self._address} lost{cause}"))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain()
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _address(self) -> str:
+        return f"{self.endpoint[0]}:{self.endpoint[1]}"
 
     def _register(self, request_id: int) -> asyncio.Future:
         if len(self._pending) >= self._max_pending:
             raise ProtocolViolation(f"more than {self._max_pending} requests pending")
-        if request_id in self._pending:
+        if request_id in self._pending or request_id in self._flows:
             raise ProtocolViolation(f"request id {request_id} is already pending")
         future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         return future
 
-    async def _read_replies(self) -> None:
-        try:
-            while data := await self._reader.read(_STREAM_BUFFER):
-                self._decoder.feed(data)
-                for reply in self._decoder.commands():
-                    self._deliver(reply)
-            self._fail(ConnectionFailed("the server closed the connection"))
-        except wire.ProtocolError as error:
-            self._fail(ProtocolViolation(f"undecodable reply: {error}"))
-        except (OSError, asyncio.IncompleteReadError) as error:
-            self._fail(ConnectionFailed(f"connection lost: {error!r}"))
-
     def _deliver(self, reply) -> None:
         future = self._pending.pop(reply.request_id, None)
         if future is None:
-            self._fail(ProtocolViolation(f"unsolicited reply {reply!r}"))
-            self._writer.close()
+            if isinstance(reply, wc.KeepAlive):
+                return
+            self._fail(ProtocolViolation(f"unsolicited reply {reply!r} from {self._address}"))
+            self._transport.close()
             return
         if not future.done():
             future.set_result(reply)
 
-    def _fail(self, error: BaseException) -> None:
-        if self._failure is None:
-            self._failure = error
+    def _wake_drain(self) -> None:
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            if self._failure is not None:
+                waiter.set_exception(self._failure)
+            else:
+                waiter.set_result(None)
+
+    def _fail(self, error: ConnectionFailed | ProtocolViolation) -> None:
+        if self._failure is not None:
+            return
+        if not isinstance(error, ConnectionFailed):
+            failure = ConnectionFailed(str(error))
+            failure.__cause__ = error
+            error = failure
+        self._failure = error
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(ConnectionFailed(str(error)) if not isinstance(error, ConnectionFailed)
-                                     else error)
+                future.set_exception(error)
+        self._wake_drain()
+        flows, self._flows = self._flows, {}
+        for flow in flows.values():
+            flow.connection_failed(error)
+
+
+Endpoint = tuple[str, int]
+
+
+class ConnectionCache:
+    """One live connection per endpoint, re-established on demand; concurrent callers share one connect.
+
+    Each user of the SDK that needs its own sockets (an event writer, a reader) owns
+    one of these, so a connection dropped under one user never disturbs another.
+    """
+
+    def __init__(self, connect_timeout: float = 10.0):
+        self._connect_timeout = connect_timeout
+        self._connections: dict[Endpoint, WireConnection] = {}
+        self._connecting: dict[Endpoint, asyncio.Future] = {}
+
+    async def get(self, endpoint: Endpoint) -> WireConnection:
+        """The open connection to ``endpoint``, connecting if there is none. Raises ConnectionFailed."""
+        connection = self._connections.get(endpoint)
+        if connection is not None and not connection.closed:
+            return connection
+        pending = self._connecting.get(endpoint)
+        if pending is None:
+            pending = asyncio.ensure_future(WireConnection.connect(*endpoint, timeout=self._connect_timeout))
+            self._connecting[endpoint] = pending
+            pending.add_done_callback(lambda _: self._connecting.pop(endpoint, None))
+        connection = await asyncio.shield(pending)
+        self._connections[endpoint] = connection
+        return connection
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for pending in list(self._connecting.values()):
+            pending.cancel()
+        for connection in connections.values():
+            await connection.close()

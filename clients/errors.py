@@ -1,25 +1,159 @@
-"""Client-side errors. Retry loops read ``retriable`` instead of listing classes."""
+"""Every error the clients raise, in one hierarchy rooted at :class:`TributaryError`.
+
+Each class says through ``retriable`` whether trying the same thing again can
+succeed (a lost connection, a controller that is restarting) or not (an unknown
+stream, an invalid name, a writer used after close). Retry loops read
+``retriable``; they never list classes.
+
+Three families:
+
+* transport: :class:`ConnectionFailed`, :class:`ProtocolViolation`,
+  :class:`RequestTimeout`, :class:`ControllerUnavailable` (all retriable);
+* usage and state: :class:`InvalidArgument`, :class:`ClosedError`,
+  :class:`NotFound` and its kinds, :class:`StreamSealed`,
+  :class:`TransactionFailed`, :class:`ReinitializationRequired`, ...;
+* server error replies to raw segment calls: :class:`ServerError` and the
+  segment errors below it (the reply is kept in ``reply``).
+"""
 
 from __future__ import annotations
 
 
-class ClientError(Exception):
+class TributaryError(Exception):
+    """Base of every error raised by Tributary's clients.
+
+    ``retriable`` is True when the same call may succeed if tried again later.
+    """
+
     retriable = False
 
 
-class ConnectionFailed(ClientError):
+ClientError = TributaryError
+"""The name the controller and the command line use for "any client error"."""
+
+
+# ---------------------------------------------------------------------- transport
+
+
+class ConnectionFailed(TributaryError):
     """Connecting, or the connection itself, failed; pending requests fail with this."""
 
     retriable = True
 
 
-class ProtocolViolation(ClientError):
+class ProtocolViolation(TributaryError):
     """The server sent something the protocol does not allow (bad frame, wrong reply)."""
 
     retriable = True
 
 
-class ServerError(ClientError):
+class RequestTimeout(TributaryError):
+    """A request got no reply within its timeout."""
+
+    retriable = True
+
+
+class ControllerUnavailable(ConnectionFailed):
+    """The controller could not be reached (after the configured retries); the message names it."""
+
+
+class RetriesExhausted(TributaryError):
+    """A retriable failure kept happening until the retry budget ran out (``__cause__`` is the last one)."""
+
+    retriable = True
+
+
+# ---------------------------------------------------------------------- usage and state
+
+
+class InvalidArgument(TributaryError, ValueError):
+    """A call's argument breaks a rule: an invalid name, a bad option, an out-of-range value."""
+
+
+class EventTooLarge(InvalidArgument):
+    """An event above the 8 MiB limit of a normal write (large events have their own call)."""
+
+
+class ClosedError(TributaryError):
+    """The object (client, writer, reader, transaction) was closed and cannot be used any more."""
+
+
+class NotFound(TributaryError):
+    """The named entity does not exist."""
+
+
+class ScopeNotFound(NotFound):
+    pass
+
+
+class StreamNotFound(NotFound):
+    pass
+
+
+class ReaderGroupNotFound(NotFound):
+    pass
+
+
+class TransactionNotFound(NotFound):
+    pass
+
+
+class AlreadyExists(TributaryError):
+    """The entity to create exists already (for calls where that is an error, not a False result)."""
+
+
+class StreamSealed(TributaryError):
+    """The stream is sealed: nothing more can be written to it."""
+
+
+class ScopeNotEmpty(TributaryError):
+    """A scope still holds streams, reader groups or tables."""
+
+
+class StreamNotSealed(TributaryError):
+    """A stream must be sealed before it can be deleted."""
+
+
+class OperationFailed(TributaryError):
+    """The controller refused or could not finish an operation (the message says why)."""
+
+
+class ConflictingOperation(OperationFailed):
+    """Another operation on the same stream is running (retry after it finishes)."""
+
+    retriable = True
+
+
+class TransactionFailed(TributaryError):
+    """A transaction cannot be committed or used: a write failed, or it was committed or aborted already."""
+
+
+class OffsetConflict(TributaryError):
+    """A conditional write found the segment at another offset (another writer wrote); nothing was written."""
+
+
+class ReinitializationRequired(TributaryError):
+    """This reader is no longer a member of its group (it was declared offline); create a new reader."""
+
+
+class TruncatedData(TributaryError):
+    """Data the reader was about to read was truncated; it continues from the segment's new start."""
+
+    retriable = True
+
+
+class CheckpointFailed(TributaryError):
+    """A checkpoint could not be taken (too many outstanding, or the group changed under it)."""
+
+
+class EndOfStream(TributaryError):
+    """A bounded read reached its end cut (raised by calls that cannot return "no more")."""
+
+
+# ---------------------------------------------------------------------- server error replies
+
+
+class ServerError(TributaryError):
     """The server answered a request with an error reply (kept in ``reply``)."""
 
     def __init__(self, reply):

@@ -9,16 +9,14 @@ Error replies become typed exceptions (``clients.errors``); calls retry
 
 from __future__ import annotations
 
-import asyncio
-from typing import Callable
+from typing import Awaitable, Callable
 
 from wire import commands as wc
 from wire.constants import NO_VERSION
 
 from . import errors
-from .connection import WireConnection, next_request_id
-
-Endpoint = tuple[str, int]
+from .connection import ConnectionCache, Endpoint, next_request_id
+from .retry import Backoff, retry
 
 _ERRORS = {
     wc.NoSuchSegment: errors.NoSuchSegment,
@@ -44,48 +42,41 @@ def raise_for(reply, expected: tuple):
 
 
 class SegmentStoreClient:
-    def __init__(self, endpoint_for: Callable[[str], Endpoint] | Endpoint, *, attempts: int = 5,
-                 backoff_seconds: float = 0.01, request_timeout: float = 30.0):
+    """Raw segment and table-segment calls. ``endpoint_for(segment)`` says where a segment lives: an
+    endpoint, or a function of the segment name returning one (or an awaitable of one)."""
+
+    def __init__(self, endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] | Endpoint, *,
+                 attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
+                 on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0):
         self._endpoint_for = endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for)
-        self._connections: dict[Endpoint, WireConnection] = {}
-        self._connecting: dict[Endpoint, asyncio.Future] = {}
-        self._attempts = attempts
-        self._backoff = backoff_seconds
+        self._connections = ConnectionCache(connect_timeout)
+        self._retry = Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
+                              attempts=attempts, jitter=0.0)
         self._timeout = request_timeout
+        self._on_wrong_host = on_wrong_host
 
     async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for connection in connections.values():
-            await connection.close()
-
-    async def _connection(self, endpoint: Endpoint) -> WireConnection:
-        connection = self._connections.get(endpoint)
-        if connection is not None and not connection.closed:
-            return connection
-        pending = self._connecting.get(endpoint)
-        if pending is None:
-            pending = asyncio.ensure_future(WireConnection.connect(*endpoint))
-            self._connecting[endpoint] = pending
-            pending.add_done_callback(lambda _: self._connecting.pop(endpoint, None))
-        connection = await asyncio.shield(pending)
-        self._connections[endpoint] = connection
-        return connection
+        await self._connections.close()
 
     async def call(self, segment: str, make_request: Callable[[int], object], expected: tuple):
-        """Sends ``make_request(request_id)`` to the store owning ``segment``, retrying retriable failures."""
-        delay = self._backoff
-        for attempt in range(self._attempts):
-            try:
-                connection = await self._connection(self._endpoint_for(segment))
-                reply = await connection.request(make_request(next_request_id()), self._timeout)
-                return raise_for(reply, expected)
-            except (errors.ClientError, asyncio.TimeoutError) as error:
-                retriable = isinstance(error, asyncio.TimeoutError) or error.retriable
-                if not retriable or attempt == self._attempts - 1:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 10, 2.0)
-        raise AssertionError("unreachable")
+        """Sends ``make_request(request_id)`` to the store owning ``segment``, retrying retriable failures.
+
+        Returns:
+            The reply, one of ``expected``.
+        Raises:
+            The typed error of an error reply (clients.errors), or the last retriable failure.
+        """
+        async def attempt():
+            endpoint = self._endpoint_for(segment)
+            if not isinstance(endpoint, tuple):
+                endpoint = await endpoint
+            connection = await self._connections.get(endpoint)
+            reply = await connection.request(make_request(next_request_id()), self._timeout)
+            if isinstance(reply, wc.WrongHost) and self._on_wrong_host is not None:
+                self._on_wrong_host(segment)
+            return raise_for(reply, expected)
+
+        return await retry(attempt, self._retry)
 
     # ------------------------------------------------------------------ segments
 

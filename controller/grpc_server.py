@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from .grpc_api import controller_pb2_grpc
+from clients.grpc_api import controller_pb2_grpc
 
 DEFAULT_PORT = 9090
 

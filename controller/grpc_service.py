@@ -17,8 +17,8 @@ from typing import Awaitable, Callable, TypeVar
 
 import grpc
 
-from .grpc_api import controller_pb2 as pb
-from .grpc_api import controller_pb2_grpc as pb_grpc
+from clients.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from .service import messages
 from .service.errors import (ConcurrentWorkflow, EpochNotFound, GenerationMismatch, InvalidArgument, InvalidName,
                              InvalidStreamCut, ReaderGroupConfigMismatch, ReaderGroupNotFound, ScaleRejected,

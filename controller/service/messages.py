@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Iterable
 
-from ..grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from ..store.records import (NewSegment, ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy,
                              RetentionType, ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration)
 from .errors import InvalidArgument

@@ -25,7 +25,7 @@ import asyncio
 import dataclasses
 import uuid
 
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from controller.store import AlreadyExists, NotFound, VersionedKeyValueStore, WriteConflict
 from controller.store.codec import Decoder, Encoder
 

@@ -21,7 +21,7 @@ import enum
 import uuid
 from typing import Iterable
 
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from controller.store.records import (CommittingTransactionsRecord, EpochRecord, TransactionRecord)
 from controller.store.records.transactions import NO_TIME
 from controller.store.states import TransactionStatus

@@ -32,7 +32,7 @@ import uuid
 from typing import Awaitable, Callable, TypeVar
 
 from clients.errors import ClientError
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from controller.store import IllegalStateTransition, NotFound, State, StoreError, StreamStore, WriteConflict
 from controller.store import transactions as stored
 from controller.store.records import EpochRecord, TransactionRecord

@@ -10,7 +10,7 @@ import time
 import uuid
 
 from clients.connection import WireConnection, next_request_id
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.service.context import ServiceSettings
 from tests.support.controller_harness import info, make_stream, running_cluster

@@ -8,7 +8,7 @@ import uuid
 import grpc
 import pytest
 
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from tests.support.controller_harness import info, make_stream, running_cluster
 
 SCOPE, STREAM = "groups", "s"

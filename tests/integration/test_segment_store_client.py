@@ -61,6 +61,6 @@ async def test_table_calls(client):
 async def test_reconnects_after_a_lost_connection(client):
     """A dropped connection is re-established transparently on the next call."""
     await client.create_segment(SEGMENT)
-    (connection,) = client._connections.values()
+    (connection,) = client._connections._connections.values()
     await connection.close()
     assert (await client.segment_info(SEGMENT)).write_offset == 0

@@ -16,8 +16,8 @@ import pytest
 
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
-from controller.grpc_api import controller_pb2 as pb
-from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from clients.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from controller.grpc_server import start_grpc_server
 from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext

@@ -8,8 +8,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from controller.grpc_api import controller_pb2 as pb
-from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from clients.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import run_scenario
 from tests.support.standalone import StandaloneProcess
 

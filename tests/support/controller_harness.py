@@ -12,8 +12,8 @@ import grpc
 
 from clients.connection import WireConnection, next_request_id
 from controller.app import ControllerApp
-from controller.grpc_api import controller_pb2 as pb
-from controller.grpc_api import controller_pb2_grpc as pb_grpc
+from clients.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
 from server.service import SegmentStoreService

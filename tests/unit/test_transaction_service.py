@@ -18,7 +18,7 @@ from clients.connection import WireConnection, next_request_id
 from clients.errors import NoSuchSegment
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
-from controller.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2 as pb
 from controller.service import transaction_index, transaction_jobs
 from controller.service.context import ControllerContext
 from controller.service.transaction_errors import LeaseOutOfRange, StreamNotFound, StreamNotWritable

@@ -1,0 +1,549 @@
+"""The Controller gRPC API as typed async calls (grpcio aio), with one retry policy.
+
+Every call runs under :func:`clients.retry.retry`: gRPC codes that mean "try
+again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, FAILED_PRECONDITION,
+RESOURCE_EXHAUSTED, ABORTED) and status enums that mean the same (``FAILURE``)
+are retried with backoff; the rest become typed errors at once (controller
+reference §1.3 lists what the Rust client does; we retry the same set, but with
+a bounded budget). A controller that stays unreachable ends in
+:class:`ControllerUnavailable` naming its address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import AsyncIterator, Callable, Iterable, TypeVar
+
+import grpc
+
+from .errors import (AlreadyExists, ConflictingOperation, ControllerUnavailable, InvalidArgument, NotFound,
+                     OperationFailed, ReaderGroupNotFound, RequestTimeout, ScopeNotEmpty, ScopeNotFound,
+                     StreamNotFound, StreamNotSealed, StreamSealed, TransactionFailed, TransactionNotFound,
+                     TributaryError)
+from .grpc_api import controller_pb2 as pb
+from .grpc_api import controller_pb2_grpc as pb_grpc
+from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Segment, SegmentRange,
+                    StreamConfiguration, Successors, TransactionState)
+from .retry import Backoff, retry
+from .stream_cut import StreamCut
+
+T = TypeVar("T")
+Code = grpc.StatusCode
+
+_RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
+                            Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
+_SCALE_POLL_SECONDS = 0.05
+_SCALE_POLL_MAX_SECONDS = 1.0
+
+_TRANSACTION_STATES = {pb.TxnState.OPEN: TransactionState.OPEN, pb.TxnState.COMMITTING: TransactionState.COMMITTING,
+                       pb.TxnState.COMMITTED: TransactionState.COMMITTED,
+                       pb.TxnState.ABORTING: TransactionState.ABORTING, pb.TxnState.ABORTED: TransactionState.ABORTED,
+                       pb.TxnState.UNKNOWN: TransactionState.UNKNOWN}
+
+
+class _Retry(TributaryError):
+    """A reply status that asks for another try (kept as the cause if the budget runs out)."""
+
+    retriable = True
+
+
+def parse_controller_uri(uri: str) -> tuple[str, int]:
+    """``[tcp://]host:port`` -> (host, port); only the first of a comma-separated list counts.
+
+    Raises:
+        InvalidArgument: not a host:port address, or a TLS scheme (not supported).
+    """
+    text = uri.strip().split(",")[0]
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        scheme, rest = "tcp", text
+    if scheme not in ("tcp", "pravega"):
+        raise InvalidArgument(f"unsupported controller URI scheme {scheme!r} in {uri!r} (use tcp://host:port)")
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidArgument(f"controller URI {uri!r} is not tcp://host:port")
+    return host.strip("[]"), int(port)
+
+
+# ---------------------------------------------------------------------- proto conversions
+
+
+def stream_info(scope: str, stream: str) -> pb.StreamInfo:
+    return pb.StreamInfo(scope=scope, stream=stream)
+
+
+def segment_from(message: pb.SegmentId) -> Segment:
+    return Segment(message.streamInfo.scope, message.streamInfo.stream, message.segmentId)
+
+
+def segment_range_from(message: pb.SegmentRange) -> SegmentRange:
+    return SegmentRange(segment_from(message.segmentId), message.minKey, message.maxKey)
+
+
+def config_to(scope: str, stream: str, config: StreamConfiguration) -> pb.StreamConfig:
+    scaling = config.scaling
+    message = pb.StreamConfig(
+        streamInfo=stream_info(scope, stream),
+        scalingPolicy=pb.ScalingPolicy(scaleType=int(scaling.scale_type), targetRate=scaling.target_rate,
+                                       scaleFactor=scaling.scale_factor, minNumSegments=scaling.min_num_segments),
+        tags=pb.Tags(tag=list(config.tags)), rolloverSizeBytes=config.rollover_size_bytes,
+        timestampAggregationTimeout=config.timestamp_aggregation_timeout_ms)
+    if config.retention is not None:
+        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(
+            retentionType=int(config.retention.retention_type), retentionParam=config.retention.minimum,
+            retentionMax=config.retention.maximum))
+    return message
+
+
+def config_from(message: pb.StreamConfig) -> StreamConfiguration:
+    policy = message.scalingPolicy
+    scaling = ScalingPolicy(ScaleType(policy.scaleType), policy.targetRate, policy.scaleFactor,
+                            max(1, policy.minNumSegments))
+    retention = None
+    if message.HasField("retentionPolicy") and message.retentionPolicy.retentionType in (1, 2):
+        retention = RetentionPolicy(RetentionType(message.retentionPolicy.retentionType),
+                                    message.retentionPolicy.retentionParam, message.retentionPolicy.retentionMax)
+    return StreamConfiguration(scaling, retention, tuple(message.tags.tag), message.rolloverSizeBytes,
+                               message.timestampAggregationTimeout)
+
+
+def cut_to(cut: StreamCut) -> pb.StreamCut:
+    return pb.StreamCut(streamInfo=stream_info(cut.scope, cut.stream), cut=cut.positions)
+
+
+def cut_from(message: pb.StreamCut) -> StreamCut:
+    if not message.cut:
+        return StreamCut.UNBOUNDED
+    return StreamCut(message.streamInfo.scope, message.streamInfo.stream, dict(message.cut))
+
+
+def txn_id_to(transaction_id: uuid.UUID) -> pb.TxnId:
+    value = transaction_id.int
+    high, low = value >> 64, value & (2**64 - 1)
+    return pb.TxnId(highBits=high - 2**64 if high >= 2**63 else high, lowBits=low - 2**64 if low >= 2**63 else low)
+
+
+def txn_id_from(message: pb.TxnId) -> uuid.UUID:
+    return uuid.UUID(int=((message.highBits % 2**64) << 64) | (message.lowBits % 2**64))
+
+
+# ---------------------------------------------------------------------- the client
+
+
+class ControllerClient:
+    """Typed calls of the Controller API. Open with :meth:`connect`; close with :meth:`close`."""
+
+    def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0):
+        self.address = "%s:%d" % parse_controller_uri(uri)
+        self._retry = retry_policy or Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=2.0,
+                                              attempts=None, total_seconds=30.0)
+        self._rpc_timeout = rpc_timeout_seconds
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.ControllerServiceStub | None = None
+
+    def __repr__(self) -> str:
+        return f"<ControllerClient {self.address}>"
+
+    def open(self) -> "ControllerClient":
+        """Creates the gRPC channel (it connects lazily, on the first call)."""
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=[
+                ("grpc.keepalive_time_ms", 60_000), ("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+            self._stub = pb_grpc.ControllerServiceStub(self._channel)
+        return self
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close()
+
+    # ------------------------------------------------------------------ the call
+
+    async def _call(self, rpc: str, request, check: Callable[[object], T] = lambda reply: reply, *,
+                    not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> T:
+        """Calls ``rpc`` under the retry policy; ``check`` turns the reply into a result or raises."""
+        if self._stub is None:
+            self.open()
+        method = getattr(self._stub, rpc)
+
+        async def attempt():
+            try:
+                reply = await method(request, timeout=self._rpc_timeout)
+            except grpc.aio.AioRpcError as error:
+                raise self._translate(rpc, error, not_found) from None
+            return check(reply)
+
+        try:
+            return await retry(attempt, policy or self._retry)
+        except _Retry as error:
+            raise OperationFailed(f"{rpc} on the controller at {self.address} kept failing: {error}") from None
+
+    def _translate(self, rpc: str, error: grpc.aio.AioRpcError, not_found: type[NotFound]) -> TributaryError:
+        code, details = error.code(), error.details() or ""
+        if code == Code.UNAVAILABLE:
+            return ControllerUnavailable(f"cannot reach the controller at {self.address}: {details}")
+        if code == Code.DEADLINE_EXCEEDED:
+            return RequestTimeout(f"{rpc} on the controller at {self.address} timed out: {details}")
+        if code == Code.NOT_FOUND:
+            return not_found(details or f"{rpc}: not found")
+        if code == Code.INVALID_ARGUMENT:
+            return InvalidArgument(details or f"{rpc}: invalid argument")
+        if code == Code.ALREADY_EXISTS:
+            return AlreadyExists(details)
+        if code == Code.FAILED_PRECONDITION:
+            return ConflictingOperation(f"{rpc}: {details}")
+        failure = OperationFailed(f"{rpc} failed on the controller at {self.address}: {code.name} {details}")
+        failure.retriable = code in _RETRIED_CODES
+        return failure
+
+    # ------------------------------------------------------------------ scopes
+
+    async def create_scope(self, scope: str) -> bool:
+        S = pb.CreateScopeStatus
+
+        def check(reply):
+            if reply.status == S.INVALID_SCOPE_NAME:
+                raise InvalidArgument(f"invalid scope name {scope!r}")
+            _retry_on(reply.status == S.FAILURE, "createScope")
+            return reply.status == S.SUCCESS
+
+        return await self._call("createScope", pb.ScopeInfo(scope=scope), check)
+
+    async def scope_exists(self, scope: str) -> bool:
+        return await self._call("checkScopeExists", pb.ScopeInfo(scope=scope), lambda reply: reply.exists)
+
+    async def delete_scope(self, scope: str, recursive: bool = False) -> bool:
+        S = pb.DeleteScopeStatus
+
+        def check(reply):
+            if reply.status == S.SCOPE_NOT_EMPTY:
+                raise ScopeNotEmpty(f"scope {scope!r} still holds streams, reader groups or tables")
+            _retry_on(reply.status == S.FAILURE, "deleteScope")
+            return reply.status == S.SUCCESS
+
+        rpc = "deleteScopeRecursive" if recursive else "deleteScope"
+        return await self._call(rpc, pb.ScopeInfo(scope=scope), check)
+
+    async def list_scopes(self) -> AsyncIterator[str]:
+        token = ""
+        while True:
+            reply = await self._call("listScopes", pb.ScopesRequest(continuationToken=pb.ContinuationToken(
+                token=token)))
+            if not reply.scopes:
+                return
+            for scope in reply.scopes:
+                yield scope
+            token = reply.continuationToken.token
+
+    # ------------------------------------------------------------------ streams
+
+    async def create_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
+        S = pb.CreateStreamStatus
+
+        def check(reply):
+            if reply.status == S.INVALID_STREAM_NAME:
+                raise InvalidArgument(f"invalid stream name {stream!r}")
+            if reply.status == S.SCOPE_NOT_FOUND:
+                raise ScopeNotFound(f"scope {scope!r} does not exist")
+            _retry_on(reply.status == S.FAILURE, "createStream")
+            return reply.status == S.SUCCESS
+
+        return await self._call("createStream", config_to(scope, stream, config), check)
+
+    async def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
+        await self._call("updateStream", config_to(scope, stream, config), _update_check(scope, stream, "update"),
+                         not_found=StreamNotFound)
+
+    async def truncate_stream(self, cut: StreamCut) -> None:
+        await self._call("truncateStream", cut_to(cut), _update_check(cut.scope, cut.stream, "truncate"),
+                         not_found=StreamNotFound)
+
+    async def seal_stream(self, scope: str, stream: str) -> None:
+        await self._call("sealStream", stream_info(scope, stream), _update_check(scope, stream, "seal"),
+                         not_found=StreamNotFound)
+
+    async def delete_stream(self, scope: str, stream: str) -> bool:
+        S = pb.DeleteStreamStatus
+
+        def check(reply):
+            if reply.status == S.STREAM_NOT_SEALED:
+                raise StreamNotSealed(f"stream {scope}/{stream} must be sealed before it is deleted")
+            _retry_on(reply.status == S.FAILURE, "deleteStream")
+            return reply.status == S.SUCCESS
+
+        return await self._call("deleteStream", stream_info(scope, stream), check)
+
+    async def stream_exists(self, scope: str, stream: str) -> bool:
+        return await self._call("checkStreamExists", stream_info(scope, stream), lambda reply: reply.exists)
+
+    async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
+        return await self._call("getStreamConfiguration", stream_info(scope, stream), config_from,
+                                not_found=StreamNotFound)
+
+    async def list_streams(self, scope: str, tag: str | None = None) -> AsyncIterator[str]:
+        token = ""
+        while True:
+            if tag is None:
+                request = pb.StreamsInScopeRequest(scope=pb.ScopeInfo(scope=scope),
+                                                   continuationToken=pb.ContinuationToken(token=token))
+                reply = await self._call("listStreamsInScope", request, _listing_check(scope))
+            else:
+                request = pb.StreamsInScopeWithTagRequest(scope=pb.ScopeInfo(scope=scope), tag=tag,
+                                                          continuationToken=pb.ContinuationToken(token=token))
+                reply = await self._call("listStreamsInScopeForTag", request, _listing_check(scope))
+            if not reply.streams:
+                return
+            for info in reply.streams:
+                yield info.stream
+            token = reply.continuationToken.token
+
+    # ------------------------------------------------------------------ segments
+
+    async def get_current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
+        """The active segments, sorted by key range; empty once the stream is sealed."""
+        return await self._call("getCurrentSegments", stream_info(scope, stream),
+                                lambda reply: [segment_range_from(r) for r in reply.segmentRanges],
+                                not_found=StreamNotFound)
+
+    async def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
+        request = pb.GetEpochSegmentsRequest(streamInfo=stream_info(scope, stream), epoch=epoch)
+        return await self._call("getEpochSegments", request,
+                                lambda reply: [segment_range_from(r) for r in reply.segmentRanges],
+                                not_found=StreamNotFound)
+
+    async def get_head_cut(self, scope: str, stream: str) -> StreamCut:
+        """The stream's head: the first readable offset of each segment at the truncation point."""
+        request = pb.GetSegmentsRequest(streamInfo=stream_info(scope, stream), timestamp=0)
+        return await self._call("getSegments", request, lambda reply: StreamCut(
+            scope, stream, {location.segmentId.segmentId: location.offset for location in reply.segments}),
+            not_found=StreamNotFound)
+
+    async def get_successors(self, segment: Segment) -> Successors:
+        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        return await self._call("getSegmentsImmediatelyFollowing", request, lambda reply: Successors(tuple(
+            (segment_range_from(entry.segment), frozenset(entry.value)) for entry in reply.segments)),
+            not_found=StreamNotFound)
+
+    async def get_segments_between(self, scope: str, stream: str, start: StreamCut,
+                                   end: StreamCut) -> list[Segment]:
+        """Every segment between two cuts of one stream (an unbounded cut: the head / the tail)."""
+        request = pb.StreamCutRange(streamInfo=stream_info(scope, stream), **{"from": start.positions},
+                                    to=end.positions)
+        return await self._call("getSegmentsBetween", request,
+                                lambda reply: [segment_from(segment) for segment in reply.segments],
+                                not_found=StreamNotFound)
+
+    async def get_endpoint(self, segment: Segment) -> tuple[str, int]:
+        """The segment store that owns ``segment`` (getURI)."""
+        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        return await self._call("getURI", request, lambda reply: (reply.endpoint, reply.port))
+
+    async def is_stream_cut_valid(self, cut: StreamCut) -> bool:
+        return await self._call("isStreamCutValid", cut_to(cut), lambda reply: reply.response)
+
+    # ------------------------------------------------------------------ scaling
+
+    async def scale(self, scope: str, stream: str, sealed: Iterable[int],
+                    new_ranges: Iterable[tuple[float, float]], timeout_seconds: float = 120.0) -> list[SegmentRange]:
+        """Seals ``sealed`` and replaces them by ``new_ranges``; returns once the scale is complete.
+
+        Raises:
+            InvalidArgument: the ranges do not exactly replace the sealed segments, or a segment is not active.
+            StreamSealed / OperationFailed: the controller refused the scale.
+        """
+        R = pb.ScaleResponse
+        request = pb.ScaleRequest(streamInfo=stream_info(scope, stream), sealedSegments=list(sealed),
+                                  newKeyRanges=[R.KeyRangeEntry(start=low, end=high) for low, high in new_ranges])
+
+        def check(reply):
+            if reply.status == R.PRECONDITION_FAILED:
+                raise InvalidArgument(f"cannot scale {scope}/{stream}: a sealed segment is not active, or the "
+                                      f"result would have too few segments")
+            if reply.status == R.FAILURE:
+                raise OperationFailed(f"the controller refused to scale {scope}/{stream} (bad ranges, another scale "
+                                      f"pending, or the stream is sealed)")
+            return reply
+
+        reply = await self._call("scale", request, check, not_found=StreamNotFound)
+        await self._wait_for_scale(scope, stream, reply.epoch, timeout_seconds)
+        return [segment_range_from(r) for r in reply.segments]
+
+    async def _wait_for_scale(self, scope: str, stream: str, epoch: int, timeout_seconds: float) -> None:
+        S = pb.ScaleStatusResponse
+        delay = _SCALE_POLL_SECONDS
+        async with asyncio.timeout(timeout_seconds):
+            while True:
+                reply = await self._call("checkScale", pb.ScaleStatusRequest(streamInfo=stream_info(scope, stream),
+                                                                             epoch=epoch))
+                if reply.status == S.SUCCESS:
+                    return
+                if reply.status != S.IN_PROGRESS:
+                    raise OperationFailed(f"scale of {scope}/{stream} failed: {S.ScaleStatus.Name(reply.status)}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _SCALE_POLL_MAX_SECONDS)
+
+    # ------------------------------------------------------------------ transactions
+
+    async def create_transaction(self, scope: str, stream: str,
+                                 lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
+        request = pb.CreateTxnRequest(streamInfo=stream_info(scope, stream), lease=lease_ms)
+        reply = await self._call("createTransaction", request, not_found=StreamNotFound)
+        return txn_id_from(reply.txnId), [segment_range_from(r) for r in reply.activeSegments]
+
+    async def commit_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID, writer_id: str = "",
+                                 timestamp: int = -(2**63)) -> None:
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id),
+                                writerId=writer_id, timestamp=timestamp)
+        await self._call("commitTransaction", request, _txn_check(transaction_id, "commit"))
+
+    async def abort_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID) -> None:
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id))
+        await self._call("abortTransaction", request, _txn_check(transaction_id, "abort"))
+
+    async def ping_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID,
+                               lease_ms: int) -> TransactionState:
+        """Extends the lease; returns OPEN, or the state that made the ping moot (COMMITTED, ABORTED).
+
+        Raises:
+            TransactionFailed: the lease is too large or the transaction ran past its maximum time.
+            TransactionNotFound: the controller does not know the transaction.
+        """
+        P = pb.PingTxnStatus
+        request = pb.PingTxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id),
+                                    lease=lease_ms)
+
+        def check(reply):
+            if reply.status == P.OK:
+                return TransactionState.OPEN
+            if reply.status == P.COMMITTED:
+                return TransactionState.COMMITTED
+            if reply.status == P.ABORTED:
+                return TransactionState.ABORTED
+            if reply.status == P.UNKNOWN:
+                raise TransactionNotFound(f"transaction {transaction_id} is unknown to the controller")
+            raise TransactionFailed(f"ping of transaction {transaction_id} refused: {P.Status.Name(reply.status)}")
+
+        return await self._call("pingTransaction", request, check)
+
+    async def transaction_state(self, scope: str, stream: str, transaction_id: uuid.UUID) -> TransactionState:
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id))
+        return await self._call("checkTransactionState", request, lambda reply: _TRANSACTION_STATES.get(
+            reply.state, TransactionState.UNKNOWN))
+
+    # ------------------------------------------------------------------ writer marks
+
+    async def note_timestamp(self, writer_id: str, position: StreamCut, timestamp: int) -> None:
+        """Reports a writer's time mark (watermarking). Raises InvalidArgument for a time or position behind."""
+        T_ = pb.TimestampResponse
+
+        def check(reply):
+            if reply.result == T_.INVALID_TIME:
+                raise InvalidArgument(f"time {timestamp} is behind writer {writer_id}'s previous mark")
+            if reply.result == T_.INVALID_POSITION:
+                raise InvalidArgument(f"the position of writer {writer_id} is behind its previous mark")
+            _retry_on(reply.result == T_.INTERNAL_ERROR, "noteTimestampFromWriter")
+
+        await self._call("noteTimestampFromWriter", pb.TimestampFromWriter(
+            writer=writer_id, position=cut_to(position), timestamp=timestamp), check)
+
+    async def remove_writer(self, scope: str, stream: str, writer_id: str) -> None:
+        R = pb.RemoveWriterResponse
+        await self._call("removeWriter", pb.RemoveWriterRequest(writer=writer_id, stream=stream_info(scope, stream)),
+                         lambda reply: _retry_on(reply.result == R.INTERNAL_ERROR, "removeWriter"))
+
+    # ------------------------------------------------------------------ reader groups (controller records)
+
+    async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration:
+        S = pb.CreateReaderGroupResponse
+
+        def check(reply):
+            if reply.status == S.INVALID_RG_NAME:
+                raise InvalidArgument(f"invalid reader group name {message.readerGroupName!r}")
+            if reply.status == S.SCOPE_NOT_FOUND:
+                raise ScopeNotFound(f"scope {message.scope!r} does not exist")
+            _retry_on(reply.status == S.FAILURE, "createReaderGroup")
+            return reply.config
+
+        return await self._call("createReaderGroup", message, check)
+
+    async def get_reader_group_config(self, scope: str, group: str) -> pb.ReaderGroupConfiguration:
+        S = pb.ReaderGroupConfigResponse
+
+        def check(reply):
+            if reply.status == S.RG_NOT_FOUND:
+                raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist")
+            _retry_on(reply.status == S.FAILURE, "getReaderGroupConfig")
+            return reply.config
+
+        return await self._call("getReaderGroupConfig", pb.ReaderGroupInfo(scope=scope, readerGroup=group), check)
+
+    async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool:
+        S = pb.DeleteReaderGroupStatus
+
+        def check(reply):
+            _retry_on(reply.status == S.FAILURE, "deleteReaderGroup")
+            return reply.status == S.SUCCESS
+
+        return await self._call("deleteReaderGroup", pb.ReaderGroupInfo(scope=scope, readerGroup=group,
+                                                                         readerGroupId=group_id), check)
+
+    async def update_subscriber_cut(self, scope: str, group: str, group_id: str, generation: int,
+                                    cut: StreamCut) -> None:
+        S = pb.UpdateSubscriberStatus
+
+        def check(reply):
+            if reply.status == S.STREAM_CUT_NOT_VALID:
+                raise InvalidArgument(f"stream cut {cut!r} is not valid for subscriber {scope}/{group}")
+            if reply.status in (S.SUBSCRIBER_NOT_FOUND, S.STREAM_NOT_FOUND):
+                raise NotFound(f"reader group {scope}/{group} is not a subscriber of {cut.scoped_stream}")
+            _retry_on(reply.status == S.FAILURE, "updateSubscriberStreamCut")
+
+        await self._call("updateSubscriberStreamCut", pb.SubscriberStreamCut(
+            subscriber=f"{scope}/{group}", generation=generation, readerGroupId=group_id, streamCut=cut_to(cut)),
+            check)
+
+
+def _retry_on(condition: bool, rpc: str) -> None:
+    if condition:
+        raise _Retry(f"{rpc} answered FAILURE")
+
+
+def _update_check(scope: str, stream: str, what: str):
+    S = pb.UpdateStreamStatus
+
+    def check(reply):
+        if reply.status in (S.STREAM_NOT_FOUND, S.SCOPE_NOT_FOUND):
+            raise StreamNotFound(f"stream {scope}/{stream} does not exist")
+        if reply.status == S.STREAM_SEALED:
+            raise StreamSealed(f"stream {scope}/{stream} is sealed: cannot {what} it")
+        _retry_on(reply.status == S.FAILURE, f"{what} stream")
+
+    return check
+
+
+def _listing_check(scope: str):
+    S = pb.StreamsInScopeResponse
+
+    def check(reply):
+        if reply.status == S.SCOPE_NOT_FOUND:
+            raise ScopeNotFound(f"scope {scope!r} does not exist")
+        _retry_on(reply.status == S.FAILURE, "listStreams")
+        return reply
+
+    return check
+
+
+def _txn_check(transaction_id: uuid.UUID, what: str):
+    S = pb.TxnStatus
+
+    def check(reply):
+        if reply.status == S.TRANSACTION_NOT_FOUND:
+            raise TransactionNotFound(f"transaction {transaction_id} is unknown (finished long ago, or never existed)")
+        if reply.status == S.STREAM_NOT_FOUND:
+            raise StreamNotFound(f"the stream of transaction {transaction_id} does not exist")
+        if reply.status == S.FAILURE:
+            raise TransactionFailed(f"cannot {what} transaction {transaction_id}: it is already "
+                                    f"{'aborted' if what == 'commit' else 'committed'} or being so")
+
+    return check
