@@ -1,0 +1,92 @@
+"""The client: the entry point of the SDK (``tributary.connect``).
+
+A :class:`Client` holds one controller channel and the segment-store endpoint
+cache; everything else (writers, readers, reader groups, byte streams) is made
+from it and owns its own sockets. Stream management lives on the client itself
+(:class:`~clients.stream_manager.StreamManagement`), reader-group management in
+:class:`~clients.reader.group_manager.ReaderGroupManagement`.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .config import ClientConfig, ReaderConfig, WriterConfig
+from .controller_client import ControllerClient
+from .errors import ClosedError
+from .segment_stores import SegmentStores
+from .serializers import Serializer
+from .stream_manager import StreamManagement
+from .writer.event_writer import EventWriter
+
+
+class Client(StreamManagement):
+    """A connection to a Tributary (or Pravega) cluster, named by its controller URI.
+
+    Use ``async with tributary.connect("tcp://127.0.0.1:9090") as client:``. The
+    client connects lazily: the first call reaches the controller.
+    """
+
+    def __init__(self, controller_uri: str, config: ClientConfig | None = None):
+        self.config = config or ClientConfig()
+        self.controller_uri = controller_uri
+        self._controller = ControllerClient(controller_uri, retry_policy=self.config.controller_retry,
+                                            rpc_timeout_seconds=self.config.controller_rpc_timeout_seconds)
+        self._stores = SegmentStores(self._controller, cache_seconds=self.config.endpoint_cache_seconds,
+                                     request_timeout=self.config.request_timeout_seconds,
+                                     connect_timeout=self.config.connect_timeout_seconds)
+        self._closed = False
+        self._children: weakref.WeakSet = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        return f"<Client {self.controller_uri}{' closed' if self._closed else ''}>"
+
+    async def __aenter__(self) -> "Client":
+        self._controller.open()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes every writer and reader made from this client, then the client's own connections."""
+        if self._closed:
+            return
+        self._closed = True
+        for child in list(self._children):
+            try:
+                await child.close()
+            except Exception:  # noqa: BLE001 - closing must go on; the child already reported its failure
+                pass
+        await self._stores.close()
+        await self._controller.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"client of {self.controller_uri} is closed")
+
+    def _adopt(self, child):
+        self._children.add(child)
+        return child
+
+    # ------------------------------------------------------------------ writers
+
+    def create_writer(self, scope: str, stream: str, config: WriterConfig | None = None,
+                      serializer: Serializer | None = None) -> EventWriter:
+        """An event writer of ``scope/stream`` (starts on ``async with`` or on the first write)."""
+        self._check_open()
+        return self._adopt(EventWriter(self._controller, self._stores, scope, stream, config, serializer))
+
+
+def connect(controller_uri: str = "tcp://127.0.0.1:9090", config: ClientConfig | None = None) -> Client:
+    """A :class:`Client` of the cluster whose controller listens at ``controller_uri``.
+
+    Use it as ``async with tributary.connect(uri) as client:``.
+
+    Raises:
+        InvalidArgument: the URI is not ``tcp://host:port``.
+    """
+    return Client(controller_uri, config)
+
+
+__all__ = ["Client", "connect", "ReaderConfig"]

@@ -1,0 +1,59 @@
+"""Where segments live: the endpoint of each segment (the controller's getURI), cached.
+
+Java caches endpoints for minutes and refreshes in the background; Rust asks the
+controller on every reconnect (client reference §1.3). We cache for
+``endpoint_cache_seconds`` and forget an entry when a store answers WrongHost,
+so a moved container costs one extra lookup. The same object hands out the raw
+segment-store client that management and reader-group calls share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from wire import naming
+
+from .connection import Endpoint
+from .controller_client import ControllerClient
+from .errors import InvalidArgument
+from .model import Segment
+from .segment_store_client import SegmentStoreClient
+
+
+def segment_of(name: str) -> Segment:
+    """The Segment named ``scope/stream/N.#epoch.E`` (a transaction's or transient's parent for those)."""
+    try:
+        parsed = naming.parse_segment_name(naming.parent_segment_name(name))
+    except naming.InvalidName as error:
+        raise InvalidArgument(str(error)) from None
+    return Segment(parsed.scope, parsed.stream, parsed.segment_id)
+
+
+class SegmentStores:
+    """Endpoint lookup with a cache, plus the shared raw-call client."""
+
+    def __init__(self, controller: ControllerClient, *, cache_seconds: float = 60.0,
+                 request_timeout: float = 30.0, connect_timeout: float = 10.0):
+        self._controller = controller
+        self._cache_seconds = cache_seconds
+        self._endpoints: dict[str, tuple[Endpoint, float]] = {}
+        self.raw = SegmentStoreClient(self.endpoint_of, request_timeout=request_timeout,
+                                      on_wrong_host=self.forget, connect_timeout=connect_timeout)
+
+    async def endpoint_of(self, name: str) -> Endpoint:
+        """The segment store that owns segment ``name`` (a qualified stream, transaction or table segment name)."""
+        key = naming.primary_segment_name(name)
+        now = asyncio.get_running_loop().time()
+        cached = self._endpoints.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        endpoint = await self._controller.get_endpoint(segment_of(name))
+        self._endpoints[key] = (endpoint, now + self._cache_seconds)
+        return endpoint
+
+    def forget(self, name: str) -> None:
+        """Drops the cached endpoint of ``name`` (after a WrongHost)."""
+        self._endpoints.pop(naming.primary_segment_name(name), None)
+
+    async def close(self) -> None:
+        await self.raw.close()

@@ -1,0 +1,1 @@
+"""Writers: event writers, transactions, large events, and the segment writers under them."""

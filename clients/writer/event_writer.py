@@ -1,0 +1,370 @@
+"""The event writer: routes events by key to segment writers and keeps them flowing across scaling.
+
+Theory of operation. ``write`` serializes the event, waits only while the
+in-flight window (events and bytes written but not acknowledged) is full, picks
+the segment owning the routing key's place in the key space and hands the event
+to that segment's writer, returning the block's :class:`WriteAck`. Per-key order
+and exactly-once delivery per writer session come from the segment writers
+(``segment_writer``). When a segment is sealed (a scale), the writer asks the
+controller for its successors, replaces its range in the routing map (clipped,
+client reference §2.6), takes the sealed writer's unacknowledged events in order
+and re-routes each by its original key: all in one step of the event loop, so no
+event written meanwhile can overtake them. An empty successor list means the
+stream was sealed: pending and later writes fail with StreamSealed.
+
+A segment writer that cannot reconnect within its retry budget fails the whole
+writer: every pending ack fails with the cause and later calls raise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+from wire.constants import MAX_EVENT_SIZE
+
+from ..config import WriterConfig
+from ..connection import ConnectionCache, Endpoint, WireConnection
+from ..controller_client import ControllerClient
+from ..errors import ClosedError, EventTooLarge, InvalidArgument, StreamSealed, TributaryError
+from ..model import Segment
+from ..retry import retry
+from ..routing import KeyHasher, SegmentMap
+from ..segment_stores import SegmentStores, segment_of
+from ..serializers import BytesSerializer, Serializer
+from ..stream_cut import StreamCut
+from .acks import WriteAck
+from .segment_writer import SegmentWriter, State
+
+_KEY_CACHE_MAX = 100_000
+
+
+class _Phase(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    SEALED = "sealed"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class WriterBase:
+    """What event writers and transactions share: connections, endpoints, the window, failure."""
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, config: WriterConfig):
+        self.config = config
+        self._controller = controller
+        self._stores = stores
+        self._connections = ConnectionCache()
+        self._max_bytes = config.max_inflight_bytes
+        self._max_events = config.max_inflight_events
+        self._inflight_bytes = 0
+        self._inflight_events = 0
+        self._room_waiter: asyncio.Future | None = None
+        self._drain_waiters: list[asyncio.Future] = []
+        self._failure: BaseException | None = None
+        self._monitor: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ WriterOwner
+
+    async def endpoint_of(self, segment: str) -> Endpoint:
+        return await self._stores.endpoint_of(segment)
+
+    async def connection(self, endpoint: Endpoint) -> WireConnection:
+        return await self._connections.get(endpoint)
+
+    def forget_endpoint(self, segment: str) -> None:
+        self._stores.forget(segment)
+
+    def released(self, size: int, events: int) -> None:
+        self._inflight_bytes -= size
+        self._inflight_events -= events
+        waiter = self._room_waiter
+        if waiter is not None and self._inflight_bytes < self._max_bytes and self._inflight_events < self._max_events:
+            self._room_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+        if not self._inflight_events:
+            self._wake_drained()
+
+    def failed(self, writer: SegmentWriter, error: BaseException) -> None:
+        self._fail(error)
+
+    # ------------------------------------------------------------------ window
+
+    async def _wait_for_room(self, size: int) -> None:
+        while self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
+            if self._failure is not None:
+                raise self._failure
+            if not self._inflight_events:
+                return  # an event larger than what is left of an empty window goes alone
+            if self._room_waiter is None or self._room_waiter.done():
+                self._room_waiter = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._room_waiter)
+
+    async def _wait_drained(self) -> None:
+        while self._inflight_events and self._failure is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+        if self._failure is not None:
+            raise self._failure
+
+    def _wake_drained(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _writers(self) -> list[SegmentWriter]:
+        raise NotImplementedError
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is not None:
+            return
+        self._failure = error
+        for writer in self._writers():
+            size, events = writer.fail_all(error)
+            self._inflight_bytes -= size
+            self._inflight_events -= events
+            writer.close()
+        if self._room_waiter is not None and not self._room_waiter.done():
+            self._room_waiter.set_exception(error)
+            self._room_waiter.exception()
+        self._wake_drained()
+
+    async def _watch_acks(self) -> None:
+        """Drops connections on which an ack or a setup waited longer than ``ack_timeout_seconds``."""
+        timeout = self.config.ack_timeout_seconds
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, timeout / 4))
+            now = loop.time()
+            stalled = {writer.check_progress(now, timeout) for writer in self._writers()} - {None}
+            for connection in stalled:
+                connection.abort()
+
+    async def _close_resources(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+        for writer in self._writers():
+            writer.close()
+        await self._connections.close()
+
+
+class EventWriter(WriterBase):
+    """Writes events to one stream. Use as ``async with client.create_writer(scope, stream) as writer``.
+
+    ``await writer.write(event, routing_key)`` returns a :class:`WriteAck` once the
+    event is accepted (waiting only while the in-flight window is full); awaiting
+    the ack waits until the event is durable. Events with the same routing key are
+    stored and read in the order written; events without a key go to random
+    segments, with no order among them.
+    """
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+                 config: WriterConfig | None = None, serializer: Serializer | None = None):
+        super().__init__(controller, stores, config or WriterConfig())
+        self.scope = scope
+        self.stream = stream
+        self.writer_id = self.config.writer_id or str(uuid.uuid4())
+        self._serializer = serializer or BytesSerializer()
+        self._serialize = None if isinstance(self._serializer, BytesSerializer) else self._serializer.serialize
+        self._phase = _Phase.NEW
+        self._map: SegmentMap | None = None
+        self._segment_writers: dict[Segment, SegmentWriter] = {}
+        self._key_writers: dict[Any, SegmentWriter] = {}
+        self._hasher = KeyHasher()
+        self._sealed: deque[SegmentWriter] = deque()
+        self._seal_task: asyncio.Task | None = None
+        self._start_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return (f"<EventWriter {self.scope}/{self.stream} {self._phase.value} segments={len(self._segment_writers)} "
+                f"inflight={self._inflight_events}>")
+
+    async def __aenter__(self) -> "EventWriter":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Looks up the stream's segments and connects. Raises StreamNotFound, StreamSealed."""
+        async with self._start_lock:
+            if self._phase is not _Phase.NEW:
+                return
+            ranges = await self._controller.get_current_segments(self.scope, self.stream)
+            if not ranges:
+                raise StreamSealed(f"stream {self.scope}/{self.stream} is sealed")
+            self._map = SegmentMap.of_ranges(ranges)
+            for segment in self._map.segments:
+                self._add_segment_writer(segment)
+            self._monitor = asyncio.get_running_loop().create_task(self._watch_acks())
+            self._phase = _Phase.OPEN
+
+    # ------------------------------------------------------------------ writing
+
+    async def write(self, event, routing_key: str | None = None) -> WriteAck:
+        """Accepts ``event`` for the segment owning ``routing_key``; returns its ack.
+
+        Raises:
+            EventTooLarge: the serialized event is larger than 8 MiB (use ``write_large``).
+            InvalidArgument: the event is not bytes (for the bytes serializer) or the key not a str.
+            StreamSealed: the stream is sealed.
+            ClosedError: the writer was closed.
+            The failure that broke the writer, if one did.
+        """
+        payload = event if self._serialize is None else self._serialize(event)
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
+        size = len(payload) + 8
+        if size > MAX_EVENT_SIZE + 8:
+            raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit of write(); "
+                                f"use write_large()")
+        if type(payload) is not bytes and not isinstance(payload, (bytearray, memoryview)):
+            raise InvalidArgument(f"events must be bytes-like for this serializer, not {type(payload).__name__}")
+        if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
+            await self._wait_for_room(size)
+            if self._phase is not _Phase.OPEN:
+                await self._ensure_open()
+        writer = self._key_writers.get(routing_key) if routing_key is not None else None
+        if writer is None:
+            writer = self._route(routing_key)
+        self._inflight_bytes += size
+        self._inflight_events += 1
+        return writer.add(payload, routing_key)
+
+    async def write_batch(self, events: list, routing_key: str | None = None) -> WriteAck:
+        """Writes ``events`` atomically, in order, into one segment: all become visible together, or none.
+
+        The batch must fit one append (8 MiB with envelopes). Raises like :meth:`write`.
+        """
+        payloads = [event if self._serialize is None else self._serialize(event) for event in events]
+        size = sum(len(payload) + 8 for payload in payloads)
+        if size > MAX_EVENT_SIZE + 8:
+            raise EventTooLarge(f"a batch of {size} bytes is above the 8 MiB limit of one append")
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
+        await self._wait_for_room(size)
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
+        writer = self._route(routing_key)
+        self._inflight_bytes += size
+        self._inflight_events += len(payloads)
+        return writer.add_batch(payloads, routing_key)
+
+    async def flush(self) -> None:
+        """Returns once every event written so far is durable. Raises the failure of any that failed."""
+        if self._phase is _Phase.CLOSED:
+            raise ClosedError(f"writer of {self.scope}/{self.stream} is closed")
+        for writer in self._segment_writers.values():
+            writer.flush_now()
+        await self._wait_drained()
+
+    async def close(self) -> None:
+        """Flushes, then releases connections. Later writes raise ClosedError."""
+        if self._phase is _Phase.CLOSED:
+            return
+        try:
+            if self._phase is _Phase.OPEN:
+                await self.flush()
+        finally:
+            self._phase = _Phase.CLOSED
+            if self._seal_task is not None:
+                self._seal_task.cancel()
+            await self._close_resources()
+
+    async def note_time(self, timestamp_ms: int | None = None) -> None:
+        """Reports this writer's time mark for watermarks: every event written so far is at or before it.
+
+        Flushes first, then sends the writer's position (the acknowledged length of each
+        segment) with ``timestamp_ms`` (now, by default) to the controller.
+        """
+        await self.flush()
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        position = {writer_segment.segment_id: writer.write_offset
+                    for writer_segment, writer in self._segment_writers.items()}
+        await self._controller.note_timestamp(self.writer_id, StreamCut(self.scope, self.stream, position), timestamp)
+
+    # ------------------------------------------------------------------ routing
+
+    def _route(self, routing_key) -> SegmentWriter:
+        if routing_key is not None and type(routing_key) is not str:
+            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
+        writer = self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
+        if routing_key is not None:
+            if len(self._key_writers) >= _KEY_CACHE_MAX:
+                self._key_writers.clear()
+            self._key_writers[routing_key] = writer
+        return writer
+
+    def _add_segment_writer(self, segment: Segment) -> SegmentWriter:
+        writer = self._segment_writers.get(segment)
+        if writer is None:
+            writer = self._segment_writers[segment] = SegmentWriter(segment.qualified_name, self)
+            writer.start()
+        return writer
+
+    def _writers(self) -> list[SegmentWriter]:
+        return list(self._segment_writers.values())
+
+    async def _ensure_open(self) -> None:
+        if self._phase is _Phase.NEW:
+            await self.start()
+        if self._phase is _Phase.OPEN:
+            return
+        if self._phase is _Phase.CLOSED:
+            raise ClosedError(f"writer of {self.scope}/{self.stream} is closed")
+        raise self._failure
+
+    # ------------------------------------------------------------------ seals
+
+    def sealed(self, writer: SegmentWriter) -> None:
+        self._sealed.append(writer)
+        if self._seal_task is None or self._seal_task.done():
+            self._seal_task = asyncio.get_running_loop().create_task(self._handle_seals())
+
+    async def _handle_seals(self) -> None:
+        while self._sealed and self._failure is None:
+            writer = self._sealed.popleft()
+            segment = segment_of(writer.segment)
+            try:
+                successors = await retry(lambda: self._controller.get_successors(segment), self.config.retry)
+            except Exception as error:  # noqa: BLE001 - the writer cannot continue without them
+                self._fail(error if isinstance(error, TributaryError) else TributaryError(repr(error)))
+                return
+            if successors.stream_sealed:
+                self._phase = _Phase.SEALED
+                self._fail(StreamSealed(f"stream {self.scope}/{self.stream} is sealed"))
+                return
+            self._replace(writer, segment, successors)
+
+    def _replace(self, writer: SegmentWriter, segment: Segment, successors) -> None:
+        """Re-routes the sealed writer's events to its successors (synchronously: nothing interleaves)."""
+        self._map = self._map.replace(segment, successors)
+        for successor in self._map.segments:
+            self._add_segment_writer(successor)
+        events = writer.take_events()
+        writer.close()
+        del self._segment_writers[segment]
+        self._key_writers.clear()
+        touched = set()
+        for envelope, key, ack in events:
+            target = self._segment_writers[self._map.segment_for(self._hasher.fraction(key))]
+            target.add_moved(envelope, key, ack)
+            touched.add(target)
+        for target in touched:
+            target.flush_now()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._phase is _Phase.OPEN:
+            self._phase = _Phase.FAILED
+        super()._fail(error)
+
+
+__all__ = ["EventWriter", "WriteAck", "State"]

@@ -1,0 +1,410 @@
+"""One segment's append pipeline: writer id, event numbers, blocks in flight, acks, reconnects.
+
+Theory of operation (client reference §2.2-2.4). A segment writer has a random
+128-bit writer id and numbers its events 1, 2, 3, ...; a block of n events
+carries the number of its last one. Events written go into an open buffer of
+envelopes (8-byte header + payload); the buffer becomes a block when it reaches
+``block_size_bytes`` or at the end of the event-loop turn in which it was
+written, so a fast producer sends large blocks and a slow one gets low latency.
+Blocks are pipelined (many in flight, as Java does) as standalone AppendBlockEnd
+frames, all carrying this writer's one request id, so every reply about them
+comes back to this object (a *flow* of the connection).
+
+States::
+
+    CONNECTING --connected, SetupAppend sent--> SETTING_UP --AppendSetup(L)--> READY
+        ^                                            |                          |
+        +---------- connection lost / WrongHost -----+--------------------------+
+    READY/SETTING_UP --SegmentIsSealed / NoSuchSegment--> SEALED (events handed back to the owner)
+    any --retries exhausted / fatal reply--> FAILED;  any --close()--> CLOSED
+
+On AppendSetup(L) every block numbered <= L is acknowledged (the server has it)
+and the rest are re-sent in order with their original numbers, before any new
+block, so reconnects neither lose nor duplicate an event: the server drops what
+it already stored (its per-writer attribute). A block whose acknowledgement
+does not come within ``ack_timeout_seconds`` makes the owner drop the
+connection, which starts the same reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import struct
+import uuid
+from collections import deque
+from typing import Iterator, Protocol
+
+from wire import commands as wc
+from wire.constants import NULL_ATTRIBUTE_VALUE
+
+from ..config import WriterConfig
+from ..connection import Endpoint, WireConnection, next_request_id
+from ..errors import ConnectionFailed, TributaryError
+from ..retry import is_retriable
+from .acks import WriteAck
+
+_HEADER = struct.Struct(">ii")
+_HEADER_SIZE = _HEADER.size
+_headers: dict[int, bytes] = {}
+
+
+def envelope_header(size: int) -> bytes:
+    """The 8-byte event header for a payload of ``size`` bytes (cached for the sizes seen)."""
+    header = _headers.get(size)
+    if header is None:
+        if len(_headers) > 4096:
+            _headers.clear()
+        header = _headers[size] = _HEADER.pack(0, size)
+    return header
+
+
+class State(enum.Enum):
+    CONNECTING = "connecting"
+    SETTING_UP = "setting-up"
+    READY = "ready"
+    SEALED = "sealed"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class WriterOwner(Protocol):
+    """What a segment writer needs from the event writer or transaction that owns it."""
+
+    config: WriterConfig
+
+    async def endpoint_of(self, segment: str) -> Endpoint: ...
+
+    async def connection(self, endpoint: Endpoint) -> WireConnection: ...
+
+    def forget_endpoint(self, segment: str) -> None: ...
+
+    def released(self, size: int, events: int) -> None: ...
+
+    def sealed(self, writer: "SegmentWriter") -> None: ...
+
+    def failed(self, writer: "SegmentWriter", error: BaseException) -> None: ...
+
+
+class Block:
+    """Events sent (or to send) as one append: their envelopes, routing keys and acks."""
+
+    __slots__ = ("last_event_number", "data", "keys", "runs")
+
+    def __init__(self, last_event_number: int, data: bytearray, keys: list, runs: list):
+        self.last_event_number = last_event_number
+        self.data = data
+        self.keys = keys
+        self.runs = runs  # [(WriteAck, events)] in event order
+
+    def events(self) -> Iterator[tuple[memoryview, object, WriteAck]]:
+        """Each event's envelope, routing key and ack, in order."""
+        view = memoryview(self.data)
+        position = 0
+        keys = iter(self.keys)
+        for ack, count in self.runs:
+            for _ in range(count):
+                _, size = _HEADER.unpack_from(view, position)
+                end = position + _HEADER_SIZE + size
+                yield view[position:end], next(keys), ack
+                position = end
+
+
+class SegmentWriter:
+    """Appends events to one segment for its owner; see the module docstring."""
+
+    def __init__(self, segment: str, owner: WriterOwner):
+        self.segment = segment
+        self.writer_id = uuid.uuid4()
+        self.request_id = next_request_id()
+        self.write_offset = -1  # the largest segment length an acknowledgement reported
+        self.last_progress = 0.0
+        self._owner = owner
+        self._loop = asyncio.get_running_loop()
+        self._block_size = owner.config.block_size_bytes
+        self._state = State.CONNECTING
+        self._connection: WireConnection | None = None
+        self._event_number = 0
+        self._buffer = bytearray()
+        self._buffer_keys: list = []
+        self._runs: list = []  # closed runs of the open buffer
+        self._ack = WriteAck()  # the ack of the run being written
+        self._ack_count = 0
+        self._unsent: deque[Block] = deque()
+        self._inflight: deque[Block] = deque()
+        self._flush_scheduled = False
+        self._paused = 0
+        self._connect_task: asyncio.Task | None = None
+        self._retry_delays = None
+
+    def __repr__(self) -> str:
+        return (f"<SegmentWriter {self.segment} {self._state.value} inflight={len(self._inflight)} "
+                f"unsent={len(self._unsent)} buffered={len(self._buffer_keys)}>")
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._inflight or self._unsent or self._buffer_keys)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Starts connecting (events can be added at once; they are sent after setup)."""
+        self.last_progress = self._loop.time()
+        self._connect_later(0.0)
+
+    def close(self) -> None:
+        """Stops the writer; pending events are left as they are (callers flush first)."""
+        self._state = State.CLOSED
+        self._drop_connection()
+        if self._connect_task is not None:
+            self._connect_task.cancel()
+
+    def pause(self) -> None:
+        """Holds new blocks back (a large event of this segment is being written)."""
+        self._paused += 1
+
+    def resume(self) -> None:
+        self._paused -= 1
+        self._pump()
+
+    # ------------------------------------------------------------------ adding events (the hot path)
+
+    def add(self, payload, key) -> WriteAck:
+        """Buffers one event; returns the ack it will be settled under."""
+        buffer = self._buffer
+        size = len(payload)
+        if buffer and len(buffer) + size + _HEADER_SIZE > self._block_size:
+            self._close_buffer()
+            self._pump()
+            buffer = self._buffer
+        buffer += envelope_header(size)
+        buffer += payload
+        self._buffer_keys.append(key)
+        self._ack_count += 1
+        if len(buffer) >= self._block_size:
+            self._close_buffer()
+            self._pump()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_soon)
+        return self._ack
+
+    def add_batch(self, payloads: list, key) -> WriteAck:
+        """Buffers events that must go into one block (atomic in this segment)."""
+        self.flush_now()
+        for payload in payloads:
+            self._buffer += envelope_header(len(payload))
+            self._buffer += payload
+            self._buffer_keys.append(key)
+            self._ack_count += 1
+        ack = self._ack
+        self.flush_now()
+        return ack
+
+    def add_moved(self, envelope, key, ack: WriteAck) -> None:
+        """Buffers an event taken from a sealed segment (already counted by ``ack``)."""
+        self._close_run()
+        buffer = self._buffer
+        if buffer and len(buffer) + len(envelope) > self._block_size:
+            self._close_buffer()
+        self._buffer += envelope
+        self._buffer_keys.append(key)
+        if self._runs and self._runs[-1][0] is ack:
+            self._runs[-1] = (ack, self._runs[-1][1] + 1)
+        else:
+            self._runs.append((ack, 1))
+
+    def flush_now(self) -> None:
+        """Sends what is buffered (if the writer is ready)."""
+        if self._buffer_keys:
+            self._close_buffer()
+        self._pump()
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        if self._buffer_keys:
+            self._close_buffer()
+            self._pump()
+
+    def _close_run(self) -> None:
+        if self._ack_count:
+            self._ack.expect(self._ack_count)
+            self._runs.append((self._ack, self._ack_count))
+            self._ack = WriteAck()
+            self._ack_count = 0
+
+    def _close_buffer(self) -> None:
+        self._close_run()
+        keys = self._buffer_keys
+        self._event_number += len(keys)
+        self._unsent.append(Block(self._event_number, self._buffer, keys, self._runs))
+        self._buffer, self._buffer_keys, self._runs = bytearray(), [], []
+
+    def _pump(self) -> None:
+        if self._state is not State.READY or self._paused:
+            return
+        unsent, inflight = self._unsent, self._inflight
+        while unsent:
+            block = unsent.popleft()
+            if not inflight:
+                self.last_progress = self._loop.time()
+            inflight.append(block)
+            self._send(block)
+
+    def _send(self, block: Block) -> None:
+        try:
+            self._connection.send(wc.AppendBlockEnd(self.writer_id, len(block.data), block.data, len(block.keys),
+                                                    block.last_event_number, self.request_id))
+        except ConnectionFailed:
+            pass  # connection_failed follows and reconnects; the block is resent after setup
+
+    # ------------------------------------------------------------------ replies (the connection's flow)
+
+    def reply_received(self, reply) -> None:
+        kind = type(reply)
+        if kind is wc.DataAppended:
+            self._acknowledge(reply.event_number)
+            if reply.current_segment_write_offset > self.write_offset:
+                self.write_offset = reply.current_segment_write_offset
+        elif kind is wc.AppendSetup:
+            self._setup_done(reply.last_event_number)
+        elif kind is wc.SegmentIsSealed or kind is wc.NoSuchSegment:
+            self._seal()
+        elif kind is wc.WrongHost:
+            self._owner.forget_endpoint(self.segment)
+            self._drop_connection()
+            self._connect_later(0.0)
+        elif kind is wc.InvalidEventNumber:
+            pass  # the server closes the connection: connection_failed reconnects and sets up afresh
+        else:
+            self._fail(TributaryError(f"unexpected reply on the append flow of {self.segment}: {reply!r}"))
+
+    def connection_failed(self, error: ConnectionFailed) -> None:
+        if self._state in (State.SETTING_UP, State.READY):
+            self._connection = None
+            self._state = State.CONNECTING
+            self._connect_later(None)
+
+    def _acknowledge(self, event_number: int) -> None:
+        inflight = self._inflight
+        size = events = 0
+        while inflight and inflight[0].last_event_number <= event_number:
+            block = inflight.popleft()
+            size += len(block.data)
+            events += len(block.keys)
+            for ack, count in block.runs:
+                ack.settle(count)
+        if events:
+            self.last_progress = self._loop.time()
+            self._owner.released(size, events)
+
+    def _setup_done(self, last_event_number: int) -> None:
+        if self._state is not State.SETTING_UP:
+            return
+        if last_event_number != NULL_ATTRIBUTE_VALUE:
+            self._acknowledge(last_event_number)
+        self._state = State.READY
+        self._retry_delays = None
+        self.last_progress = self._loop.time()
+        for block in self._inflight:
+            self._send(block)
+        self._pump()
+
+    def _seal(self) -> None:
+        if self._state in (State.SEALED, State.FAILED, State.CLOSED):
+            return
+        self._state = State.SEALED
+        self._drop_connection()
+        self._owner.sealed(self)
+
+    # ------------------------------------------------------------------ connecting
+
+    def _connect_later(self, delay: float | None) -> None:
+        """Starts a connect attempt after ``delay`` (None: the next delay of the retry policy)."""
+        if self._state is State.CLOSED or (self._connect_task is not None and not self._connect_task.done()):
+            return
+        if delay is None:
+            if self._retry_delays is None:
+                self._retry_delays = self._owner.config.retry.delays()
+            delay = next(self._retry_delays, None)
+            if delay is None:
+                self._fail(ConnectionFailed(f"could not re-establish the append connection of {self.segment}"))
+                return
+        self._connect_task = self._loop.create_task(self._connect(delay))
+
+    async def _connect(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            endpoint = await self._owner.endpoint_of(self.segment)
+            connection = await self._owner.connection(endpoint)
+            connection.open_flow(self.request_id, self)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest fail the writer
+            self._connect_task = None
+            if is_retriable(error):
+                self._connect_later(None)
+            else:
+                self._fail(error)
+            return
+        self._connect_task = None
+        if self._state is not State.CONNECTING:
+            connection.close_flow(self.request_id)
+            return
+        self._connection = connection
+        self._state = State.SETTING_UP
+        self.last_progress = self._loop.time()
+        connection.send(wc.SetupAppend(self.request_id, self.writer_id, self.segment, ""))
+
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close_flow(self.request_id)
+        if self._state in (State.SETTING_UP, State.READY):
+            self._state = State.CONNECTING
+
+    def check_progress(self, now: float, timeout: float) -> WireConnection | None:
+        """The connection to drop if this writer waited ``timeout`` for an ack or its setup."""
+        waiting = self._state is State.SETTING_UP or (self._state is State.READY and self._inflight)
+        if waiting and now - self.last_progress > timeout:
+            return self._connection
+        return None
+
+    # ------------------------------------------------------------------ handing events back, failing
+
+    def take_events(self) -> list[tuple[memoryview, object, WriteAck]]:
+        """Removes and returns every unacknowledged event, in write order (after a seal)."""
+        self._close_run()
+        if self._buffer_keys:
+            self._close_buffer()
+        events = [event for block in (*self._inflight, *self._unsent) for event in block.events()]
+        self._inflight.clear()
+        self._unsent.clear()
+        return events
+
+    def fail_all(self, error: BaseException) -> tuple[int, int]:
+        """Fails every pending event; returns the (bytes, events) released."""
+        self._close_run()
+        if self._buffer_keys:
+            self._close_buffer()
+        size = events = 0
+        for block in (*self._inflight, *self._unsent):
+            size += len(block.data)
+            events += len(block.keys)
+            for ack, _ in block.runs:
+                ack.fail(error)
+        self._inflight.clear()
+        self._unsent.clear()
+        return size, events
+
+    def _fail(self, error: BaseException) -> None:
+        if self._state in (State.FAILED, State.CLOSED):
+            return
+        self._state = State.FAILED
+        self._drop_connection()
+        self._owner.failed(self, error)
