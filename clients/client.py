@@ -16,11 +16,12 @@ from .controller_client import ControllerClient
 from .errors import ClosedError
 from .segment_stores import SegmentStores
 from .serializers import Serializer
+from .reader.reader_group import ReaderGroupManagement
 from .stream_manager import StreamManagement
 from .writer.event_writer import EventWriter
 
 
-class Client(StreamManagement):
+class Client(StreamManagement, ReaderGroupManagement):
     """A connection to a Tributary (or Pravega) cluster, named by its controller URI.
 
     Use ``async with tributary.connect("tcp://127.0.0.1:9090") as client:``. The

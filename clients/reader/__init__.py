@@ -1,0 +1,1 @@
+"""Readers: reader groups (shared state, membership, checkpoints), event readers and segment readers."""

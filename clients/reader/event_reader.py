@@ -1,0 +1,364 @@
+"""The event reader: a member of a reader group that hands out events as an async iterator.
+
+Theory of operation. ``async for event in reader`` takes the next complete event
+from the segments this reader owns (staying on one segment for a run of events,
+then moving round-robin), waiting for data when none is buffered. Asking for
+the next event means the application finished with the previous one: its end
+becomes the segment's ``processed`` position, which is what the group records.
+
+Every ``refresh_ms`` (and at once when a segment ends or a checkpoint waits) the
+reader takes a *group step*: one compare-and-set update of the group state that
+in one go takes dead readers offline (at their last reported positions),
+completes finished segments (their successors become readable once all their
+predecessors are done), answers an outstanding checkpoint, releases segments
+beyond this reader's share and acquires unassigned ones up to it. A reader owing
+a checkpoint neither acquires nor releases, so a checkpoint is a consistent cut.
+Decisions are pure functions of the state (``group_state``); the I/O they need
+(successor lookups) is done before the update.
+
+A heartbeat task writes the reader's processed positions every ``refresh_ms``;
+a reader whose heartbeat stops for ``reader_timeout_ms`` is declared offline by
+the others and its segments are read again from those positions (so delivery
+is at-least-once across a crash, from the last heartbeat or checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..config import ReaderConfig
+from ..connection import ConnectionCache, Endpoint, WireConnection
+from ..errors import ClosedError, ReinitializationRequired, TributaryError, TruncatedData
+from ..retry import retry
+from ..segment_stores import segment_of
+from ..serializers import BytesSerializer, Serializer
+from .group_state import GroupState
+from .segment_reader import SegmentReader
+
+log = logging.getLogger("tributary.reader")
+_STREAK_MAX = 256  # events taken from one segment before looking at the others
+
+
+class EventRead:
+    """One event: ``data`` (deserialized), where it came from, or a checkpoint marker (``data`` None)."""
+
+    __slots__ = ("data", "segment", "offset", "size", "checkpoint_name")
+
+    def __init__(self, data: Any, segment: str, offset: int, size: int, checkpoint_name: str | None = None):
+        self.data = data
+        self.segment = segment
+        self.offset = offset
+        self.size = size
+        self.checkpoint_name = checkpoint_name
+
+    def __repr__(self) -> str:
+        if self.checkpoint_name is not None:
+            return f"<EventRead checkpoint {self.checkpoint_name!r}>"
+        return f"<EventRead {self.segment}@{self.offset} {self.size} bytes>"
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.checkpoint_name is not None
+
+
+class _HeartbeatWatch:
+    """Tells dead readers from live ones by whether their heartbeat entry's version moves (local clock only)."""
+
+    def __init__(self):
+        self._seen: dict[str, tuple[int | None, float]] = {}
+
+    def dead(self, readers: list[str], reports: dict[str, tuple[int, dict]], now: float, timeout: float) -> list[str]:
+        dead = []
+        for reader in readers:
+            version = reports[reader][0] if reader in reports else None
+            seen = self._seen.get(reader)
+            if seen is None or seen[0] != version:
+                self._seen[reader] = (version, now)
+            elif now - seen[1] > timeout:
+                dead.append(reader)
+        for reader in set(self._seen) - set(readers):
+            del self._seen[reader]
+        return dead
+
+
+class EventReader:
+    """Reads events for reader ``reader_id`` of a group. Make it with ``group.create_reader(id)``."""
+
+    def __init__(self, group, reader_id: str, config: ReaderConfig | None = None,
+                 serializer: Serializer | None = None, checkpoint_events: bool = False):
+        self.group = group
+        self.reader_id = reader_id
+        self.config = config or ReaderConfig()
+        self._store = group.store
+        self._controller = group.controller
+        self._stores = group.stores
+        self._deserialize = None if isinstance(serializer, (BytesSerializer, type(None))) else serializer.deserialize
+        self._checkpoint_events = checkpoint_events
+        self._connections = ConnectionCache()
+        self._segments: dict[str, SegmentReader] = {}
+        self._rotation: list[SegmentReader] = []
+        self._current: SegmentReader | None = None
+        self._streak = 0
+        self._waiter: asyncio.Future | None = None
+        self._next_step = 0.0
+        self._step_now = True
+        self._refresh = 1.0
+        self._timeout = 30.0
+        self._watch = _HeartbeatWatch()
+        self._heartbeat: asyncio.Task | None = None
+        self._failure: BaseException | None = None
+        self._end_of_data = False
+        self._marker: str | None = None  # checkpoint handed to the application, to report on the next call
+        self._marker_pending: str | None = None  # checkpoint to hand to the application
+        self._started = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<EventReader {self.reader_id} of {self.group.name} segments={list(self._segments)}>"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> "EventReader":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Joins the group. Raises InvalidArgument if a reader with this id is online already."""
+        if self._started:
+            return
+        config = await self.group.group_config()
+        self._refresh = config.refresh_ms / 1000
+        self._timeout = config.reader_timeout_ms / 1000
+        await self._store.update(lambda state: state.add_reader(self.reader_id))
+        self._started = True
+        await self._store.report(self.reader_id, {})
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        await self._step()
+
+    async def close(self) -> None:
+        """Leaves the group: owned segments go back at the processed positions."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        positions = self.positions()
+        for reader in self._segments.values():
+            reader.close()
+        try:
+            if self._started:
+                await self._store.update(lambda state: state.remove_reader(self.reader_id, positions))
+                await self._store.forget_report(self.reader_id)
+        finally:
+            await self._connections.close()
+            self._wake()
+
+    def positions(self) -> dict[str, int]:
+        """Processed offset of every owned segment."""
+        return {name: reader.processed for name, reader in self._segments.items()}
+
+    # ------------------------------------------------------------------ iteration
+
+    def __aiter__(self) -> "EventReader":
+        return self
+
+    async def __anext__(self) -> EventRead:
+        current = self._current
+        if current is not None:
+            current.processed = current.offset
+        if self._closed:
+            raise ClosedError(f"reader {self.reader_id} is closed")
+        if not self._started:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if self._step_now or loop.time() >= self._next_step:
+                await self._step()
+                if self._marker_pending is not None:
+                    self._marker, self._marker_pending = self._marker_pending, None
+                    self._step_now = True  # report it as soon as the application asks for more
+                    return EventRead(None, "", -1, 0, self._marker)
+            event = self._take()
+            if event is not None:
+                return event
+            self._check_truncations()
+            if self._end_of_data:
+                raise StopAsyncIteration
+            if any(reader.finished for reader in self._rotation):
+                self._step_now = True
+                continue
+            await self._wait(self._next_step - loop.time())
+
+    def _take(self) -> EventRead | None:
+        current = self._current
+        if current is not None and self._streak < _STREAK_MAX:
+            item = current.next_event()
+            if item is not None:
+                self._streak += 1
+                return self._event(item, current)
+        for reader in self._rotation:
+            item = reader.next_event()
+            if item is not None:
+                self._current, self._streak = reader, 0
+                self._rotation.remove(reader)
+                self._rotation.append(reader)
+                return self._event(item, reader)
+        return None
+
+    def _event(self, item, reader: SegmentReader) -> EventRead:
+        payload, offset, size = item
+        data = payload if self._deserialize is None else self._deserialize(payload)
+        return EventRead(data, reader.segment, offset, size)
+
+    def _check_truncations(self) -> None:
+        for reader in self._rotation:
+            if reader.truncated is not None:
+                start, reader.truncated = reader.truncated, None
+                raise TruncatedData(f"data of {reader.segment} before offset {start} was truncated; "
+                                    f"reading goes on from there")
+
+    async def _wait(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._waiter
+        except TimeoutError:
+            pass
+        finally:
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ------------------------------------------------------------------ segment readers' owner
+
+    async def endpoint_of(self, segment: str) -> Endpoint:
+        return await self._stores.endpoint_of(segment)
+
+    async def connection(self, endpoint: Endpoint) -> WireConnection:
+        return await self._connections.get(endpoint)
+
+    def forget_endpoint(self, segment: str) -> None:
+        self._stores.forget(segment)
+
+    def data_arrived(self) -> None:
+        self._wake()
+
+    def segment_failed(self, reader: SegmentReader, error: BaseException) -> None:
+        self._failure = error
+        self._wake()
+
+    # ------------------------------------------------------------------ the group step
+
+    async def _step(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._step_now = False
+        self._next_step = loop.time() + self._refresh
+        state, _ = await self._store.fetch()
+        if self.reader_id not in state.readers:
+            await self._drop_all()
+            raise ReinitializationRequired(f"reader {self.reader_id} was declared offline; create a new reader")
+        others = [reader for reader in state.readers if reader != self.reader_id]
+        reports = await self._store.reports(others)
+        dead = self._watch.dead(others, reports, loop.time(), self._timeout)
+        finished = [reader for reader in self._rotation if reader.finished]
+        completions = [(reader.segment, reader.offset, await self._successors(reader.segment))
+                       for reader in finished]
+        positions = self.positions()
+        handed = self._marker  # a checkpoint the application saw on the previous call: report it now
+
+        def transition(state: GroupState):
+            state.check_member(self.reader_id)
+            for reader in dead:
+                if reader in state.readers:
+                    state.remove_reader(reader, reports.get(reader, (0, None))[1])
+            for segment, end_offset, successors in completions:
+                state.complete(self.reader_id, segment, end_offset, successors)
+            owed = state.owes_checkpoint(self.reader_id)
+            hand_over = None
+            if owed is not None:
+                if owed.silent or not self._checkpoint_events or owed.name == handed:
+                    state.checkpoint(self.reader_id, owed.name, positions)
+                else:
+                    hand_over = owed.name
+            released, taken = [], {}
+            if state.owes_checkpoint(self.reader_id) is None:
+                owned = state.owned(self.reader_id)
+                for segment in sorted(owned, key=self._buffered_of)[:state.excess(self.reader_id)]:
+                    state.release(self.reader_id, segment, positions.get(segment, owned[segment]))
+                    released.append(segment)
+                taken = state.acquire(self.reader_id, state.to_acquire(self.reader_id))
+            return released, taken, hand_over, state.is_end_of_data(), dict(state.end_offsets)
+
+        try:
+            (released, taken, hand_over, end_of_data, end_offsets), _ = await self._store.update(transition)
+        except ReinitializationRequired:
+            await self._drop_all()
+            raise
+        if dead:
+            log.info("readers declared offline", extra={"group": self.group.name, "readers": dead})
+        self._marker = None
+        if hand_over is not None:
+            self._marker_pending = hand_over
+        for segment, _, _ in completions:
+            self._drop(segment)
+        for segment in released:
+            self._drop(segment)
+        for segment, offset in taken.items():
+            self._open(segment, offset, end_offsets.get(segment))
+        self._end_of_data = end_of_data and not self._segments
+
+    def _buffered_of(self, segment: str) -> int:
+        reader = self._segments.get(segment)
+        return reader.buffered if reader is not None else 0
+
+    async def _successors(self, segment: str) -> dict[str, list[str]]:
+        owner = segment_of(segment)
+        successors = await retry(lambda: self._controller.get_successors(owner), self.config.retry)
+        result = {}
+        for segment_range, predecessors in successors.successors:
+            result[segment_range.segment.qualified_name] = [
+                type(owner)(owner.scope, owner.stream, predecessor).qualified_name for predecessor in predecessors]
+        return result
+
+    def _open(self, segment: str, offset: int, end_offset: int | None) -> None:
+        reader = SegmentReader(segment, offset, end_offset, self, self.config.read_size_bytes,
+                               self.config.max_event_buffer_bytes)
+        self._segments[segment] = reader
+        self._rotation.append(reader)
+        reader.start()
+
+    def _drop(self, segment: str) -> None:
+        reader = self._segments.pop(segment, None)
+        if reader is None:
+            return
+        reader.close()
+        self._rotation.remove(reader)
+        if self._current is reader:
+            self._current = None
+
+    async def _drop_all(self) -> None:
+        for segment in list(self._segments):
+            self._drop(segment)
+
+    async def _beat(self) -> None:
+        """Writes the processed positions every refresh interval (the liveness signal)."""
+        while not self._closed:
+            await asyncio.sleep(self._refresh)
+            try:
+                await self._store.report(self.reader_id, self.positions())
+            except asyncio.CancelledError:
+                raise
+            except TributaryError as error:
+                log.warning("reader heartbeat failed", extra={"reader": self.reader_id, "error": repr(error)})

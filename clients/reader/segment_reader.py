@@ -1,0 +1,243 @@
+"""Reading one segment: one read outstanding ahead, bounded buffering, events cut from the bytes.
+
+Theory of operation (client reference §4.9). A segment reader is a *flow* of its
+owner's connection: every ReadSegment it sends carries its one request id, and
+at most one is outstanding, so a reply always answers the last request. Replies
+append to a buffer; the next read is asked for as soon as the buffer holds less
+than one read's worth, so one read is in flight while the application consumes
+the previous one. Events are cut from the buffer by their 8-byte envelopes.
+
+The position that matters for the group is ``processed``: the offset after the
+last event the application has finished with (the owner moves it when the
+application asks for the next event). Releasing the segment, checkpoints and
+heartbeats use it, so no event is skipped when a segment changes hands.
+
+Ends: a sealed segment read to its end, the end offset of an end cut, or a
+segment that no longer exists set ``finished`` once the buffer is drained.
+Truncation below the read offset moves to the new start and is reported once
+through ``truncated``. A lost connection or WrongHost re-issues the read at the
+same offset on a new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from wire import commands as wc
+from wire.constants import EVENT_TYPE_CODE
+
+from ..connection import ConnectionFailed, WireConnection, next_request_id
+from ..errors import ProtocolViolation, TributaryError
+from ..retry import is_retriable
+
+log = logging.getLogger("tributary.reader")
+_HEADER = struct.Struct(">ii")
+_HEADER_SIZE = 8
+
+
+class SegmentReader:
+    """Reads one segment from ``offset`` (to ``end_offset`` if given) for an event reader."""
+
+    def __init__(self, segment: str, offset: int, end_offset: int | None, owner, read_size: int,
+                 max_event_size: int):
+        self.segment = segment
+        self.processed = offset  # offset after the last event the application finished with
+        self.offset = offset  # offset of the next event to hand out
+        self.end_offset = end_offset
+        self.finished = False
+        self.truncated: int | None = None  # the new start offset, once, after data was truncated away
+        self.request_id = next_request_id()
+        self._owner = owner
+        self._read_size = read_size
+        self._max_event_size = max_event_size
+        self._read_offset = offset  # where the next read starts
+        self._view = memoryview(b"")
+        self._position = 0  # of self.offset within self._view
+        self._outstanding = False
+        self._end_of_segment = False
+        self._connection: WireConnection | None = None
+        self._connect_task: asyncio.Task | None = None
+        self._retry_delays = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (f"<SegmentReader {self.segment} at {self.offset} read={self._read_offset} "
+                f"buffered={self.buffered} finished={self.finished}>")
+
+    @property
+    def buffered(self) -> int:
+        return len(self._view) - self._position
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._check_finished()
+        if not self.finished:
+            self._connect_task = asyncio.get_running_loop().create_task(self._connect(0.0))
+
+    def close(self) -> None:
+        self._closed = True
+        if self._connect_task is not None:
+            self._connect_task.cancel()
+        if self._connection is not None:
+            self._connection.close_flow(self.request_id)
+            self._connection = None
+
+    async def _connect(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            endpoint = await self._owner.endpoint_of(self.segment)
+            connection = await self._owner.connection(endpoint)
+            connection.open_flow(self.request_id, self)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - retriable ones are retried, others fail the reader
+            self._connect_task = None
+            self._retry_or_fail(error)
+            return
+        self._connect_task = None
+        if self._closed:
+            connection.close_flow(self.request_id)
+            return
+        self._connection = connection
+        self._outstanding = False
+        self._request()
+
+    def _retry_or_fail(self, error: BaseException) -> None:
+        if self._closed:
+            return
+        if is_retriable(error):
+            if self._retry_delays is None:
+                self._retry_delays = self._owner.config.retry.delays()
+            delay = next(self._retry_delays, None)
+            if delay is not None:
+                self._connect_task = asyncio.get_running_loop().create_task(self._connect(delay))
+                return
+        self._owner.segment_failed(self, error if isinstance(error, TributaryError) else TributaryError(repr(error)))
+
+    def _reconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close_flow(self.request_id)
+            self._connection = None
+        self._outstanding = False
+        if not self._closed and (self._connect_task is None or self._connect_task.done()):
+            self._retry_or_fail(ConnectionFailed(f"lost the connection reading {self.segment}"))
+
+    # ------------------------------------------------------------------ reads
+
+    def _request(self, needed: int = 0) -> None:
+        """Asks for the next read unless one is outstanding or enough is buffered (``needed``: the size of an
+        incomplete event, which may exceed one read)."""
+        if (self._outstanding or self._end_of_segment or self._closed or self._connection is None
+                or self.buffered >= max(self._read_size, needed)):
+            return
+        length = self._read_size
+        if self.end_offset is not None:
+            length = min(length, self.end_offset - self._read_offset)
+            if length <= 0:
+                self._end_of_segment = True
+                self._check_finished()
+                return
+        self._outstanding = True
+        try:
+            self._connection.send(wc.ReadSegment(self.segment, self._read_offset, length, "", self.request_id))
+        except ConnectionFailed:
+            self._outstanding = False  # connection_failed follows
+
+    def reply_received(self, reply) -> None:
+        kind = type(reply)
+        if kind is wc.SegmentRead:
+            if reply.offset != self._read_offset or not self._outstanding:
+                return  # an answer to a request from before a reset
+            self._outstanding = False
+            self._retry_delays = None
+            data = reply.data
+            if data:
+                self._append(data)
+            if reply.end_of_segment:
+                self._end_of_segment = True
+            self._check_finished()
+            self._request()
+            self._owner.data_arrived()
+        elif kind is wc.SegmentIsSealed:
+            self._outstanding = False
+            self._end_of_segment = True
+            self._check_finished()
+            self._owner.data_arrived()
+        elif kind is wc.SegmentIsTruncated:
+            self._outstanding = False
+            self._truncated_to(reply.start_offset)
+        elif kind is wc.NoSuchSegment:
+            log.warning("segment vanished while being read", extra={"segment": self.segment})
+            self._outstanding = False
+            self._end_of_segment = True
+            self._check_finished()
+            self._owner.data_arrived()
+        elif kind is wc.WrongHost:
+            self._owner.forget_endpoint(self.segment)
+            self._reconnect()
+        else:
+            self._owner.segment_failed(self, ProtocolViolation(f"unexpected reply reading {self.segment}: {reply!r}"))
+
+    def connection_failed(self, error: ConnectionFailed) -> None:
+        self._connection = None
+        self._reconnect()
+
+    def _append(self, data) -> None:
+        view = self._view
+        if self._position >= len(view):
+            self._view = memoryview(bytes(data))
+        else:
+            self._view = memoryview(b"".join((view[self._position:], data)))
+        self._position = 0
+        self._read_offset += len(data)
+
+    def _truncated_to(self, start_offset: int) -> None:
+        """The data at our offset is gone: go on from the segment's new start, and say so once."""
+        self._view, self._position = memoryview(b""), 0
+        self.offset = self.processed = self._read_offset = max(start_offset, self._read_offset)
+        self.truncated = self.offset
+        self._request()
+        self._owner.data_arrived()
+
+    def _check_finished(self) -> None:
+        at_end = self.end_offset is not None and self.offset >= self.end_offset
+        if (self._end_of_segment or at_end) and self.buffered == 0:
+            self.finished = True
+
+    # ------------------------------------------------------------------ events
+
+    def next_event(self):
+        """(payload bytes, offset, length) of the next complete event, or None if none is buffered.
+
+        Raises:
+            ProtocolViolation: the bytes are not an event stream (a byte stream, or corruption).
+        """
+        view, position = self._view, self._position
+        if len(view) - position < _HEADER_SIZE:
+            if position >= len(view):
+                self._check_finished()
+            return None
+        type_code, length = _HEADER.unpack_from(view, position)
+        if type_code != EVENT_TYPE_CODE or length < 0:
+            raise ProtocolViolation(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
+                                    f"length {length})")
+        end = position + _HEADER_SIZE + length
+        if end > len(view):
+            if length > self._max_event_size:
+                raise ProtocolViolation(f"{self.segment} at {self.offset}: event of {length} bytes is above "
+                                        f"the reader's max_event_buffer_bytes")
+            self._request(end - position)
+            return None
+        payload = bytes(view[position + _HEADER_SIZE:end])
+        offset = self.offset
+        self._position = end
+        self.offset = offset + _HEADER_SIZE + length
+        if self._position >= len(view):
+            self._view, self._position = memoryview(b""), 0
+            self._check_finished()
+        self._request()
+        return payload, offset, _HEADER_SIZE + length
