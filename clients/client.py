@@ -19,6 +19,7 @@ from .serializers import Serializer
 from .reader.reader_group import ReaderGroupManagement
 from .stream_manager import StreamManagement
 from .writer.event_writer import EventWriter
+from .writer.transactions import TransactionalWriter
 
 
 class Client(StreamManagement, ReaderGroupManagement):
@@ -77,6 +78,12 @@ class Client(StreamManagement, ReaderGroupManagement):
         """An event writer of ``scope/stream`` (starts on ``async with`` or on the first write)."""
         self._check_open()
         return self._adopt(EventWriter(self._controller, self._stores, scope, stream, config, serializer))
+
+    def create_transactional_writer(self, scope: str, stream: str, config: WriterConfig | None = None,
+                                    serializer: Serializer | None = None) -> TransactionalWriter:
+        """A writer of transactions on ``scope/stream`` (``txn = await writer.begin()``)."""
+        self._check_open()
+        return self._adopt(TransactionalWriter(self._controller, self._stores, scope, stream, config, serializer))
 
 
 def connect(controller_uri: str = "tcp://127.0.0.1:9090", config: ClientConfig | None = None) -> Client:

@@ -354,7 +354,7 @@ class ControllerClient:
         """
         R = pb.ScaleResponse
         request = pb.ScaleRequest(streamInfo=stream_info(scope, stream), sealedSegments=list(sealed),
-                                  newKeyRanges=[R.KeyRangeEntry(start=low, end=high) for low, high in new_ranges])
+                                  newKeyRanges=[pb.ScaleRequest.KeyRangeEntry(start=low, end=high) for low, high in new_ranges])
 
         def check(reply):
             if reply.status == R.PRECONDITION_FAILED:

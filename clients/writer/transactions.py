@@ -1,0 +1,294 @@
+"""Transactions: events that become visible all together at commit, or never (client reference §3).
+
+``begin`` asks the controller for a transaction: it creates one transaction
+segment beside each segment of the stream's current epoch and returns them
+with their key ranges. Events are routed by key over those ranges and appended
+by ordinary segment writers (own writer ids, resends after reconnects), so a
+transaction's per-key order is its write order. A pinger extends the lease
+every ``lease / max(1, sqrt(lease_seconds))`` (Java's interval; Rust sleeps a
+whole lease, which lets leases expire). ``commit`` first waits for every event
+to be durable: if any write failed, the commit is refused (TransactionFailed)
+and the controller is not asked. The controller then merges the transaction
+segments into the stream -- into the successors if the stream scaled meanwhile
+(a "rolling" commit) -- and ``commit`` returns once it accepted; ``wait`` (or
+``commit(wait=True)``) waits until the data is visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import math
+import uuid
+
+from wire import naming
+from wire.constants import MAX_EVENT_SIZE
+
+from ..config import WriterConfig
+from ..controller_client import ControllerClient
+from ..errors import EventTooLarge, InvalidArgument, TransactionFailed, TransactionNotFound, TributaryError
+from ..model import Segment, SegmentRange, TransactionState
+from ..routing import KeyHasher, SegmentMap
+from ..segment_stores import SegmentStores
+from ..serializers import BytesSerializer, Serializer
+from .acks import WriteAck
+from .event_writer import WriterBase
+from .segment_writer import SegmentWriter
+
+log = logging.getLogger("tributary.transactions")
+_COMMIT_POLL_SECONDS = 0.05
+_NULL_TIMESTAMP = -(2**63)
+
+
+def ping_interval_seconds(lease_ms: int) -> float:
+    """Java's ping interval: ``lease / max(1, sqrt(lease in seconds))`` (24.5 s for 600 s)."""
+    return lease_ms / max(1.0, math.sqrt(lease_ms / 1000)) / 1000
+
+
+class _Phase(enum.Enum):
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+class Transaction(WriterBase):
+    """One open transaction of a stream; see the module docstring.
+
+    ``async with await writer.begin() as txn:`` commits when the block ends normally
+    and aborts it if the block raises.
+    """
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+                 transaction_id: uuid.UUID, ranges: list[SegmentRange], config: WriterConfig,
+                 serializer: Serializer, writer_id: str):
+        super().__init__(controller, stores, config)
+        self.scope, self.stream, self.id = scope, stream, transaction_id
+        self._writer_id = writer_id
+        self._serialize = None if isinstance(serializer, BytesSerializer) else serializer.serialize
+        self._phase = _Phase.OPEN
+        self._map = SegmentMap.of_ranges(ranges)
+        self._hasher = KeyHasher()
+        self._segment_writers: dict = {}
+        for segment_range in ranges:
+            name = naming.transaction_segment_name(segment_range.segment.qualified_name, transaction_id)
+            writer = self._segment_writers[segment_range.segment] = SegmentWriter(name, self)
+            writer.start()
+        loop = asyncio.get_running_loop()
+        self._monitor = loop.create_task(self._watch_acks())
+        self._pinger = loop.create_task(self._ping())
+
+    def __repr__(self) -> str:
+        return f"<Transaction {self.id} of {self.scope}/{self.stream} {self._phase.value}>"
+
+    async def __aenter__(self) -> "Transaction":
+        return self
+
+    async def __aexit__(self, exc_type, exc, traceback) -> None:
+        if self._phase is not _Phase.OPEN:
+            return
+        if exc_type is None:
+            await self.commit()
+        else:
+            await self.abort()
+
+    @property
+    def state(self) -> str:
+        return self._phase.value
+
+    # ------------------------------------------------------------------ writing
+
+    async def write(self, event, routing_key: str | None = None) -> WriteAck:
+        """Adds ``event`` to the transaction (visible only after commit).
+
+        Raises:
+            TransactionFailed: the transaction was committed, aborted, or a write of it failed.
+            EventTooLarge, InvalidArgument: as for the event writer.
+        """
+        self._check_open()
+        payload = event if self._serialize is None else self._serialize(event)
+        size = len(payload) + 8
+        if size > MAX_EVENT_SIZE + 8:
+            raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit")
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(f"events must be bytes-like for this serializer, not {type(payload).__name__}")
+        if routing_key is not None and not isinstance(routing_key, str):
+            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
+        if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
+            await self._wait_for_room(size)
+            self._check_open()
+        writer = self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
+        self._inflight_bytes += size
+        self._inflight_events += 1
+        return writer.add(payload, routing_key)
+
+    async def flush(self) -> None:
+        """Waits until every event written so far is durable. Raises TransactionFailed if one failed."""
+        self._check_open()
+        await self._flush()
+
+    async def _flush(self) -> None:
+        for writer in self._segment_writers.values():
+            writer.flush_now()
+        try:
+            await self._wait_drained()
+        except TributaryError as error:
+            raise TransactionFailed(f"a write of transaction {self.id} failed: {error}") from error
+
+    # ------------------------------------------------------------------ ending
+
+    async def commit(self, *, wait: bool = False, timestamp_ms: int | None = None,
+                     timeout_seconds: float = 120.0) -> None:
+        """Commits: every event becomes visible, in per-key write order, all at once.
+
+        ``wait`` waits until the controller finished merging (the events are readable).
+        ``timestamp_ms`` is the commit's time mark for watermarks (none by default).
+
+        Raises:
+            TransactionFailed: a write failed (nothing is committed), or the transaction was
+                already committed, aborted, or timed out.
+        """
+        self._check_open()
+        try:
+            await self._flush()
+        except TransactionFailed:
+            await self._end(_Phase.FAILED)
+            raise
+        try:
+            await self._controller.commit_transaction(
+                self.scope, self.stream, self.id, self._writer_id,
+                _NULL_TIMESTAMP if timestamp_ms is None else timestamp_ms)
+        except TransactionNotFound as error:
+            await self._end(_Phase.FAILED)
+            raise TransactionFailed(str(error)) from error
+        except TransactionFailed:
+            await self._end(_Phase.FAILED)
+            raise
+        await self._end(_Phase.COMMITTED)
+        if wait:
+            await self.wait(timeout_seconds)
+
+    async def wait(self, timeout_seconds: float = 120.0) -> TransactionState:
+        """Waits until the transaction is COMMITTED or ABORTED; returns which."""
+        async with asyncio.timeout(timeout_seconds):
+            while True:
+                state = await self.status()
+                if state in (TransactionState.COMMITTED, TransactionState.ABORTED):
+                    return state
+                await asyncio.sleep(_COMMIT_POLL_SECONDS)
+
+    async def abort(self) -> None:
+        """Aborts: nothing written in the transaction will ever be visible. Raises TransactionFailed if
+        the transaction is already committed."""
+        if self._phase is _Phase.COMMITTED:
+            raise TransactionFailed(f"transaction {self.id} is committed; it cannot be aborted")
+        if self._phase is _Phase.ABORTED:
+            return
+        await self._end(_Phase.ABORTED)
+        await self._controller.abort_transaction(self.scope, self.stream, self.id)
+
+    async def status(self) -> TransactionState:
+        """The transaction's state on the controller."""
+        return await self._controller.transaction_state(self.scope, self.stream, self.id)
+
+    async def close(self) -> None:
+        """Aborts the transaction if it is still open."""
+        if self._phase is _Phase.OPEN:
+            await self.abort()
+
+    async def _end(self, phase: _Phase) -> None:
+        self._phase = phase
+        self._pinger.cancel()
+        if phase is not _Phase.COMMITTED:
+            self._fail(TransactionFailed(f"transaction {self.id} is {phase.value}"))
+        await self._close_resources()
+
+    def _check_open(self) -> None:
+        if self._phase is not _Phase.OPEN:
+            raise TransactionFailed(f"transaction {self.id} is {self._phase.value}: it takes no more calls")
+        if self._failure is not None:
+            raise TransactionFailed(f"a write of transaction {self.id} failed: {self._failure}")
+
+    # ------------------------------------------------------------------ writer owner, pinger
+
+    def sealed(self, writer: SegmentWriter) -> None:
+        # A transaction segment disappears only when the transaction was committed or aborted.
+        self._fail(TransactionFailed(f"transaction {self.id} ended on the server (lease expired or aborted)"))
+
+    def _writers(self) -> list[SegmentWriter]:
+        return list(self._segment_writers.values())
+
+    async def _ping(self) -> None:
+        lease = self.config.transaction_lease_ms
+        interval = ping_interval_seconds(lease)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                state = await self._controller.ping_transaction(self.scope, self.stream, self.id, lease)
+            except asyncio.CancelledError:
+                raise
+            except TributaryError as error:
+                log.warning("transaction ping failed", extra={"transaction": str(self.id), "error": repr(error)})
+                continue
+            if state is not TransactionState.OPEN:
+                self._fail(TransactionFailed(f"transaction {self.id} is {state.value} on the controller"))
+                return
+
+
+class TransactionalWriter:
+    """Begins transactions on one stream: ``txn = await writer.begin()``."""
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+                 config: WriterConfig | None = None, serializer: Serializer | None = None):
+        self.scope, self.stream = scope, stream
+        self.config = config or WriterConfig()
+        self.writer_id = self.config.writer_id or str(uuid.uuid4())
+        self._controller = controller
+        self._stores = stores
+        self._serializer = serializer or BytesSerializer()
+        self._open: set[Transaction] = set()
+
+    async def __aenter__(self) -> "TransactionalWriter":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def begin(self) -> Transaction:
+        """A new open transaction. Raises StreamNotFound, or OperationFailed for a sealed stream."""
+        transaction_id, ranges = await self._controller.create_transaction(self.scope, self.stream,
+                                                                           self.config.transaction_lease_ms)
+        transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
+                                  self.config, self._serializer, self.writer_id)
+        self._open = {txn for txn in self._open if txn.state == "open"}
+        self._open.add(transaction)
+        return transaction
+
+    async def get_transaction(self, transaction_id: uuid.UUID) -> Transaction:
+        """The open transaction ``transaction_id`` (e.g. begun by another process), to write or end it.
+
+        Raises:
+            TransactionFailed: it is not open any more.
+        """
+        state = await self._controller.transaction_state(self.scope, self.stream, transaction_id)
+        if state is not TransactionState.OPEN:
+            raise TransactionFailed(f"transaction {transaction_id} is {state.value}")
+        epoch = naming.transaction_epoch(transaction_id)
+        ranges = [SegmentRange(Segment(self.scope, self.stream, naming.segment_id(r.segment.number, epoch)),
+                               r.low, r.high)
+                  for r in await self._controller.get_epoch_segments(self.scope, self.stream, epoch)]
+        transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
+                                  self.config, self._serializer, self.writer_id)
+        self._open.add(transaction)
+        return transaction
+
+    async def close(self) -> None:
+        """Aborts the transactions begun here that are still open."""
+        for transaction in list(self._open):
+            if transaction.state == "open":
+                await transaction.close()
+        self._open.clear()
+
+
+__all__ = ["Transaction", "TransactionalWriter", "ping_interval_seconds"]
