@@ -120,7 +120,10 @@ class ContainerState:
         source = self.segment(operation.source_id)
         if operation.target_offset != target.length or operation.source_length != source.length:
             raise InconsistentState(f"merge of {source!r} into {target!r} disagrees with the log")
-        target.data.append(operation.header)
+        if operation.header:  # the header is appended data of the target, flushed to Tier-2 before the concat
+            header_at = target.length
+            target.data.append(operation.header)
+            self.observer.appended(target, header_at, len(operation.header), sequence)
         merged_at = target.length
         target.data.append_index(source.data)
         if target.length > merged_at:  # until Tier-2 concatenates, uncached source bytes are read from the source

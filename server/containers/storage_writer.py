@@ -385,12 +385,18 @@ class StorageWriter(StateObserver):
 
     async def _merge(self, target: _Work, item: _Item) -> None:
         source = item.source
-        async with source.lock:
-            while source.items:  # the source's own operations first (the merge was its last)
-                await self._step(source, source.items[0])
-                source.items.popleft()
-            await self._know(source)
         await self._know(target)
+        async with source.lock:
+            if target.storage_length >= item.end:
+                # Concatenated before a restart replayed the merge: the source is gone from Tier-2 and
+                # its own operations (replayed too) are moot.
+                source.items.clear()
+                source.waiting_bytes = 0
+            else:
+                while source.items:  # the source's own operations first (the merge was its last)
+                    await self._step(source, source.items[0])
+                    source.items.popleft()
+                await self._know(source)
         length = item.end - item.offset
         if target.storage_length < item.end:
             if target.storage_length != item.offset:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import uuid
 
 import pytest
 
@@ -115,6 +116,41 @@ async def test_merging_a_100_mib_transaction_moves_no_chunk_bytes(tmp_path):
         assert sum(chunk.length_in_metadata for chunk in listed) == size + 2 * MiB
         assert any(transaction in chunk.chunk_name for chunk in listed)  # the transaction's chunks, re-linked
         assert await verify_pattern(store.port, SEGMENT, size + 2 * MiB, seed=7) == size + 2 * MiB
+
+
+async def test_a_merge_with_header_reaches_tier2_header_included_and_survives_a_restart(tmp_path):
+    """MergeSegmentsWithHeader (a large event's commit) puts the header into Tier-2 right before the
+    concatenated source: the target flushes, reads back cold with the header at its place, and
+    recovers after a restart (the storage writer once failed here, expecting the source at the
+    header's offset)."""
+    header = b"HEADER-8"
+    async with running_segment_store(tmp_path, **SMALL) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 2 * MiB, seed=3) == 2 * MiB
+        connection = await WireConnection.connect("127.0.0.1", store.port)
+        try:
+            created = await connection.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT,
+                                                                        ""))
+            assert isinstance(created, c.SegmentCreated), created
+            transient = created.segment
+            assert await append_pattern(store.port, transient, 3 * MiB, seed=4) == 3 * MiB
+            merged = await connection.request(c.MergeSegmentsWithHeader(next_request_id(), SEGMENT, transient,
+                                                                        header, ""))
+            assert isinstance(merged, c.SegmentsMerged), merged
+            assert merged.new_target_write_offset == 5 * MiB + len(header)
+        finally:
+            await connection.close()
+        await flush(store.port)
+        assert sum(chunk.length_in_metadata for chunk in await chunks(store.port)) == 5 * MiB + len(header)
+
+    async with running_segment_store(tmp_path, **SMALL) as store:
+        assert await verify_pattern(store.port, SEGMENT, 2 * MiB, seed=3) == 2 * MiB
+        read = await request(store.port, c.ReadSegment(SEGMENT, 2 * MiB, len(header), "", next_request_id()))
+        assert isinstance(read, c.SegmentRead) and bytes(read.data) == header, read
+        tail = await request(store.port, c.ReadSegment(SEGMENT, 2 * MiB + len(header), 1024, "", next_request_id()))
+        expected = await request(store.port, c.GetStreamSegmentInfo(next_request_id(), SEGMENT, ""))
+        assert expected.write_offset == 5 * MiB + len(header)
+        assert isinstance(tail, c.SegmentRead) and len(tail.data) > 0, tail
 
 
 @pytest.mark.parametrize("fault", ["errors", "timeouts"])
