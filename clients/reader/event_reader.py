@@ -63,6 +63,41 @@ class EventRead:
         return self.checkpoint_name is not None
 
 
+class LargeEventRead(EventRead):
+    """An event larger than ``max_event_buffer_bytes``: its bytes come as chunks (``data`` is None).
+
+    Consume it with ``async for chunk in event.chunks()`` before asking the reader for the
+    next event; whatever is left unread is skipped then.
+    """
+
+    __slots__ = ("_reader", "_segment_reader")
+
+    def __init__(self, reader: "EventReader", segment_reader: SegmentReader, offset: int, size: int):
+        super().__init__(None, segment_reader.segment, offset, size)
+        self._reader = reader
+        self._segment_reader = segment_reader
+
+    @property
+    def payload_size(self) -> int:
+        return self.size - 8
+
+    async def chunks(self):
+        """Yields the event's bytes in order, in pieces of at most one read, with bounded memory."""
+        segment_reader = self._segment_reader
+        while segment_reader.large_remaining:
+            chunk = segment_reader.large_chunk()
+            if chunk is not None:
+                yield chunk
+                continue
+            if self._reader._failure is not None:
+                raise self._reader._failure
+            await self._reader._wait(self._reader._refresh)
+
+    async def read_all(self) -> bytes:
+        """The whole payload in memory (only for events that fit)."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+
 class _HeartbeatWatch:
     """Tells dead readers from live ones by whether their heartbeat entry's version moves (local clock only)."""
 
@@ -170,6 +205,8 @@ class EventReader:
     async def __anext__(self) -> EventRead:
         current = self._current
         if current is not None:
+            while current.large_remaining and not current.skip_large():
+                await self._wait(self._refresh)  # the application left part of a large event unread
             current.processed = current.offset
         if self._closed:
             raise ClosedError(f"reader {self.reader_id} is closed")
@@ -214,6 +251,8 @@ class EventReader:
 
     def _event(self, item, reader: SegmentReader) -> EventRead:
         payload, offset, size = item
+        if payload is None:
+            return LargeEventRead(self, reader, offset, size)
         data = payload if self._deserialize is None else self._deserialize(payload)
         return EventRead(data, reader.segment, offset, size)
 

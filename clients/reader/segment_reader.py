@@ -61,6 +61,7 @@ class SegmentReader:
         self._connect_task: asyncio.Task | None = None
         self._retry_delays = None
         self._closed = False
+        self.large_remaining = 0  # bytes of a large event still to hand out as chunks
 
     def __repr__(self) -> str:
         return (f"<SegmentReader {self.segment} at {self.offset} read={self._read_offset} "
@@ -216,6 +217,8 @@ class SegmentReader:
         Raises:
             ProtocolViolation: the bytes are not an event stream (a byte stream, or corruption).
         """
+        if self.large_remaining:
+            return None
         view, position = self._view, self._position
         if len(view) - position < _HEADER_SIZE:
             if position >= len(view):
@@ -226,10 +229,9 @@ class SegmentReader:
             raise ProtocolViolation(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
                                     f"length {length})")
         end = position + _HEADER_SIZE + length
+        if length > self._max_event_size:
+            return self._begin_large(length)
         if end > len(view):
-            if length > self._max_event_size:
-                raise ProtocolViolation(f"{self.segment} at {self.offset}: event of {length} bytes is above "
-                                        f"the reader's max_event_buffer_bytes")
             self._request(end - position)
             return None
         payload = bytes(view[position + _HEADER_SIZE:end])
@@ -241,3 +243,35 @@ class SegmentReader:
             self._check_finished()
         self._request()
         return payload, offset, _HEADER_SIZE + length
+
+    # ------------------------------------------------------------------ large events, as chunks
+
+    def _begin_large(self, length: int):
+        """Starts handing out an event too large to buffer: (None, offset, size), then its chunks."""
+        offset = self.offset
+        self._position += _HEADER_SIZE
+        self.offset += _HEADER_SIZE
+        self.large_remaining = length
+        return None, offset, _HEADER_SIZE + length
+
+    def large_chunk(self) -> bytes | None:
+        """The next buffered piece of the large event being read (None: wait for data)."""
+        take = min(self.large_remaining, self.buffered)
+        if take <= 0:
+            self._request()
+            return None
+        chunk = bytes(self._view[self._position:self._position + take])
+        self._position += take
+        self.offset += take
+        self.large_remaining -= take
+        if self._position >= len(self._view):
+            self._view, self._position = memoryview(b""), 0
+        self._check_finished()
+        self._request()
+        return chunk
+
+    def skip_large(self) -> bool:
+        """Drops what is buffered of the large event being read; True once all of it is skipped."""
+        while self.large_remaining and self.large_chunk() is not None:
+            pass
+        return not self.large_remaining

@@ -38,6 +38,7 @@ from ..segment_stores import SegmentStores, segment_of
 from ..serializers import BytesSerializer, Serializer
 from ..stream_cut import StreamCut
 from .acks import WriteAck
+from .large_events import LargeEventWriter
 from .segment_writer import SegmentWriter, State
 
 _KEY_CACHE_MAX = 100_000
@@ -290,6 +291,50 @@ class EventWriter(WriterBase):
         position = {writer_segment.segment_id: writer.write_offset
                     for writer_segment, writer in self._segment_writers.items()}
         await self._controller.note_timestamp(self.writer_id, StreamCut(self.scope, self.stream, position), timestamp)
+
+    # ------------------------------------------------------------------ large events
+
+    def write_large(self, routing_key: str | None = None) -> LargeEventWriter:
+        """A large event (any size up to 2 GiB - 9 bytes) written as a stream of chunks:
+        ``async with writer.write_large(key) as event: await event.write(chunk)``.
+
+        The event takes its place in this writer's order when it is opened; later events
+        of its segment wait until it is committed or aborted. See ``large_events``.
+        """
+        return LargeEventWriter(self, routing_key)
+
+    async def write_large_event(self, data, routing_key: str | None = None) -> None:
+        """Writes one large event from bytes, or from an (async) iterable of byte chunks."""
+        async with self.write_large(routing_key) as event:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                await event.write(data)
+            elif hasattr(data, "__aiter__"):
+                async for chunk in data:
+                    await event.write(chunk)
+            else:
+                for chunk in data:
+                    await event.write(chunk)
+
+    async def large_event_segment(self, routing_key: str | None) -> SegmentWriter:
+        """The segment writer a large event for ``routing_key`` goes beside (after pending seals are handled)."""
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
+        while self._seal_task is not None and not self._seal_task.done():
+            await asyncio.shield(self._seal_task)
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
+        return self._route(routing_key)
+
+    async def successor_for(self, sealed: str, routing_key: str | None) -> str | None:
+        """The successor of sealed segment ``sealed`` owning ``routing_key`` (None: the stream is sealed)."""
+        successors = await retry(lambda: self._controller.get_successors(segment_of(sealed)), self.config.retry)
+        if successors.stream_sealed:
+            return None
+        fraction = self._hasher.fraction(routing_key)
+        for segment_range, _ in successors.successors:
+            if segment_range.low <= fraction < segment_range.high:
+                return segment_range.segment.qualified_name
+        return successors.successors[0][0].segment.qualified_name
 
     # ------------------------------------------------------------------ routing
 

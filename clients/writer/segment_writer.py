@@ -68,6 +68,16 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+class WriterGone(TributaryError):
+    """The segment writer was sealed, failed or closed before the awaited events were acknowledged."""
+
+    retriable = True
+
+    def __init__(self, state: State):
+        super().__init__(f"segment writer is {state.value}")
+        self.state = state
+
+
 class WriterOwner(Protocol):
     """What a segment writer needs from the event writer or transaction that owns it."""
 
@@ -133,7 +143,9 @@ class SegmentWriter:
         self._unsent: deque[Block] = deque()
         self._inflight: deque[Block] = deque()
         self._flush_scheduled = False
-        self._paused = 0
+        self._hold_after: int | None = None  # events numbered above are held back (a large event)
+        self._acked = 0  # the highest event number acknowledged
+        self._ack_waiters: list[tuple[int, asyncio.Future]] = []
         self._connect_task: asyncio.Task | None = None
         self._retry_delays = None
 
@@ -160,16 +172,37 @@ class SegmentWriter:
         """Stops the writer; pending events are left as they are (callers flush first)."""
         self._state = State.CLOSED
         self._drop_connection()
+        self._wake_ack_waiters(WriterGone(self._state))
         if self._connect_task is not None:
             self._connect_task.cancel()
 
-    def pause(self) -> None:
-        """Holds new blocks back (a large event of this segment is being written)."""
-        self._paused += 1
+    def pause(self) -> int:
+        """Holds back every event added from now on (a large event of this segment is being written);
+        what was added before is still sent. Returns the number of the last event not held back."""
+        self._close_run()
+        if self._buffer_keys:
+            self._close_buffer()
+        self._pump()
+        self._hold_after = self._event_number
+        return self._event_number
 
     def resume(self) -> None:
-        self._paused -= 1
+        self._hold_after = None
         self._pump()
+
+    async def wait_acked(self, event_number: int) -> None:
+        """Returns once every event up to ``event_number`` is durable.
+
+        Raises:
+            SegmentSealed-like ``WriterGone``: the writer was sealed, failed or closed first.
+        """
+        if self._acked >= event_number:
+            return
+        if self._state in (State.SEALED, State.FAILED, State.CLOSED):
+            raise WriterGone(self._state)
+        waiter = self._loop.create_future()
+        self._ack_waiters.append((event_number, waiter))
+        await waiter
 
     # ------------------------------------------------------------------ adding events (the hot path)
 
@@ -245,10 +278,12 @@ class SegmentWriter:
         self._buffer, self._buffer_keys, self._runs = bytearray(), [], []
 
     def _pump(self) -> None:
-        if self._state is not State.READY or self._paused:
+        if self._state is not State.READY:
             return
-        unsent, inflight = self._unsent, self._inflight
+        unsent, inflight, hold_after = self._unsent, self._inflight, self._hold_after
         while unsent:
+            if hold_after is not None and unsent[0].last_event_number > hold_after:
+                return
             block = unsent.popleft()
             if not inflight:
                 self.last_progress = self._loop.time()
@@ -298,9 +333,26 @@ class SegmentWriter:
             events += len(block.keys)
             for ack, count in block.runs:
                 ack.settle(count)
+        if event_number > self._acked:
+            self._acked = event_number
+            if self._ack_waiters:
+                self._wake_ack_waiters(None)
         if events:
             self.last_progress = self._loop.time()
             self._owner.released(size, events)
+
+    def _wake_ack_waiters(self, error: BaseException | None) -> None:
+        waiting = []
+        for number, waiter in self._ack_waiters:
+            if waiter.done():
+                continue
+            if error is not None:
+                waiter.set_exception(error)
+            elif number <= self._acked:
+                waiter.set_result(None)
+            else:
+                waiting.append((number, waiter))
+        self._ack_waiters = waiting
 
     def _setup_done(self, last_event_number: int) -> None:
         if self._state is not State.SETTING_UP:
@@ -319,6 +371,7 @@ class SegmentWriter:
             return
         self._state = State.SEALED
         self._drop_connection()
+        self._wake_ack_waiters(WriterGone(self._state))
         self._owner.sealed(self)
 
     # ------------------------------------------------------------------ connecting
@@ -407,4 +460,5 @@ class SegmentWriter:
             return
         self._state = State.FAILED
         self._drop_connection()
+        self._wake_ack_waiters(WriterGone(self._state))
         self._owner.failed(self, error)
