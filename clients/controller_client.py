@@ -61,7 +61,7 @@ def parse_controller_uri(uri: str) -> tuple[str, int]:
     if scheme not in ("tcp", "pravega"):
         raise InvalidArgument(f"unsupported controller URI scheme {scheme!r} in {uri!r} (use tcp://host:port)")
     host, colon, port = rest.rstrip("/").rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise InvalidArgument(f"controller URI {uri!r} is not tcp://host:port")
     return host.strip("[]"), int(port)
 

@@ -72,8 +72,8 @@ class SegmentMap:
                 entries.append((upper, segment))
                 continue
             lower = self._uppers[index - 1] if index > 0 else None
-            for high, _, successor in covering:
-                if lower is None or high >= lower:
+            for high, _, successor in reversed(covering):  # lowest first: of successors clipped to the
+                if lower is None or high >= lower:          # same bound, the lowest owns it (as in Java)
                     entries.append((min(high, upper), successor))
         return SegmentMap(_collapse(sorted(entries, key=lambda entry: entry[0])))
 

@@ -126,8 +126,12 @@ class StreamCut:
             raise InvalidArgument(f"stream cut lists are not integers: {plain!r}") from None
         if not (len(numbers) == len(epochs) == len(offsets)):
             raise InvalidArgument(f"stream cut lists differ in length: {plain!r}")
-        return cls(scope, stream, {naming.segment_id(number, epoch): offset
-                                   for number, epoch, offset in zip(numbers, epochs, offsets)})
+        try:
+            positions = {naming.segment_id(number, epoch): offset
+                         for number, epoch, offset in zip(numbers, epochs, offsets)}
+        except ValueError as error:
+            raise InvalidArgument(f"not a stream cut: {error}") from None
+        return cls(scope, stream, positions)
 
     # ------------------------------------------------------------------ binary form
 

@@ -149,6 +149,7 @@ class EventReader:
         self._marker_pending: str | None = None  # checkpoint to hand to the application
         self._started = False
         self._closed = False
+        self._step_task: asyncio.Task | None = None
 
     def __repr__(self) -> str:
         return f"<EventReader {self.reader_id} of {self.group.name} segments={list(self._segments)}>"
@@ -173,16 +174,18 @@ class EventReader:
         self._started = True
         await self._store.report(self.reader_id, {})
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
-        await self._step()
+        await self._run_step()
 
     async def close(self) -> None:
-        """Leaves the group: owned segments go back at the processed positions."""
+        """Leaves the group: owned segments go back after the last event handed out."""
         if self._closed:
             return
         self._closed = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
-        positions = self.positions()
+        if self._step_task is not None and not self._step_task.done():
+            await asyncio.wait([self._step_task])  # let a step that changed the group finish first
+        positions = self.positions(handed_out=True)
         for reader in self._segments.values():
             reader.close()
         try:
@@ -193,8 +196,12 @@ class EventReader:
             await self._connections.close()
             self._wake()
 
-    def positions(self) -> dict[str, int]:
-        """Processed offset of every owned segment."""
+    def positions(self, handed_out: bool = False) -> dict[str, int]:
+        """The offset of every owned segment after the events the application finished with, or with
+        ``handed_out`` after every event handed out (closing a reader counts the last event as read)."""
+        if handed_out:
+            return {name: reader.processed if reader.large_remaining else reader.offset
+                    for name, reader in self._segments.items()}
         return {name: reader.processed for name, reader in self._segments.items()}
 
     # ------------------------------------------------------------------ iteration
@@ -216,8 +223,8 @@ class EventReader:
         while True:
             if self._failure is not None:
                 raise self._failure
-            if self._step_now or loop.time() >= self._next_step:
-                await self._step()
+            if self._step_task is not None or self._step_now or loop.time() >= self._next_step:
+                await self._run_step()
                 if self._marker_pending is not None:
                     self._marker, self._marker_pending = self._marker_pending, None
                     self._step_now = True  # report it as soon as the application asks for more
@@ -232,6 +239,31 @@ class EventReader:
                 self._step_now = True
                 continue
             await self._wait(self._next_step - loop.time())
+
+    async def read_next(self, timeout_seconds: float | None = None) -> EventRead | None:
+        """The next event, or None if none came within ``timeout_seconds`` (Java's readNextEvent).
+
+        Raises:
+            StopAsyncIteration: the group reached the end of its data (its end cuts).
+            As ``__anext__``.
+        """
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                return await self.__anext__()
+        except TimeoutError:
+            return None
+
+    async def _run_step(self) -> None:
+        """Runs a group step to its end even if the caller is cancelled: a step changes the shared state
+        and then the reader's own, and stopping between the two would let two readers own a segment.
+        A step left running by a cancelled caller is awaited (and its outcome raised) by the next one,
+        before any event is handed out."""
+        task = self._step_task
+        if task is None:
+            task = self._step_task = asyncio.get_running_loop().create_task(self._step())
+        await asyncio.shield(task)
+        self._step_task = None
+        task.result()
 
     def _take(self) -> EventRead | None:
         current = self._current

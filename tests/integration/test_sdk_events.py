@@ -1,0 +1,210 @@
+"""Tributary's SDK against `tributary standalone`: event writers, reader groups (rebalancing,
+checkpoints, resets, bounded and tail reads), transactions and large events."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+
+import pytest
+
+from clients.config import WriterConfig
+from clients.errors import TransactionFailed
+from clients.model import ScalingPolicy, StreamConfiguration, TransactionState
+from clients.reader.reader_group import ReaderGroupConfig
+from tests.support.sdk import check_each_once_in_key_order, event_of, parse_event, read_all, sdk, write_keyed
+from tests.support.standalone import StandaloneProcess
+
+MIB = 1024 * 1024
+FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=100)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-events") / "data").start()
+    yield process
+    process.remove_data()
+
+
+@pytest.fixture
+async def client(standalone):
+    async with sdk.connect(standalone.controller_uri) as client:
+        yield client
+
+
+async def stream_of(client, scope: str, stream: str = "s", segments: int = 4) -> None:
+    await client.create_scope(scope)
+    assert await client.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+
+
+async def test_keyed_events_come_back_each_once_in_key_order(client):
+    """20,000 events over 13 keys into 4 segments: every ack completes, and one reader reads each
+    event once, each key's in write order, from the segment its key routes to."""
+    await stream_of(client, "events")
+    async with client.create_writer("events", "s") as writer:
+        acks = await write_keyed(writer, 20_000, 13)
+        await writer.flush()
+    assert all(ack.done() and ack.exception() is None for ack in acks)
+    (events,) = await read_all(client, "events", "s", "g1")
+    check_each_once_in_key_order([event.data for event in events], 20_000, 13)
+    segment_of_key = {}
+    for event in events:
+        key, _ = parse_event(event.data)
+        assert segment_of_key.setdefault(key, event.segment) == event.segment, f"{key} read from two segments"
+    assert len(set(segment_of_key.values())) > 1
+
+
+async def test_readers_joining_later_take_a_share_and_each_event_is_read_once(client):
+    """Three readers join one group at different times while a writer writes 30,000 events: the
+    later readers get segments released by the first, every reader reads something, and all of
+    them together read each event exactly once."""
+    await stream_of(client, "share", segments=6)
+    group = await client.create_reader_group("share", "g", ["s"], config=FAST_GROUP)
+    count, keys = 30_000, 17
+    received: list[list[bytes]] = [[], [], []]
+    done = asyncio.Event()
+
+    async def read(index: int, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with group.create_reader(f"r{index}") as reader:
+            while not done.is_set():
+                event = await reader.read_next(0.3)  # a timeout cancels nothing the group relies on
+                if event is None:
+                    continue
+                received[index].append(event.data)
+                await asyncio.sleep(0)
+                if sum(map(len, received)) >= count:
+                    done.set()
+
+    async def write() -> None:
+        async with client.create_writer("share", "s") as writer:
+            for start in range(0, count, 1000):
+                await write_keyed(writer, 1000, keys, start=start)
+                await writer.flush()
+                await asyncio.sleep(0.05)
+
+    async with asyncio.timeout(120):
+        await asyncio.gather(write(), read(0, 0), read(1, 0.5), read(2, 1.0))
+    assert all(received), [len(r) for r in received]
+    everything = [data for reader in received for data in reader]
+    assert len(everything) == count and len(set(everything)) == count
+    for reader in received:  # each reader sees each key's events in order
+        last = {}
+        for data in reader:
+            key, sequence = parse_event(data)
+            assert sequence > last.get(key, -1)
+            last[key] = sequence
+
+
+async def test_a_group_reset_to_a_checkpoint_resumes_exactly_there(client):
+    """A reader that sees checkpoint events stops at a checkpoint; after reading on, the group is
+    reset to that checkpoint and a new reader reads exactly the events after it."""
+    await stream_of(client, "cp", segments=3)
+    async with client.create_writer("cp", "s") as writer:
+        await write_keyed(writer, 3000, 7)
+    group = await client.create_reader_group("cp", "g", ["s"], config=FAST_GROUP)
+    before, after_marker = [], []
+    async with group.create_reader("r", checkpoint_events=True) as reader:
+        checkpoint_task = None
+        marker_seen = False
+        async for event in reader:
+            if event.is_checkpoint:
+                assert event.checkpoint_name == "cp1"
+                marker_seen = True
+            else:
+                (after_marker if marker_seen else before).append(event.data)
+            if len(before) == 1000 and checkpoint_task is None:
+                checkpoint_task = asyncio.create_task(group.initiate_checkpoint("cp1", timeout_seconds=30))
+            if checkpoint_task is not None and not marker_seen:
+                await asyncio.sleep(0.001)  # slow down so that the checkpoint lands mid-stream
+            if marker_seen and len(before) + len(after_marker) >= 3000:
+                break
+        checkpoint = await checkpoint_task
+    assert checkpoint.name == "cp1" and 1000 <= len(before) < 3000
+    await group.reset(checkpoint)
+    resumed = []
+    async with group.create_reader("r2") as reader:
+        async with asyncio.timeout(30):
+            async for event in reader:
+                resumed.append(event.data)
+                if len(resumed) >= len(after_marker):
+                    break
+    assert sorted(resumed) == sorted(after_marker)
+    assert not set(resumed) & set(before)
+
+
+async def test_a_tail_reader_gets_new_events_and_a_bounded_reader_stops_at_its_end_cut(client):
+    """A reader waiting at the tail receives events as they are written (within a second); a group
+    bounded by an end cut ends its iteration there, even while the writer goes on."""
+    await stream_of(client, "tail", segments=2)
+    group = await client.create_reader_group("tail", "g", ["s"], start_at="tail", config=FAST_GROUP)
+    async with group.create_reader("r") as reader, client.create_writer("tail", "s") as writer:
+        for number in range(5):
+            started = time.monotonic()
+            await (await writer.write(event_of(0, number), "key-0"))
+            async with asyncio.timeout(5):
+                event = await reader.__anext__()
+            assert parse_event(event.data) == ("k0", number)
+            assert time.monotonic() - started < 1.0
+        end = await client.tail_cut("tail", "s")
+        bounded = await client.create_reader_group("tail", "bounded", ["s"], end_cuts=[end])
+        await write_keyed(writer, 100, 3, start=5)
+        await writer.flush()
+        async with bounded.create_reader("b") as bounded_reader:
+            async with asyncio.timeout(30):
+                got = [event.data async for event in bounded_reader]
+    assert sorted(got) == sorted(event_of(0, number) for number in range(5))
+
+
+async def test_committed_transactions_appear_whole_and_aborted_ones_never(client):
+    """Events of a committed transaction are all read, in key order; those of an aborted one never;
+    a transaction used after its commit raises TransactionFailed."""
+    await stream_of(client, "txn", segments=3)
+    writer = client.create_transactional_writer("txn", "s")
+    committed = await writer.begin()
+    for number in range(300):
+        await committed.write(event_of(number % 5, number // 5), f"key-{number % 5}")
+    aborted = await writer.begin()
+    await aborted.write(b"aborted", "key-0")
+    await aborted.abort()
+    await committed.commit(wait=True)
+    assert await committed.status() is TransactionState.COMMITTED
+    with pytest.raises(TransactionFailed):
+        await committed.write(b"late")
+    with pytest.raises(TransactionFailed):
+        await committed.commit()
+    assert await aborted.wait(30) is TransactionState.ABORTED
+    (events,) = await read_all(client, "txn", "s", "g")
+    check_each_once_in_key_order([event.data for event in events], 300, 5)
+
+
+async def test_a_large_event_sits_between_its_neighbours_and_is_read_as_chunks(client):
+    """A 40 MiB event written in pieces between two small events of the same key is read back in
+    order, its bytes (checked by hash) as chunks; small events stay whole."""
+    await stream_of(client, "large", segments=2)
+    payload_hash = hashlib.sha256()
+    piece = bytes(range(256)) * 4096  # 1 MiB
+    async with client.create_writer("large", "s", WriterConfig(large_event_buffer_bytes=4 * MIB)) as writer:
+        await writer.write(b"before", "k")
+        async with writer.write_large("k") as large:
+            for _ in range(40):
+                await large.write(piece)
+                payload_hash.update(piece)
+        await writer.write(b"after", "k")
+    end = await client.tail_cut("large", "s")
+    group = await client.create_reader_group("large", "g", ["s"], end_cuts=[end])
+    seen = []
+    async with group.create_reader("r") as reader:
+        async for event in reader:
+            if event.data is not None:
+                seen.append(event.data)
+                continue
+            assert event.payload_size == 40 * MIB
+            read_hash, largest = hashlib.sha256(), 0
+            async for chunk in event.chunks():
+                read_hash.update(chunk)
+                largest = max(largest, len(chunk))
+            seen.append(read_hash.hexdigest())
+    assert seen == [b"before", payload_hash.hexdigest(), b"after"]
+    assert largest <= 2 * MIB  # chunks are at most one read: the event was never buffered whole
