@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 
+from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .controller_client import ControllerClient
 from .errors import ClosedError
@@ -36,7 +37,8 @@ class Client(StreamManagement, ReaderGroupManagement):
                                             rpc_timeout_seconds=self.config.controller_rpc_timeout_seconds)
         self._stores = SegmentStores(self._controller, cache_seconds=self.config.endpoint_cache_seconds,
                                      request_timeout=self.config.request_timeout_seconds,
-                                     connect_timeout=self.config.connect_timeout_seconds)
+                                     connect_timeout=self.config.connect_timeout_seconds,
+                                     keepalive_seconds=self.config.keepalive_seconds)
         self._closed = False
         self._children: weakref.WeakSet = weakref.WeakSet()
 
@@ -84,6 +86,19 @@ class Client(StreamManagement, ReaderGroupManagement):
         """A writer of transactions on ``scope/stream`` (``txn = await writer.begin()``)."""
         self._check_open()
         return self._adopt(TransactionalWriter(self._controller, self._stores, scope, stream, config, serializer))
+
+
+    # ------------------------------------------------------------------ byte streams
+
+    def create_byte_writer(self, scope: str, stream: str, config: WriterConfig | None = None) -> ByteStreamWriter:
+        """A writer of the byte stream ``scope/stream`` (a one-segment stream of raw bytes), appending at its tail."""
+        self._check_open()
+        return self._adopt(ByteStreamWriter(self._controller, self._stores, scope, stream, config=config))
+
+    def create_byte_reader(self, scope: str, stream: str, buffer_size: int = 1024 * 1024) -> ByteStreamReader:
+        """A reader of the byte stream ``scope/stream``, from its head."""
+        self._check_open()
+        return self._adopt(ByteStreamReader(self._controller, self._stores, scope, stream, buffer_size=buffer_size))
 
 
 def connect(controller_uri: str = "tcp://127.0.0.1:9090", config: ClientConfig | None = None) -> Client:

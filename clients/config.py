@@ -28,7 +28,10 @@ class ClientConfig:
 
     ``controller_retry`` bounds every controller call (then ControllerUnavailable or
     the call's typed error); ``request_timeout_seconds`` bounds one segment-store
-    request/reply; ``connect_timeout_seconds`` one TCP connect + Hello.
+    request/reply; ``connect_timeout_seconds`` one TCP connect + Hello. A segment-store
+    connection quiet for ``keepalive_seconds`` sends a KeepAlive, and one that heard
+    nothing for three times that is dropped and re-established (Java pings after 10 s
+    of quiet and gives up after 3 min; Rust never pings).
     """
 
     controller_retry: Backoff = dataclasses.field(default_factory=lambda: Backoff(
@@ -37,6 +40,7 @@ class ClientConfig:
     request_timeout_seconds: float = 30.0
     connect_timeout_seconds: float = 10.0
     endpoint_cache_seconds: float = 60.0
+    keepalive_seconds: float = 10.0
 
 
 @dataclasses.dataclass(frozen=True)

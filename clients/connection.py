@@ -33,6 +33,9 @@ _request_ids = itertools.count(1)
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 """Unsent bytes above which ``drain`` waits."""
 
+_KEEPALIVE_FRAME = wire.encode(wc.KeepAlive())
+_ABANDONED_REMEMBERED = 4096
+
 
 def next_request_id() -> int:
     """A process-wide increasing request id (as the Rust client does)."""
@@ -50,11 +53,16 @@ class Flow(Protocol):
 class WireConnection(asyncio.Protocol):
     """One TCP connection to a segment store. Create it with :meth:`connect`."""
 
-    def __init__(self, endpoint: tuple[str, int] = ("", 0), max_pending: int = 100_000):
+    def __init__(self, endpoint: tuple[str, int] = ("", 0), max_pending: int = 100_000,
+                 keepalive_seconds: float | None = None):
         self.endpoint = endpoint
+        self._keepalive = keepalive_seconds
+        self._keepalive_timer: asyncio.TimerHandle | None = None
+        self._last_received = 0.0
         self._decoder = wire.Decoder()
         self._pending: dict[int, asyncio.Future] = {}
         self._flows: dict[int, Flow] = {}
+        self._abandoned: dict[int, None] = {}  # request ids given up (closed flows, timed-out requests)
         self._max_pending = max_pending
         self._failure: ConnectionFailed | None = None
         self._transport: asyncio.Transport | None = None
@@ -68,8 +76,14 @@ class WireConnection(asyncio.Protocol):
         return f"<WireConnection {host}:{port} {state} pending={len(self._pending)} flows={len(self._flows)}>"
 
     @classmethod
-    async def connect(cls, host: str, port: int, timeout: float = 10.0) -> "WireConnection":
+    async def connect(cls, host: str, port: int, timeout: float = 10.0,
+                      keepalive_seconds: float | None = None) -> "WireConnection":
         """Connects and completes the Hello exchange.
+
+        With ``keepalive_seconds``, a connection that received nothing for that long sends a
+        KeepAlive (the server echoes it at once, even while it holds a tail read), and one that
+        received nothing for three times that long is taken for dead and aborted, which fails its
+        requests and flows (they reconnect): how a stalled, half-open connection is noticed.
 
         Raises:
             ConnectionFailed: nothing accepted the connection, or no Hello came back in time.
@@ -77,7 +91,8 @@ class WireConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                _, connection = await loop.create_connection(lambda: cls((host, port)), host, port)
+                _, connection = await loop.create_connection(
+                    lambda: cls((host, port), keepalive_seconds=keepalive_seconds), host, port)
                 hello_future = connection._register(0)
                 connection.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
                 hello = await hello_future
@@ -118,6 +133,7 @@ class WireConnection(asyncio.Protocol):
                 return await future
         except asyncio.TimeoutError:
             self._pending.pop(command.request_id, None)
+            self._abandon(command.request_id)
             raise RequestTimeout(f"no reply to {type(command).__name__} from {self._address} "
                                  f"within {timeout} s") from None
 
@@ -146,7 +162,15 @@ class WireConnection(asyncio.Protocol):
         self._flows[request_id] = flow
 
     def close_flow(self, request_id: int) -> None:
-        self._flows.pop(request_id, None)
+        """Stops routing replies to a flow; replies already on their way are dropped, not violations."""
+        if self._flows.pop(request_id, None) is not None:
+            self._abandon(request_id)
+
+    def _abandon(self, request_id: int) -> None:
+        abandoned = self._abandoned
+        abandoned[request_id] = None
+        if len(abandoned) > _ABANDONED_REMEMBERED:
+            del abandoned[next(iter(abandoned))]
 
     # ------------------------------------------------------------------ closing
 
@@ -167,8 +191,28 @@ class WireConnection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        if self._keepalive:
+            loop = asyncio.get_running_loop()
+            self._last_received = loop.time()
+            self._keepalive_timer = loop.call_later(self._keepalive, self._check_alive)
+
+    def _check_alive(self) -> None:
+        """Every ``keepalive_seconds``: ping a quiet connection; abort one silent for three periods."""
+        if self._failure is not None:
+            return
+        loop = asyncio.get_running_loop()
+        silent = loop.time() - self._last_received
+        if silent >= 3 * self._keepalive:
+            self._fail(ConnectionFailed(f"connection to {self._address} silent for {silent:.1f} s"))
+            self._transport.abort()
+            return
+        if silent >= self._keepalive:
+            self._transport.write(_KEEPALIVE_FRAME)
+        self._keepalive_timer = loop.call_later(self._keepalive, self._check_alive)
 
     def data_received(self, data: bytes) -> None:
+        if self._keepalive:
+            self._last_received = asyncio.get_running_loop().time()
         decoder = self._decoder
         decoder.feed(data)
         try:
@@ -214,8 +258,8 @@ class WireConnection(asyncio.Protocol):
     def _deliver(self, reply) -> None:
         future = self._pending.pop(reply.request_id, None)
         if future is None:
-            if isinstance(reply, wc.KeepAlive):
-                return
+            if isinstance(reply, wc.KeepAlive) or reply.request_id in self._abandoned:
+                return  # a ping's echo, or the answer to something this side gave up on
             self._fail(ProtocolViolation(f"unsolicited reply {reply!r} from {self._address}"))
             self._transport.close()
             return
@@ -233,6 +277,8 @@ class WireConnection(asyncio.Protocol):
     def _fail(self, error: ConnectionFailed | ProtocolViolation) -> None:
         if self._failure is not None:
             return
+        if self._keepalive_timer is not None:
+            self._keepalive_timer.cancel()
         if not isinstance(error, ConnectionFailed):
             failure = ConnectionFailed(str(error))
             failure.__cause__ = error
@@ -258,8 +304,9 @@ class ConnectionCache:
     one of these, so a connection dropped under one user never disturbs another.
     """
 
-    def __init__(self, connect_timeout: float = 10.0):
+    def __init__(self, connect_timeout: float = 10.0, keepalive_seconds: float | None = None):
         self._connect_timeout = connect_timeout
+        self._keepalive = keepalive_seconds
         self._connections: dict[Endpoint, WireConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future] = {}
 
@@ -270,7 +317,8 @@ class ConnectionCache:
             return connection
         pending = self._connecting.get(endpoint)
         if pending is None:
-            pending = asyncio.ensure_future(WireConnection.connect(*endpoint, timeout=self._connect_timeout))
+            pending = asyncio.ensure_future(WireConnection.connect(*endpoint, timeout=self._connect_timeout,
+                                                                   keepalive_seconds=self._keepalive))
             self._connecting[endpoint] = pending
             pending.add_done_callback(lambda _: self._connecting.pop(endpoint, None))
         connection = await asyncio.shield(pending)

@@ -13,7 +13,7 @@ import asyncio
 
 from wire import naming
 
-from .connection import Endpoint
+from .connection import ConnectionCache, Endpoint
 from .controller_client import ControllerClient
 from .errors import InvalidArgument
 from .model import Segment
@@ -33,8 +33,10 @@ class SegmentStores:
     """Endpoint lookup with a cache, plus the shared raw-call client."""
 
     def __init__(self, controller: ControllerClient, *, cache_seconds: float = 60.0,
-                 request_timeout: float = 30.0, connect_timeout: float = 10.0):
+                 request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 10.0):
         self._controller = controller
+        self._connect_timeout = connect_timeout
+        self._keepalive = keepalive_seconds
         self._cache_seconds = cache_seconds
         self._endpoints: dict[str, tuple[Endpoint, float]] = {}
         self.raw = SegmentStoreClient(self.endpoint_of, request_timeout=request_timeout,
@@ -50,6 +52,10 @@ class SegmentStores:
         endpoint = await self._controller.get_endpoint(segment_of(name))
         self._endpoints[key] = (endpoint, now + self._cache_seconds)
         return endpoint
+
+    def connection_cache(self) -> ConnectionCache:
+        """Connections of their own for a writer or reader, with the client's timeouts and keep-alives."""
+        return ConnectionCache(self._connect_timeout, self._keepalive)
 
     def forget(self, name: str) -> None:
         """Drops the cached endpoint of ``name`` (after a WrongHost)."""

@@ -29,7 +29,7 @@ import logging
 from typing import Any
 
 from ..config import ReaderConfig
-from ..connection import ConnectionCache, Endpoint, WireConnection
+from ..connection import Endpoint, WireConnection
 from ..errors import ClosedError, ReinitializationRequired, TributaryError, TruncatedData
 from ..retry import retry
 from ..segment_stores import segment_of
@@ -131,7 +131,7 @@ class EventReader:
         self._stores = group.stores
         self._deserialize = None if isinstance(serializer, (BytesSerializer, type(None))) else serializer.deserialize
         self._checkpoint_events = checkpoint_events
-        self._connections = ConnectionCache()
+        self._connections = group.stores.connection_cache()
         self._segments: dict[str, SegmentReader] = {}
         self._rotation: list[SegmentReader] = []
         self._current: SegmentReader | None = None

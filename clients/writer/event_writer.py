@@ -28,7 +28,7 @@ from typing import Any
 from wire.constants import MAX_EVENT_SIZE
 
 from ..config import WriterConfig
-from ..connection import ConnectionCache, Endpoint, WireConnection
+from ..connection import Endpoint, WireConnection
 from ..controller_client import ControllerClient
 from ..errors import ClosedError, EventTooLarge, InvalidArgument, StreamSealed, TributaryError
 from ..model import Segment
@@ -59,7 +59,7 @@ class WriterBase:
         self.config = config
         self._controller = controller
         self._stores = stores
-        self._connections = ConnectionCache()
+        self._connections = stores.connection_cache()
         self._max_bytes = config.max_inflight_bytes
         self._max_events = config.max_inflight_events
         self._inflight_bytes = 0

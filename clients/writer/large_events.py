@@ -64,6 +64,11 @@ class LargeEventWriter:
         return f"<LargeEventWriter {self._transient or '(not open)'} {self._state} size={self._size}>"
 
     @property
+    def transient_segment(self) -> str:
+        """The transient segment holding the event's bytes until commit ("" before it is opened)."""
+        return self._transient
+
+    @property
     def size(self) -> int:
         """Bytes written so far."""
         return self._size

@@ -1,0 +1,351 @@
+"""The append pipeline under :class:`~clients.byte_stream.ByteStreamWriter`: pieces, acks, reconnects.
+
+See the package docstring for the theory of operation. States::
+
+    NEW --open--> CONNECTING --SetupAppend sent--> SETTING_UP --AppendSetup(L)--> READY
+                      ^                                  |                          |
+                      +-------- connection lost / WrongHost / ack timeout ---------+
+    READY --SegmentIsSealed, or seal()--> SEALED;  retries exhausted, NoSuchSegment --> FAILED
+    any --close()--> CLOSED
+
+An OffsetConflict is not a state: it is a sticky error (``_error``) that
+``reset()`` clears; the connection and the pieces' numbering go on.
+
+A caveat of the protocol (Java's server behaves the same): after a
+ConditionalCheckFailed the server forgets the failed event number once nothing
+else of the writer is outstanding, so a piece sent *before* the writer learnt
+of the conflict but arriving *after* that can still be appended, if its expected
+offset happens to equal the segment's length. The pipeline cannot recall it; it
+logs a warning when such a piece is acknowledged, and ``reset()`` waits for every
+piece sent to be answered before reading the tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import uuid
+from collections import deque
+
+from wire import commands as wc
+from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
+
+from ..config import WriterConfig
+from ..connection import WireConnection, next_request_id
+from ..controller_client import ControllerClient
+from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, OffsetConflict, ProtocolViolation,
+                      StreamNotFound, StreamSealed, TributaryError)
+from ..retry import Backoff, is_retriable
+from ..segment_stores import SegmentStores
+from ._segment import Change
+
+log = logging.getLogger("tributary.byte_stream")
+
+MAX_PIECE = MAX_EVENT_SIZE
+"""The most bytes one ConditionalBlockEnd carries (8 MiB, as Rust's byte writer)."""
+
+
+class State(enum.Enum):
+    """Where the pipeline is in its life (see the module docstring)."""
+
+    NEW = "new"
+    CONNECTING = "connecting"
+    SETTING_UP = "setting-up"
+    READY = "ready"
+    SEALED = "sealed"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+LIVE = (State.CONNECTING, State.SETTING_UP, State.READY)
+"""The states in which pieces are (or will be) sent."""
+
+
+class _Piece:
+    """Bytes sent as one conditional append: its event number and the offset of its first byte."""
+
+    __slots__ = ("event_number", "offset", "data")
+
+    def __init__(self, event_number: int, offset: int, data: bytes):
+        self.event_number = event_number
+        self.offset = offset
+        self.data = data
+
+
+class AppendPipeline:
+    """Pieces of written bytes, their conditional appends in flight, and the connection they go over.
+
+    The base of :class:`~clients.byte_stream.ByteStreamWriter`, which adds the public calls.
+    """
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str, *,
+                 config: WriterConfig | None = None, retry_policy: Backoff | None = None,
+                 max_inflight_bytes: int | None = None):
+        config = config or WriterConfig()
+        self.scope = scope
+        self.stream = stream
+        self.segment: str | None = None
+        self.writer_id = uuid.uuid4()
+        self._request_id = next_request_id()
+        self._controller = controller
+        self._stores = stores
+        self._connections = stores.connection_cache()
+        self._retry = retry_policy or config.retry
+        self._window = max_inflight_bytes or config.max_inflight_bytes
+        if self._window < 1:
+            raise InvalidArgument("max_inflight_bytes must be positive")
+        self._block_size = config.block_size_bytes
+        self._ack_timeout = config.ack_timeout_seconds
+        self._state = State.NEW
+        self._offset = 0  # the offset after the last byte written
+        self._event_number = 0  # of the last piece made
+        self._acked = 0  # the highest event number acknowledged
+        self._buffer = bytearray()  # written, not yet a piece
+        self._unsent: deque[_Piece] = deque()
+        self._inflight: deque[_Piece] = deque()
+        self._pending = 0  # bytes written and not yet acknowledged (or failed)
+        self._changed = Change()
+        self._error: BaseException | None = None
+        self._error_reported = True
+        self._failed_upto = 0  # the highest event number failed by a conflict
+        self._last_sent = 0
+        self._last_answered = 0  # the highest event number the server has answered on this connection
+        self._connection: WireConnection | None = None
+        self._connect_task: asyncio.Task | None = None
+        self._watchdog: asyncio.Task | None = None
+        self._delays = None
+        self._flush_scheduled = False
+        self._last_progress = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _check_writable(self) -> None:
+        if self._state is State.CLOSED:
+            raise ClosedError(f"byte writer of {self.scope}/{self.stream} is closed")
+        if self._error is not None:
+            raise self._raise_error()
+        if self._state is State.SEALED:
+            raise StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed")
+
+    def _raise_error(self) -> BaseException:
+        self._error_reported = True
+        return self._error
+
+    def _add(self, view: memoryview) -> None:
+        buffer = self._buffer
+        while view:
+            if not buffer and len(view) >= self._block_size:
+                piece = view[:MAX_PIECE]
+                self._offset += len(piece)
+                self._pending += len(piece)
+                self._make_piece(bytes(piece))
+                view = view[len(piece):]
+                continue
+            take = view[:MAX_PIECE - len(buffer)]
+            buffer += take
+            view = view[len(take):]
+            self._offset += len(take)
+            self._pending += len(take)
+            if len(buffer) >= self._block_size:
+                self._flush_buffer()
+                buffer = self._buffer
+        if buffer and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_soon)
+        self._pump()
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        self._flush_buffer()
+
+    def _flush_buffer(self) -> None:
+        if self._buffer:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            self._make_piece(data)
+        self._pump()
+
+    def _make_piece(self, data: bytes) -> None:
+        self._event_number += 1
+        self._unsent.append(_Piece(self._event_number, self._offset - len(self._buffer) - len(data), data))
+
+    def _pump(self) -> None:
+        if self._state is not State.READY:
+            return
+        while self._unsent:
+            piece = self._unsent.popleft()
+            if not self._inflight:
+                self._last_progress = self._loop.time()
+            self._inflight.append(piece)
+            self._send(piece)
+
+    def _send(self, piece: _Piece) -> None:
+        try:
+            self._connection.send(wc.ConditionalBlockEnd(self.writer_id, piece.event_number, piece.offset,
+                                                         piece.data, self._request_id))
+            self._last_sent = max(self._last_sent, piece.event_number)
+        except ConnectionFailed:
+            pass  # connection_failed follows: the piece is re-sent after the next AppendSetup
+
+    def _fail_pending(self, error: BaseException, from_event: int = 0) -> None:
+        """Fails the buffer and every piece numbered ``from_event`` or later."""
+        failed = [p for p in (*self._inflight, *self._unsent) if p.event_number >= from_event]
+        self._inflight = deque(p for p in self._inflight if p.event_number < from_event)
+        self._unsent.clear()
+        self._pending -= sum(len(p.data) for p in failed) + len(self._buffer)
+        self._buffer = bytearray()
+        if failed:
+            self._failed_upto = max(self._failed_upto, failed[-1].event_number)
+        if self._error is None:
+            self._error, self._error_reported = error, False
+        self._changed.notify()
+
+    def _end(self, error: BaseException, state: State) -> None:
+        if self._state not in LIVE:
+            return
+        self._state = state
+        self._drop_connection()
+        if self._pending:
+            self._fail_pending(error)
+        elif state is State.FAILED and self._error is None:
+            self._error, self._error_reported = error, True
+        self._changed.notify()
+
+    # ------------------------------------------------------------------ replies (the connection's flow)
+
+    def reply_received(self, reply) -> None:
+        """Handles a reply about this writer's appends (called by the connection)."""
+        kind = type(reply)
+        if kind is wc.DataAppended:
+            self._answered(reply.event_number)
+            self._acknowledge(reply.event_number)
+        elif kind is wc.AppendSetup:
+            self._setup_done(reply.last_event_number)
+        elif kind is wc.ConditionalCheckFailed:
+            self._answered(reply.event_number)
+            self._conflict(reply.event_number)
+        elif kind is wc.SegmentIsSealed:
+            self._end(StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed"), State.SEALED)
+        elif kind is wc.NoSuchSegment:
+            self._end(StreamNotFound(f"segment {self.segment} no longer exists"), State.FAILED)
+        elif kind is wc.WrongHost:
+            self._stores.forget(self.segment)
+            self._drop_connection()
+            self._connect_later(None)
+        elif kind is wc.InvalidEventNumber:
+            self._answered(reply.event_number)  # the server closes the connection; we set up again
+        else:
+            self._end(ProtocolViolation(f"unexpected reply on the byte writer of {self.segment}: {reply!r}"),
+                      State.FAILED)
+
+    def connection_failed(self, error: ConnectionFailed) -> None:
+        """Reconnects after the connection was lost (called by the connection)."""
+        self._last_answered = self._last_sent  # nothing more will be answered on that connection
+        if self._state in (State.SETTING_UP, State.READY):
+            self._connection = None
+            self._state = State.CONNECTING
+            self._connect_later(None)
+        self._changed.notify()
+
+    def _answered(self, event_number: int) -> None:
+        if event_number > self._last_answered:
+            self._last_answered = event_number
+            self._changed.notify()
+
+    def _acknowledge(self, event_number: int) -> None:
+        released = 0
+        inflight = self._inflight
+        while inflight and inflight[0].event_number <= event_number:
+            released += len(inflight.popleft().data)
+        if released:
+            self._pending -= released
+            self._last_progress = self._loop.time()
+            self._changed.notify()
+        elif self._acked < event_number <= self._failed_upto:
+            log.warning("a byte-stream append failed by a conflict was acknowledged anyway (a later piece "
+                        "matched the other writer's offset)", extra={"segment": self.segment,
+                                                                     "event_number": event_number})
+        self._acked = max(self._acked, event_number)
+
+    def _conflict(self, event_number: int) -> None:
+        if not self._inflight or event_number < self._inflight[0].event_number:
+            return  # a piece already failed
+        piece = self._inflight[0]
+        self._fail_pending(OffsetConflict(
+            f"{self.segment} is not at offset {piece.offset}: another writer appended; call reset()"),
+            event_number)
+
+    def _setup_done(self, last_event_number: int) -> None:
+        if self._state is not State.SETTING_UP:
+            return
+        if last_event_number != NULL_ATTRIBUTE_VALUE:
+            self._acknowledge(last_event_number)
+        self._state = State.READY
+        self._delays = None
+        self._last_progress = self._loop.time()
+        for piece in self._inflight:
+            self._send(piece)
+        self._pump()
+        self._changed.notify()
+
+    # ------------------------------------------------------------------ connecting
+
+    def _connect_later(self, delay: float | None) -> None:
+        """Starts a connect attempt after ``delay`` (None: the retry policy's next delay)."""
+        if self._state is not State.CONNECTING or (self._connect_task is not None
+                                                     and not self._connect_task.done()):
+            return
+        if delay is None:
+            if self._delays is None:
+                self._delays = self._retry.delays()
+            delay = next(self._delays, None)
+            if delay is None:
+                self._end(ConnectionFailed(f"could not re-establish the append connection of {self.segment}"),
+                          State.FAILED)
+                return
+        self._connect_task = self._loop.create_task(self._connect(delay))
+
+    async def _connect(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            endpoint = await self._stores.endpoint_of(self.segment)
+            connection = await self._connections.get(endpoint)
+            connection.open_flow(self._request_id, self)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest fail the writer
+            self._connect_task = None
+            if is_retriable(error):
+                self._connect_later(None)
+            else:
+                self._end(error if isinstance(error, TributaryError) else ConnectionFailed(repr(error)),
+                          State.FAILED)
+            return
+        self._connect_task = None
+        if self._state is not State.CONNECTING:
+            connection.close_flow(self._request_id)
+            return
+        self._connection = connection
+        self._state = State.SETTING_UP
+        self._last_progress = self._loop.time()
+        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self.segment, ""))
+
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close_flow(self._request_id)
+        self._last_answered = self._last_sent
+        if self._state in (State.SETTING_UP, State.READY):
+            self._state = State.CONNECTING
+
+    async def _watch(self) -> None:
+        """Drops a connection that leaves appends (or the setup) unanswered for the ack timeout."""
+        period = min(1.0, self._ack_timeout / 4)
+        while self._state in LIVE:
+            await asyncio.sleep(period)
+            waiting = self._state is State.SETTING_UP or (self._state is State.READY and self._inflight)
+            if waiting and self._connection is not None and \
+                    self._loop.time() - self._last_progress > self._ack_timeout:
+                log.warning("byte writer got no acknowledgement in time; reconnecting",
+                            extra={"segment": self.segment})
+                self._connection.abort()
