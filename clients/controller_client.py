@@ -33,6 +33,7 @@ Code = grpc.StatusCode
 
 _RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
                             Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
+_NO_MAXIMUM = 2**63 - 1  # Java's RetentionPolicy has Long.MAX_VALUE for "no maximum"
 _SCALE_POLL_SECONDS = 0.05
 _SCALE_POLL_MAX_SECONDS = 1.0
 
@@ -92,7 +93,7 @@ def config_to(scope: str, stream: str, config: StreamConfiguration) -> pb.Stream
     if config.retention is not None:
         message.retentionPolicy.CopyFrom(pb.RetentionPolicy(
             retentionType=int(config.retention.retention_type), retentionParam=config.retention.minimum,
-            retentionMax=config.retention.maximum))
+            retentionMax=config.retention.maximum or _NO_MAXIMUM))
     return message
 
 
@@ -102,8 +103,9 @@ def config_from(message: pb.StreamConfig) -> StreamConfiguration:
                             max(1, policy.minNumSegments))
     retention = None
     if message.HasField("retentionPolicy") and message.retentionPolicy.retentionType in (1, 2):
+        maximum = message.retentionPolicy.retentionMax
         retention = RetentionPolicy(RetentionType(message.retentionPolicy.retentionType),
-                                    message.retentionPolicy.retentionParam, message.retentionPolicy.retentionMax)
+                                    message.retentionPolicy.retentionParam, 0 if maximum == _NO_MAXIMUM else maximum)
     return StreamConfiguration(scaling, retention, tuple(message.tags.tag), message.rolloverSizeBytes,
                                message.timestampAggregationTimeout)
 

@@ -301,6 +301,21 @@ def scenario_transactions(uri: str, args: dict) -> dict:
     return result
 
 
+def scenario_write_transaction(uri: str, args: dict) -> dict:
+    """Commits one transaction of ``count`` events over ``keys`` keys (and aborts another)."""
+    m = manager(uri)
+    transactional = m.create_transaction_writer(args["scope"], args["stream"], 11)
+    committed = transactional.begin_txn()
+    for number in range(args["count"]):
+        key = number % args["keys"]
+        committed.write_event(event_text(key, number // args["keys"]), f"key-{key}")
+    committed.commit()
+    aborted = transactional.begin_txn()
+    aborted.write_event("aborted:0", "key-0")
+    aborted.abort()
+    return {"committed": args["count"]}
+
+
 SCENARIOS = {name[len("scenario_"):]: function for name, function in globals().items()
              if name.startswith("scenario_")}
 

@@ -125,8 +125,8 @@ scalings = st.one_of(
 
 @st.composite
 def retentions(draw):
-    minimum = draw(INT64_NON_NEGATIVE)
-    maximum = draw(st.just(0) | st.integers(minimum, 2**63 - 1))
+    minimum = draw(st.integers(0, 2**63 - 2))
+    maximum = draw(st.just(0) | st.integers(minimum, 2**63 - 2))  # 2**63 - 1 is how "no maximum" (0) travels
     return RetentionPolicy(draw(st.sampled_from(list(RetentionType))), minimum, maximum)
 
 
