@@ -1,1 +1,45 @@
-"""Everything that talks to a Tributary (or Pravega) server from outside: connections, SDK, loadgen."""
+"""Everything that talks to a Tributary (or Pravega) server from outside: the wire connection layer,
+the controller client, and the asyncio SDK (``tributary.connect``), which this package exports.
+
+The SDK in one breath::
+
+    async with tributary.connect("tcp://127.0.0.1:9090") as client:
+        await client.create_scope("scope")
+        await client.create_stream("scope", "stream", StreamConfiguration(ScalingPolicy.fixed(4)))
+        async with client.create_writer("scope", "stream") as writer:
+            await writer.write(b"event", routing_key="key")
+        group = await client.create_reader_group("scope", "group", ["stream"])
+        async with group.create_reader("reader-1") as reader:
+            async for event in reader:
+                ...
+
+See ``docs/sdk.md`` for the guide.
+"""
+
+from . import errors
+from .byte_stream import ByteStreamReader, ByteStreamWriter
+from .client import Client, connect
+from .config import ClientConfig, ReaderConfig, WriterConfig
+from .errors import *  # noqa: F403 - the error hierarchy is part of the public API
+from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Segment, SegmentRange,
+                    StreamConfiguration, Successors, TransactionState)
+from .reader.event_reader import EventRead, EventReader, LargeEventRead
+from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
+from .retry import Backoff
+from .serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
+from .stream_cut import StreamCut
+from .writer.acks import WriteAck
+from .writer.event_writer import EventWriter
+from .writer.large_events import LargeEventWriter
+from .writer.transactions import Transaction, TransactionalWriter
+
+__all__ = [
+    "Backoff", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client", "ClientConfig",
+    "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead", "LargeEventWriter",
+    "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "RetentionPolicy", "RetentionType", "ScaleType",
+    "ScalingPolicy", "Segment", "SegmentRange", "Serializer", "StreamConfiguration", "StreamCut",
+    "StringSerializer", "Successors", "Transaction", "TransactionState", "TransactionalWriter", "WriteAck",
+    "WriterConfig", "connect", "errors",
+    *[name for name in dir(errors) if isinstance(getattr(errors, name), type)
+      and issubclass(getattr(errors, name), Exception)],
+]

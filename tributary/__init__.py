@@ -1,3 +1,34 @@
-"""Tributary: the composition root (command-line entry points) over wire, server, controller and clients."""
+"""Tributary: a Pravega-compatible streaming store in Python.
+
+This package is two things:
+
+* the public SDK: ``tributary.connect``, ``tributary.StreamConfiguration`` and every other
+  name of :mod:`clients` (re-exported here, loaded on first use so that ``import tributary``
+  stays cheap for the command line and the pytest plugin);
+* the composition root: the ``tributary`` command line (:mod:`tributary.cli`) and the
+  embeddable server for tests (:mod:`tributary.testing`), the only places that import both
+  the server and the controller.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time names load lazily
+    from clients import *  # noqa: F403
+
+
+def __getattr__(name: str):
+    import clients
+
+    if name in clients.__all__:
+        return getattr(clients, name)
+    raise AttributeError(f"module 'tributary' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    import clients
+
+    return sorted(set(globals()) | set(clients.__all__))
