@@ -150,6 +150,7 @@ class EventReader:
         self._started = False
         self._closed = False
         self._step_task: asyncio.Task | None = None
+        self._truncations = 0  # segment readers that met a truncation not yet reported
 
     def __repr__(self) -> str:
         return f"<EventReader {self.reader_id} of {self.group.name} segments={list(self._segments)}>"
@@ -229,10 +230,11 @@ class EventReader:
                     self._marker, self._marker_pending = self._marker_pending, None
                     self._step_now = True  # report it as soon as the application asks for more
                     return EventRead(None, "", -1, 0, self._marker)
+            if self._truncations:
+                self._check_truncations()
             event = self._take()
             if event is not None:
                 return event
-            self._check_truncations()
             if self._end_of_data:
                 raise StopAsyncIteration
             if any(reader.finished for reader in self._rotation):
@@ -289,6 +291,8 @@ class EventReader:
         return EventRead(data, reader.segment, offset, size)
 
     def _check_truncations(self) -> None:
+        """Raises TruncatedData once per truncation met (before any event after the cut is handed out)."""
+        self._truncations = 0
         for reader in self._rotation:
             if reader.truncated is not None:
                 start, reader.truncated = reader.truncated, None
@@ -324,6 +328,10 @@ class EventReader:
         self._stores.forget(segment)
 
     def data_arrived(self) -> None:
+        self._wake()
+
+    def truncated(self) -> None:
+        self._truncations += 1
         self._wake()
 
     def segment_failed(self, reader: SegmentReader, error: BaseException) -> None:

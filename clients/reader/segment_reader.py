@@ -202,7 +202,7 @@ class SegmentReader:
         self.offset = self.processed = self._read_offset = max(start_offset, self._read_offset)
         self.truncated = self.offset
         self._request()
-        self._owner.data_arrived()
+        self._owner.truncated()
 
     def _check_finished(self) -> None:
         at_end = self.end_offset is not None and self.offset >= self.end_offset

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from clients.config import WriterConfig
+from clients import errors
 from clients.errors import TransactionFailed
 from clients.model import ScalingPolicy, StreamConfiguration, TransactionState
 from clients.reader.reader_group import ReaderGroupConfig
@@ -208,3 +209,58 @@ async def test_a_large_event_sits_between_its_neighbours_and_is_read_as_chunks(c
             seen.append(read_hash.hexdigest())
     assert seen == [b"before", payload_hash.hexdigest(), b"after"]
     assert largest <= 2 * MIB  # chunks are at most one read: the event was never buffered whole
+
+
+async def test_truncation_is_signalled_and_reading_goes_on_from_the_new_head(client):
+    """A reader positioned before a truncation point gets TruncatedData once, then reads on from
+    the stream's new head: exactly the events after the cut."""
+    await stream_of(client, "trunc", segments=1)
+    async with client.create_writer("trunc", "s") as writer:
+        await write_keyed(writer, 100, 1)
+        await writer.flush()
+        cut = await client.tail_cut("trunc", "s")
+        await write_keyed(writer, 100, 1, start=100)
+    group = await client.create_reader_group("trunc", "g", ["s"], config=FAST_GROUP)
+    await client.truncate_stream(cut)
+    got, signalled = [], 0
+    async with group.create_reader("r") as reader:
+        while len(got) < 100:
+            try:
+                event = await reader.read_next(5)
+            except errors.TruncatedData:
+                signalled += 1
+                continue
+            assert event is not None
+            got.append(parse_event(event.data)[1])
+    assert signalled == 1 and got == list(range(100, 200))
+
+
+async def test_sealing_under_a_writer_fails_its_pending_and_later_writes_and_ends_readers(client):
+    """Sealing the stream while a writer holds it: later writes raise StreamSealed; an unbounded
+    reader reads everything that was written and then its iteration ends."""
+    await stream_of(client, "seal", segments=2)
+    writer = client.create_writer("seal", "s")
+    await write_keyed(writer, 500, 5)
+    await writer.flush()
+    await client.seal_stream("seal", "s")
+    with pytest.raises(errors.StreamSealed):
+        for _ in range(100):  # the writer learns of the seal from its next append
+            await (await writer.write(b"late", "key-0"))
+    with pytest.raises(errors.StreamSealed):
+        await writer.write(b"later")
+    await writer.close()
+    group = await client.create_reader_group("seal", "g", ["s"], config=FAST_GROUP)
+    async with group.create_reader("r") as reader:
+        async with asyncio.timeout(30):
+            got = [event.data async for event in reader]
+    check_each_once_in_key_order(got, 500, 5)
+
+
+async def test_note_time_reports_the_writers_position(client):
+    """note_time flushes and reports a writer mark; a mark older than the previous one is refused."""
+    await stream_of(client, "marks", segments=2)
+    async with client.create_writer("marks", "s", WriterConfig(writer_id="w1")) as writer:
+        await write_keyed(writer, 10, 2)
+        await writer.note_time(2_000_000)
+        with pytest.raises(errors.InvalidArgument):
+            await writer.note_time(1_000_000)
