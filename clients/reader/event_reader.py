@@ -6,17 +6,19 @@ then moving round-robin), waiting for data when none is buffered. Asking for
 the next event means the application finished with the previous one: its end
 becomes the segment's ``processed`` position, which is what the group records.
 
-Every ``refresh_ms`` (and at once when a segment ends or a checkpoint waits) the
-reader takes a *group step*: one compare-and-set update of the group state that
-in one go takes dead readers offline (at their last reported positions),
-completes finished segments (their successors become readable once all their
-predecessors are done), answers an outstanding checkpoint, releases segments
-beyond this reader's share and acquires unassigned ones up to it. A reader owing
-a checkpoint neither acquires nor releases, so a checkpoint is a consistent cut.
-Decisions are pure functions of the state (``group_state``); the I/O they need
-(successor lookups) is done before the update.
+Group steps change the shared group state with one compare-and-set update of
+pure transitions (``group_state``): take dead readers offline (at their last
+reported positions), complete finished segments (their successors become
+readable once all their predecessors are done), acquire unassigned segments up
+to this reader's share, release segments beyond it, answer checkpoints. Every
+``refresh_ms`` a background step does what needs no exact position; releasing
+and answering a checkpoint are done by a *blocking* step, taken inside
+``__anext__`` before the next event is handed out, so they happen exactly after
+the events the application has finished with. A reader owing a checkpoint
+neither acquires nor releases, so a checkpoint is a consistent cut. The I/O a
+step needs (successor lookups) is done before its update.
 
-A heartbeat task writes the reader's processed positions every ``refresh_ms``;
+The same background task writes the reader's processed positions every ``refresh_ms``;
 a reader whose heartbeat stops for ``reader_timeout_ms`` is declared offline by
 the others and its segments are read again from those positions (so delivery
 is at-least-once across a crash, from the last heartbeat or checkpoint).
@@ -137,7 +139,6 @@ class EventReader:
         self._current: SegmentReader | None = None
         self._streak = 0
         self._waiter: asyncio.Future | None = None
-        self._next_step = 0.0
         self._step_now = True
         self._refresh = 1.0
         self._timeout = 30.0
@@ -150,6 +151,7 @@ class EventReader:
         self._started = False
         self._closed = False
         self._step_task: asyncio.Task | None = None
+        self._step_lock = asyncio.Lock()
         self._truncations = 0  # segment readers that met a truncation not yet reported
 
     def __repr__(self) -> str:
@@ -220,11 +222,10 @@ class EventReader:
             raise ClosedError(f"reader {self.reader_id} is closed")
         if not self._started:
             await self.start()
-        loop = asyncio.get_running_loop()
         while True:
             if self._failure is not None:
                 raise self._failure
-            if self._step_task is not None or self._step_now or loop.time() >= self._next_step:
+            if self._step_task is not None or self._step_now:
                 await self._run_step()
                 if self._marker_pending is not None:
                     self._marker, self._marker_pending = self._marker_pending, None
@@ -240,7 +241,7 @@ class EventReader:
             if any(reader.finished for reader in self._rotation):
                 self._step_now = True
                 continue
-            await self._wait(self._next_step - loop.time())
+            await self._wait(self._refresh)  # data, or a background step that changed something, wakes it
 
     async def read_next(self, timeout_seconds: float | None = None) -> EventRead | None:
         """The next event, or None if none came within ``timeout_seconds`` (Java's readNextEvent).
@@ -340,10 +341,18 @@ class EventReader:
 
     # ------------------------------------------------------------------ the group step
 
-    async def _step(self) -> None:
+    async def _step(self, blocking: bool = True) -> None:
+        """One group step (see the module docstring). A *blocking* step runs while the application waits
+        in ``__anext__`` (no event is handed out meanwhile), so it may release segments and answer
+        checkpoints at exact positions; a background step (every ``refresh_ms``) does everything else
+        (dead readers, completions, acquisitions) and asks for a blocking step when one is needed."""
+        async with self._step_lock:
+            await self._step_locked(blocking)
+
+    async def _step_locked(self, blocking: bool) -> None:
         loop = asyncio.get_running_loop()
-        self._step_now = False
-        self._next_step = loop.time() + self._refresh
+        if blocking:
+            self._step_now = False
         state, _ = await self._store.fetch()
         if self.reader_id not in state.readers:
             await self._drop_all()
@@ -354,8 +363,8 @@ class EventReader:
         finished = [reader for reader in self._rotation if reader.finished]
         completions = [(reader.segment, reader.offset, await self._successors(reader.segment))
                        for reader in finished]
-        positions = self.positions()
-        handed = self._marker  # a checkpoint the application saw on the previous call: report it now
+        positions = self.positions() if blocking else {}
+        handed = self._marker if blocking else None  # a checkpoint the application saw: report it now
 
         def transition(state: GroupState):
             state.check_member(self.reader_id)
@@ -365,29 +374,36 @@ class EventReader:
             for segment, end_offset, successors in completions:
                 state.complete(self.reader_id, segment, end_offset, successors)
             owed = state.owes_checkpoint(self.reader_id)
-            hand_over = None
+            hand_over, wants_blocking = None, False
             if owed is not None:
-                if owed.silent or not self._checkpoint_events or owed.name == handed:
+                if not blocking:
+                    wants_blocking = True
+                elif owed.silent or not self._checkpoint_events or owed.name == handed:
                     state.checkpoint(self.reader_id, owed.name, positions)
                 else:
                     hand_over = owed.name
             released, taken = [], {}
             if state.owes_checkpoint(self.reader_id) is None:
                 owned = state.owned(self.reader_id)
-                for segment in sorted(owned, key=self._buffered_of)[:state.excess(self.reader_id)]:
+                excess = state.excess(self.reader_id)
+                if excess and not blocking:
+                    wants_blocking = True
+                for segment in sorted(owned, key=self._buffered_of)[:excess if blocking else 0]:
                     state.release(self.reader_id, segment, positions.get(segment, owned[segment]))
                     released.append(segment)
                 taken = state.acquire(self.reader_id, state.to_acquire(self.reader_id))
-            return released, taken, hand_over, state.is_end_of_data(), dict(state.end_offsets)
+            return released, taken, hand_over, wants_blocking, state.is_end_of_data(), dict(state.end_offsets)
 
         try:
-            (released, taken, hand_over, end_of_data, end_offsets), _ = await self._store.update(transition)
+            outcome, _ = await self._store.update(transition)
         except ReinitializationRequired:
             await self._drop_all()
             raise
+        released, taken, hand_over, wants_blocking, end_of_data, end_offsets = outcome
         if dead:
             log.info("readers declared offline", extra={"group": self.group.name, "readers": dead})
-        self._marker = None
+        if blocking:
+            self._marker = None
         if hand_over is not None:
             self._marker_pending = hand_over
         for segment, _, _ in completions:
@@ -397,6 +413,9 @@ class EventReader:
         for segment, offset in taken.items():
             self._open(segment, offset, end_offsets.get(segment))
         self._end_of_data = end_of_data and not self._segments
+        if wants_blocking:
+            self._step_now = True
+        self._wake()
 
     def _buffered_of(self, segment: str) -> int:
         reader = self._segments.get(segment)
@@ -432,12 +451,19 @@ class EventReader:
             self._drop(segment)
 
     async def _beat(self) -> None:
-        """Writes the processed positions every refresh interval (the liveness signal)."""
+        """Every refresh interval: write the processed positions (the liveness signal), then take a
+        background group step."""
         while not self._closed:
             await asyncio.sleep(self._refresh)
             try:
                 await self._store.report(self.reader_id, self.positions())
+                await self._step(blocking=False)
             except asyncio.CancelledError:
                 raise
+            except ReinitializationRequired as error:
+                self._failure = error
+                self._wake()
+                return
             except TributaryError as error:
-                log.warning("reader heartbeat failed", extra={"reader": self.reader_id, "error": repr(error)})
+                log.warning("reader heartbeat or group step failed",
+                            extra={"reader": self.reader_id, "error": repr(error)})
