@@ -32,11 +32,12 @@ from wire import commands as wc
 from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
 
 from ..config import WriterConfig
+from ..attach import FlowAttacher
 from ..connection import WireConnection, next_request_id
 from ..controller_client import ControllerClient
 from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, OffsetConflict, ProtocolViolation,
-                      StreamNotFound, StreamSealed, TributaryError)
-from ..retry import Backoff, is_retriable
+                      StreamNotFound, StreamSealed)
+from ..retry import Backoff
 from ..segment_stores import SegmentStores
 from ._segment import Change
 
@@ -112,9 +113,8 @@ class AppendPipeline:
         self._last_sent = 0
         self._last_answered = 0  # the highest event number the server has answered on this connection
         self._connection: WireConnection | None = None
-        self._connect_task: asyncio.Task | None = None
+        self._attacher: FlowAttacher | None = None  # made once the segment is known
         self._watchdog: asyncio.Task | None = None
-        self._delays = None
         self._flush_scheduled = False
         self._last_progress = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -280,7 +280,7 @@ class AppendPipeline:
         if last_event_number != NULL_ATTRIBUTE_VALUE:
             self._acknowledge(last_event_number)
         self._state = State.READY
-        self._delays = None
+        self._attacher.progress()
         self._last_progress = self._loop.time()
         for piece in self._inflight:
             self._send(piece)
@@ -291,37 +291,16 @@ class AppendPipeline:
 
     def _connect_later(self, delay: float | None) -> None:
         """Starts a connect attempt after ``delay`` (None: the retry policy's next delay)."""
-        if self._state is not State.CONNECTING or (self._connect_task is not None
-                                                     and not self._connect_task.done()):
+        if self._state is not State.CONNECTING:
             return
-        if delay is None:
-            if self._delays is None:
-                self._delays = self._retry.delays()
-            delay = next(self._delays, None)
-            if delay is None:
-                self._end(ConnectionFailed(f"could not re-establish the append connection of {self.segment}"),
-                          State.FAILED)
-                return
-        self._connect_task = self._loop.create_task(self._connect(delay))
+        if self._attacher is None:
+            self._attacher = FlowAttacher(self.segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
+                                          connection_for=self._connections.get, policy=self._retry,
+                                          on_attached=self._attached, purpose="append",
+                                          on_failed=lambda error: self._end(error, State.FAILED))
+        self._attacher.attach(delay)
 
-    async def _connect(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        try:
-            endpoint = await self._stores.endpoint_of(self.segment)
-            connection = await self._connections.get(endpoint)
-            connection.open_flow(self._request_id, self)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest fail the writer
-            self._connect_task = None
-            if is_retriable(error):
-                self._connect_later(None)
-            else:
-                self._end(error if isinstance(error, TributaryError) else ConnectionFailed(repr(error)),
-                          State.FAILED)
-            return
-        self._connect_task = None
+    def _attached(self, connection: WireConnection) -> None:
         if self._state is not State.CONNECTING:
             connection.close_flow(self._request_id)
             return

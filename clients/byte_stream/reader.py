@@ -21,11 +21,12 @@ from wire import commands as wc
 from wire.constants import MAX_READ_SIZE
 
 from ..config import ReaderConfig
+from ..attach import FlowAttacher
 from ..connection import WireConnection, next_request_id
 from ..controller_client import ControllerClient
 from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, ProtocolViolation, StreamNotFound,
-                      TributaryError, TruncatedData)
-from ..retry import Backoff, is_retriable
+                      TruncatedData)
+from ..retry import Backoff
 from ..segment_stores import SegmentStores
 from ._segment import Change, locate_segment, segment_info
 
@@ -73,8 +74,7 @@ class ByteStreamReader:
         self._changed = Change()
         self._connection: WireConnection | None = None
         self._connected_at = 0.0
-        self._connect_task: asyncio.Task | None = None
-        self._delays = None
+        self._attacher: FlowAttacher | None = None  # made once the segment is known
         self._paused: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -206,8 +206,8 @@ class ByteStreamReader:
         if self._closed:
             return
         self._closed = True
-        if self._connect_task is not None:
-            self._connect_task.cancel()
+        if self._attacher is not None:
+            self._attacher.cancel()
         if self._paused is not None:
             self._paused.cancel()
         self._drop_connection()
@@ -288,7 +288,7 @@ class ByteStreamReader:
             if not self._answers(reply.offset):
                 return
             self._outstanding = None
-            self._delays = None
+            self._attacher.progress()
             data = reply.data
             if data:
                 self._chunks.append(bytes(data))
@@ -325,7 +325,7 @@ class ByteStreamReader:
         self._connection = None
         self._outstanding = None
         if self._loop.time() - self._connected_at >= _LONG_LIVED:
-            self._delays = None  # e.g. the server ended a long tail read: not a run of failures
+            self._attacher.progress()  # e.g. the server ended a long tail read: not a run of failures
         self._connect_later(None)
 
     def _resume(self) -> None:
@@ -342,35 +342,15 @@ class ByteStreamReader:
 
     def _connect_later(self, delay: float | None) -> None:
         """Starts a connect attempt after ``delay`` (None: the retry policy's next delay)."""
-        if self._closed or self._error is not None or (self._connect_task is not None
-                                                        and not self._connect_task.done()):
+        if self._closed or self._error is not None:
             return
-        if delay is None:
-            if self._delays is None:
-                self._delays = self._retry.delays()
-            delay = next(self._delays, None)
-            if delay is None:
-                self._fail(ConnectionFailed(f"could not re-establish the read connection of {self.segment}"))
-                return
-        self._connect_task = self._loop.create_task(self._connect(delay))
+        if self._attacher is None:
+            self._attacher = FlowAttacher(self.segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
+                                          connection_for=self._connections.get, policy=self._retry,
+                                          on_attached=self._attached, on_failed=self._fail, purpose="read")
+        self._attacher.attach(delay)
 
-    async def _connect(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        try:
-            endpoint = await self._stores.endpoint_of(self.segment)
-            connection = await self._connections.get(endpoint)
-            connection.open_flow(self._request_id, self)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest fail the reader
-            self._connect_task = None
-            if is_retriable(error):
-                self._connect_later(None)
-            else:
-                self._fail(error if isinstance(error, TributaryError) else ConnectionFailed(repr(error)))
-            return
-        self._connect_task = None
+    def _attached(self, connection: WireConnection) -> None:
         if self._closed:
             connection.close_flow(self._request_id)
             return

@@ -203,9 +203,10 @@ class ByteStreamWriter(AppendPipeline):
                 raise self._raise_error()
         finally:
             self._state = State.CLOSED
-            for task in (self._connect_task, self._watchdog):
-                if task is not None:
-                    task.cancel()
+            if self._attacher is not None:
+                self._attacher.cancel()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             self._drop_connection()
             self._changed.notify()
             await self._connections.close()

@@ -21,16 +21,15 @@ same offset on a new connection.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 
 from wire import commands as wc
 from wire.constants import EVENT_TYPE_CODE
 
+from ..attach import FlowAttacher
 from ..connection import ConnectionFailed, WireConnection, next_request_id
-from ..errors import ProtocolViolation, TributaryError
-from ..retry import is_retriable
+from ..errors import ProtocolViolation
 
 log = logging.getLogger("tributary.reader")
 _HEADER = struct.Struct(">ii")
@@ -58,8 +57,9 @@ class SegmentReader:
         self._outstanding = False
         self._end_of_segment = False
         self._connection: WireConnection | None = None
-        self._connect_task: asyncio.Task | None = None
-        self._retry_delays = None
+        self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
+                                      connection_for=owner.connection, policy=owner.config.retry,
+                                      on_attached=self._attached, on_failed=self._failed, purpose="read")
         self._closed = False
         self.large_remaining = 0  # bytes of a large event still to hand out as chunks
 
@@ -76,30 +76,16 @@ class SegmentReader:
     def start(self) -> None:
         self._check_finished()
         if not self.finished:
-            self._connect_task = asyncio.get_running_loop().create_task(self._connect(0.0))
+            self._attacher.attach(0.0)
 
     def close(self) -> None:
         self._closed = True
-        if self._connect_task is not None:
-            self._connect_task.cancel()
+        self._attacher.cancel()
         if self._connection is not None:
             self._connection.close_flow(self.request_id)
             self._connection = None
 
-    async def _connect(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        try:
-            endpoint = await self._owner.endpoint_of(self.segment)
-            connection = await self._owner.connection(endpoint)
-            connection.open_flow(self.request_id, self)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - retriable ones are retried, others fail the reader
-            self._connect_task = None
-            self._retry_or_fail(error)
-            return
-        self._connect_task = None
+    def _attached(self, connection: WireConnection) -> None:
         if self._closed:
             connection.close_flow(self.request_id)
             return
@@ -107,25 +93,17 @@ class SegmentReader:
         self._outstanding = False
         self._request()
 
-    def _retry_or_fail(self, error: BaseException) -> None:
-        if self._closed:
-            return
-        if is_retriable(error):
-            if self._retry_delays is None:
-                self._retry_delays = self._owner.config.retry.delays()
-            delay = next(self._retry_delays, None)
-            if delay is not None:
-                self._connect_task = asyncio.get_running_loop().create_task(self._connect(delay))
-                return
-        self._owner.segment_failed(self, error if isinstance(error, TributaryError) else TributaryError(repr(error)))
+    def _failed(self, error: BaseException) -> None:
+        if not self._closed:
+            self._owner.segment_failed(self, error)
 
     def _reconnect(self) -> None:
         if self._connection is not None:
             self._connection.close_flow(self.request_id)
             self._connection = None
         self._outstanding = False
-        if not self._closed and (self._connect_task is None or self._connect_task.done()):
-            self._retry_or_fail(ConnectionFailed(f"lost the connection reading {self.segment}"))
+        if not self._closed:
+            self._attacher.attach(None)
 
     # ------------------------------------------------------------------ reads
 
@@ -154,7 +132,7 @@ class SegmentReader:
             if reply.offset != self._read_offset or not self._outstanding:
                 return  # an answer to a request from before a reset
             self._outstanding = False
-            self._retry_delays = None
+            self._attacher.progress()
             data = reply.data
             if data:
                 self._append(data)

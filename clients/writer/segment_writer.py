@@ -38,10 +38,10 @@ from typing import Iterator, Protocol
 from wire import commands as wc
 from wire.constants import NULL_ATTRIBUTE_VALUE
 
+from ..attach import FlowAttacher
 from ..config import WriterConfig
 from ..connection import Endpoint, WireConnection, next_request_id
 from ..errors import ConnectionFailed, TributaryError
-from ..retry import is_retriable
 from .acks import WriteAck
 
 _HEADER = struct.Struct(">ii")
@@ -146,8 +146,9 @@ class SegmentWriter:
         self._hold_after: int | None = None  # events numbered above are held back (a large event)
         self._acked = 0  # the highest event number acknowledged
         self._ack_waiters: list[tuple[int, asyncio.Future]] = []
-        self._connect_task: asyncio.Task | None = None
-        self._retry_delays = None
+        self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
+                                      connection_for=owner.connection, policy=owner.config.retry,
+                                      on_attached=self._attached, on_failed=self._fail, purpose="append")
 
     def __repr__(self) -> str:
         return (f"<SegmentWriter {self.segment} {self._state.value} inflight={len(self._inflight)} "
@@ -173,8 +174,7 @@ class SegmentWriter:
         self._state = State.CLOSED
         self._drop_connection()
         self._wake_ack_waiters(WriterGone(self._state))
-        if self._connect_task is not None:
-            self._connect_task.cancel()
+        self._attacher.cancel()
 
     def pause(self) -> int:
         """Holds back every event added from now on (a large event of this segment is being written);
@@ -360,7 +360,7 @@ class SegmentWriter:
         if last_event_number != NULL_ATTRIBUTE_VALUE:
             self._acknowledge(last_event_number)
         self._state = State.READY
-        self._retry_delays = None
+        self._attacher.progress()
         self.last_progress = self._loop.time()
         for block in self._inflight:
             self._send(block)
@@ -378,34 +378,10 @@ class SegmentWriter:
 
     def _connect_later(self, delay: float | None) -> None:
         """Starts a connect attempt after ``delay`` (None: the next delay of the retry policy)."""
-        if self._state is State.CLOSED or (self._connect_task is not None and not self._connect_task.done()):
-            return
-        if delay is None:
-            if self._retry_delays is None:
-                self._retry_delays = self._owner.config.retry.delays()
-            delay = next(self._retry_delays, None)
-            if delay is None:
-                self._fail(ConnectionFailed(f"could not re-establish the append connection of {self.segment}"))
-                return
-        self._connect_task = self._loop.create_task(self._connect(delay))
+        if self._state is not State.CLOSED:
+            self._attacher.attach(delay)
 
-    async def _connect(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        try:
-            endpoint = await self._owner.endpoint_of(self.segment)
-            connection = await self._owner.connection(endpoint)
-            connection.open_flow(self.request_id, self)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest fail the writer
-            self._connect_task = None
-            if is_retriable(error):
-                self._connect_later(None)
-            else:
-                self._fail(error)
-            return
-        self._connect_task = None
+    def _attached(self, connection: WireConnection) -> None:
         if self._state is not State.CONNECTING:
             connection.close_flow(self.request_id)
             return

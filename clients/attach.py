@@ -1,0 +1,88 @@
+"""Attaching a flow (a segment writer or reader) to the connection of its segment's store, with retries.
+
+Every flow reconnects the same way after a lost connection or a WrongHost: look
+the segment's endpoint up, get a connection from its owner's cache, open the
+flow on it, and, if any of that fails with a retriable error, try again after
+the next delay of its backoff policy. :class:`FlowAttacher` is that loop, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable
+
+from .connection import ConnectionFailed, Endpoint, WireConnection
+from .errors import TributaryError
+from .retry import Backoff, is_retriable
+
+
+class FlowAttacher:
+    """Connects one flow, retrying under ``policy``.
+
+    ``attach(delay)`` schedules one attempt (unless one is already scheduled): resolve the
+    endpoint, get a connection, open the flow on it, then call ``on_attached(connection)``.
+    A retriable failure schedules another attempt after the policy's next delay; a
+    non-retriable one, or a spent budget, calls ``on_failed(error)``. ``progress()`` (a
+    reply showed the flow works) restarts the budget.
+    """
+
+    def __init__(self, segment: str, request_id: int, flow, *, endpoint_of: Callable[[str], Awaitable[Endpoint]],
+                 connection_for: Callable[[Endpoint], Awaitable[WireConnection]], policy: Backoff,
+                 on_attached: Callable[[WireConnection], None], on_failed: Callable[[BaseException], None],
+                 purpose: str):
+        self._segment = segment
+        self._request_id = request_id
+        self._flow = flow
+        self._endpoint_of = endpoint_of
+        self._connection_for = connection_for
+        self._policy = policy
+        self._on_attached = on_attached
+        self._on_failed = on_failed
+        self._purpose = purpose
+        self._delays = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def pending(self) -> bool:
+        """An attempt is scheduled or running."""
+        return self._task is not None and not self._task.done()
+
+    def attach(self, delay: float | None = 0.0) -> None:
+        """Schedules an attempt after ``delay`` seconds (None: the policy's next delay)."""
+        if self.pending:
+            return
+        if delay is None:
+            if self._delays is None:
+                self._delays = self._policy.delays()
+            delay = next(self._delays, None)
+            if delay is None:
+                self._on_failed(ConnectionFailed(f"could not re-establish the {self._purpose} connection of "
+                                                 f"{self._segment}"))
+                return
+        self._task = asyncio.get_running_loop().create_task(self._attempt(delay))
+
+    def progress(self) -> None:
+        self._delays = None
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _attempt(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            endpoint = await self._endpoint_of(self._segment)
+            connection = await self._connection_for(endpoint)
+            connection.open_flow(self._request_id, self._flow)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - retriable ones are retried, the rest end the flow
+            self._task = None
+            if is_retriable(error):
+                self.attach(None)
+            else:
+                self._on_failed(error if isinstance(error, TributaryError) else ConnectionFailed(repr(error)))
+            return
+        self._task = None
+        self._on_attached(connection)
