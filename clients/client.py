@@ -4,7 +4,7 @@ A :class:`Client` holds one controller channel and the segment-store endpoint
 cache; everything else (writers, readers, reader groups, byte streams) is made
 from it and owns its own sockets. Stream management lives on the client itself
 (:class:`~clients.stream_manager.StreamManagement`), reader-group management in
-:class:`~clients.reader.group_manager.ReaderGroupManagement`.
+:class:`~clients.reader.reader_group.ReaderGroupManagement`.
 """
 
 from __future__ import annotations

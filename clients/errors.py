@@ -57,12 +57,6 @@ class ControllerUnavailable(ConnectionFailed):
     """The controller could not be reached (after the configured retries); the message names it."""
 
 
-class RetriesExhausted(TributaryError):
-    """A retriable failure kept happening until the retry budget ran out (``__cause__`` is the last one)."""
-
-    retriable = True
-
-
 # ---------------------------------------------------------------------- usage and state
 
 
@@ -72,6 +66,10 @@ class InvalidArgument(TributaryError, ValueError):
 
 class EventTooLarge(InvalidArgument):
     """An event above the 8 MiB limit of a normal write (large events have their own call)."""
+
+
+class InvalidEvent(TributaryError):
+    """Segment data that is not a sequence of events (e.g. a byte stream read by an event reader)."""
 
 
 class ClosedError(TributaryError):
@@ -144,10 +142,6 @@ class TruncatedData(TributaryError):
 
 class CheckpointFailed(TributaryError):
     """A checkpoint could not be taken (too many outstanding, or the group changed under it)."""
-
-
-class EndOfStream(TributaryError):
-    """A bounded read reached its end cut (raised by calls that cannot return "no more")."""
 
 
 # ---------------------------------------------------------------------- server error replies

@@ -13,6 +13,8 @@ import dataclasses
 import random
 from typing import Awaitable, Callable, Iterator, TypeVar
 
+from .errors import InvalidArgument
+
 T = TypeVar("T")
 
 
@@ -34,9 +36,9 @@ class Backoff:
 
     def __post_init__(self):
         if self.initial_seconds < 0 or self.multiplier < 1 or self.max_delay_seconds < 0:
-            raise ValueError("backoff delays must be non-negative and grow")
+            raise InvalidArgument("backoff delays must be non-negative and grow")
         if self.attempts is not None and self.attempts < 1:
-            raise ValueError("attempts must be at least 1")
+            raise InvalidArgument("attempts must be at least 1")
 
     def delays(self) -> Iterator[float]:
         """The delay before each retry (one fewer than ``attempts``), within ``total_seconds``."""

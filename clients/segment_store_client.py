@@ -47,9 +47,10 @@ class SegmentStoreClient:
 
     def __init__(self, endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] | Endpoint, *,
                  attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
-                 on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0):
+                 on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0,
+                 keepalive_seconds: float | None = None):
         self._endpoint_for = endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for)
-        self._connections = ConnectionCache(connect_timeout)
+        self._connections = ConnectionCache(connect_timeout, keepalive_seconds)
         self._retry = Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
                               attempts=attempts, jitter=0.0)
         self._timeout = request_timeout

@@ -40,7 +40,8 @@ class SegmentStores:
         self._cache_seconds = cache_seconds
         self._endpoints: dict[str, tuple[Endpoint, float]] = {}
         self.raw = SegmentStoreClient(self.endpoint_of, request_timeout=request_timeout,
-                                      on_wrong_host=self.forget, connect_timeout=connect_timeout)
+                                      on_wrong_host=self.forget, connect_timeout=connect_timeout,
+                                      keepalive_seconds=keepalive_seconds)
 
     async def endpoint_of(self, name: str) -> Endpoint:
         """The segment store that owns segment ``name`` (a qualified stream, transaction or table segment name)."""

@@ -16,6 +16,22 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+__all__ = [  # the SDK's public names (clients.__all__; a test keeps the two lists equal)
+    "AlreadyExists", "AttributeConditionFailed", "Backoff", "ByteStreamReader", "ByteStreamWriter",
+    "BytesSerializer", "Checkpoint", "CheckpointFailed", "Client", "ClientConfig", "ClientError",
+    "ClosedError", "ConflictingOperation", "ConnectionFailed", "ControllerUnavailable", "EventRead",
+    "EventReader", "EventTooLarge", "EventWriter", "IllegalArgument", "InvalidArgument", "InvalidEvent",
+    "JsonSerializer", "LargeEventRead", "LargeEventWriter", "NoSuchSegment", "NotFound", "OffsetConflict",
+    "OperationFailed", "ProtocolViolation", "ReaderConfig", "ReaderGroup", "ReaderGroupConfig",
+    "ReaderGroupNotFound", "ReinitializationRequired", "RequestTimeout", "RetentionPolicy", "RetentionType",
+    "ScaleType", "ScalingPolicy", "ScopeNotEmpty", "ScopeNotFound", "Segment", "SegmentError", "SegmentExists",
+    "SegmentRange", "SegmentSealed", "SegmentTruncated", "Serializer", "ServerError", "StreamConfiguration",
+    "StreamCut", "StreamNotFound", "StreamNotSealed", "StreamSealed", "StringSerializer", "Successors",
+    "TableKeyBadVersion", "TableKeyDoesNotExist", "TableNotEmpty", "Transaction", "TransactionFailed",
+    "TransactionNotFound", "TransactionState", "TransactionalWriter", "TributaryError", "TruncatedData",
+    "Unsupported", "WriteAck", "WriterConfig", "WrongHost", "connect", "errors",
+]
+
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time names load lazily
     from clients import *  # noqa: F403
 
@@ -23,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time 
 def __getattr__(name: str):
     import clients
 
-    if name in clients.__all__:
+    if name in __all__:
         return getattr(clients, name)
     raise AttributeError(f"module 'tributary' has no attribute {name!r}")
 

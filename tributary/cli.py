@@ -112,6 +112,59 @@ def standalone(log_level, controller_port, **options) -> None:
     _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port))
 
 
+@main.command()
+@click.option("--controller", default="tcp://127.0.0.1:9090", show_default=True, help="Controller URI.")
+@click.option("--scope", default="loadgen", show_default=True, help="Scope of the streams.")
+@click.option("--stream", default="loadgen", show_default=True,
+              help="Stream name (with --streams N > 1: STREAM-0 ... STREAM-(N-1)).")
+@click.option("--streams", default=1, show_default=True, type=int, help="Streams to spread writers and readers over.")
+@click.option("--segments", default=4, show_default=True, type=int,
+              help="Fixed segments of each stream created (1-1000).")
+@click.option("--create/--no-create", default=True, show_default=True,
+              help="Create the scope and streams (existing ones are used as they are).")
+@click.option("--writers", default=1, show_default=True, type=int, help="Writer tasks.")
+@click.option("--readers", default=1, show_default=True, type=int,
+              help="Reader tasks (one reader group per stream, from its tail; 0 or at least --streams).")
+@click.option("--event-size", default=100, show_default=True, type=int,
+              help="Bytes per event, header included (28 B to 8 MiB).")
+@click.option("--rate", default=1000.0, show_default=True, type=float,
+              help="Target events/s over all writers (0: as fast as possible).")
+@click.option("--duration", default=10.0, show_default=True, type=float, help="Seconds of writing.")
+@click.option("--keys", default=16, show_default=True, type=int,
+              help="Routing keys, used round-robin (0: events without a key, so no order to check).")
+@click.option("--transaction-size", default=0, show_default=True, type=int,
+              help="Events per transaction, committed as they fill (0: no transactions).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=pathlib.Path), default=None,
+              help="Write the results as JSON to this file.")
+@click.option("--drain-timeout", default=30.0, show_default=True, type=float,
+              help="Seconds after writing stops for flushing and for readers to catch up.")
+@click.option("--connect-timeout", default=10.0, show_default=True, type=float,
+              help="Seconds to keep trying to reach the controller.")
+@click.option("--progress/--no-progress", default=None,
+              help="Live progress line (default: on a terminal) or a plain line every 5 s.")
+@click.option("--quiet", is_flag=True, help="Print nothing but errors (results still go to --output).")
+def loadgen(progress, quiet, **options) -> None:
+    """Generate load with writers and readers; report throughput, latency and a delivery check.
+
+    Exit status: 0 ok, 1 could not run or ran with problems (errors, missing or duplicated
+    events), 2 bad options, 130 interrupted (results are still printed and written).
+    """
+    from clients.loadgen import LoadOptions, OptionError, run_command
+
+    try:
+        load_options = LoadOptions(**options)
+    except OptionError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    status = []
+
+    async def run() -> None:
+        status.append(await run_command(load_options, progress=progress, quiet=quiet, version=__version__))
+
+    _run(run())
+    sys.exit(status[0] if status else 1)
+
+
 # ---------------------------------------------------------------------- serving
 
 

@@ -293,10 +293,10 @@ class EventReader:
 
     def _check_truncations(self) -> None:
         """Raises TruncatedData once per truncation met (before any event after the cut is handed out)."""
-        self._truncations = 0
         for reader in self._rotation:
             if reader.truncated is not None:
                 start, reader.truncated = reader.truncated, None
+                self._truncations = max(0, self._truncations - 1)
                 raise TruncatedData(f"data of {reader.segment} before offset {start} was truncated; "
                                     f"reading goes on from there")
 

@@ -24,7 +24,8 @@ from typing import Callable, TypeVar
 from wire import naming
 from wire.constants import NO_VERSION, NOT_EXISTS
 
-from ..errors import NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion, TableKeyDoesNotExist
+from ..errors import (ConflictingOperation, NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion,
+                      TableKeyDoesNotExist)
 from ..retry import Backoff, retry
 from ..segment_store_client import SegmentStoreClient
 from .group_state import GroupState
@@ -123,7 +124,8 @@ class GroupStore:
                 return result, state
             except (TableKeyBadVersion, TableKeyDoesNotExist):
                 continue  # someone else changed it first: redo on the new state
-        raise RuntimeError(f"reader group {self._group}: {_CONFLICT_RETRIES_MAX} conflicting updates in a row")
+        raise ConflictingOperation(f"reader group {self._group}: {_CONFLICT_RETRIES_MAX} conflicting updates "
+                                   f"in a row")
 
     async def report(self, reader: str, positions: dict[str, int]) -> None:
         """Writes ``reader``'s heartbeat and positions (unconditionally)."""

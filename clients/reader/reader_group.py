@@ -75,7 +75,8 @@ class ReaderGroup:
     """A handle of one reader group (cheap to make; all state is on the server)."""
 
     def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, name: str,
-                 retry_policy: Backoff):
+                 retry_policy: Backoff, adopt=None):
+        self._adopt = adopt  # the client's registry of what it closes on close()
         self.controller = controller
         self.stores = stores
         self.scope = scope
@@ -100,7 +101,8 @@ class ReaderGroup:
         state at exactly that point; otherwise checkpoints are answered silently.
         """
         check_user_name(reader_id, "reader id")
-        return EventReader(self, reader_id, config, serializer, checkpoint_events)
+        reader = EventReader(self, reader_id, config, serializer, checkpoint_events)
+        return self._adopt(reader) if self._adopt is not None else reader
 
     async def online_readers(self) -> list[str]:
         state, _ = await self.store.fetch()
@@ -203,7 +205,7 @@ class ReaderGroupManagement:
             automaticCheckpointIntervalMillis=-1, maxOutstandingCheckpointRequest=config.max_outstanding_checkpoints,
             retentionType=0, generation=0, readerGroupId=str(uuid.UUID(int=0)),
             startingStreamCuts=[cut_to(cut) for cut in starts], endingStreamCuts=[cut_to(cut) for cut in ends]))
-        handle = ReaderGroup(self._controller, self._stores, scope, group, self._group_retry())
+        handle = ReaderGroup(self._controller, self._stores, scope, group, self._group_retry(), self._adopt)
         group_config = GroupConfig(scope, group, registered.readerGroupId, tuple(sorted(names)),
                                    config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints, 0)
         positions = {segment.qualified_name: offset for cut in starts for segment, offset in cut.segments.items()}
@@ -230,7 +232,7 @@ class ReaderGroupManagement:
         """A handle of an existing group (calls raise ReaderGroupNotFound if it does not exist)."""
         check_scope_name(scope)
         check_user_name(group, "reader group name")
-        return ReaderGroup(self._controller, self._stores, scope, group, self._group_retry())
+        return ReaderGroup(self._controller, self._stores, scope, group, self._group_retry(), self._adopt)
 
     async def delete_reader_group(self, scope: str, group: str) -> bool:
         """Deletes the group (its readers should be closed first); False if it did not exist."""

@@ -29,7 +29,7 @@ from wire.constants import EVENT_TYPE_CODE
 
 from ..attach import FlowAttacher
 from ..connection import ConnectionFailed, WireConnection, next_request_id
-from ..errors import ProtocolViolation
+from ..errors import InvalidEvent, ProtocolViolation
 
 log = logging.getLogger("tributary.reader")
 _HEADER = struct.Struct(">ii")
@@ -193,7 +193,7 @@ class SegmentReader:
         """(payload bytes, offset, length) of the next complete event, or None if none is buffered.
 
         Raises:
-            ProtocolViolation: the bytes are not an event stream (a byte stream, or corruption).
+            InvalidEvent: the bytes are not an event stream (a byte stream, or corruption).
         """
         if self.large_remaining:
             return None
@@ -204,7 +204,7 @@ class SegmentReader:
             return None
         type_code, length = _HEADER.unpack_from(view, position)
         if type_code != EVENT_TYPE_CODE or length < 0:
-            raise ProtocolViolation(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
+            raise InvalidEvent(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
                                     f"length {length})")
         end = position + _HEADER_SIZE + length
         if length > self._max_event_size:

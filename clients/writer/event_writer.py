@@ -233,7 +233,10 @@ class EventWriter(WriterBase):
             await self._wait_for_room(size)
             if self._phase is not _Phase.OPEN:
                 await self._ensure_open()
-        writer = self._key_writers.get(routing_key) if routing_key is not None else None
+        try:
+            writer = self._key_writers.get(routing_key) if routing_key is not None else None
+        except TypeError:  # unhashable
+            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}") from None
         if writer is None:
             writer = self._route(routing_key)
         self._inflight_bytes += size
@@ -246,6 +249,10 @@ class EventWriter(WriterBase):
         The batch must fit one append (8 MiB with envelopes). Raises like :meth:`write`.
         """
         payloads = [event if self._serialize is None else self._serialize(event) for event in events]
+        if not payloads:
+            raise InvalidArgument("a batch holds at least one event")
+        if not all(isinstance(payload, (bytes, bytearray, memoryview)) for payload in payloads):
+            raise InvalidArgument("events must be bytes-like for this serializer")
         size = sum(len(payload) + 8 for payload in payloads)
         if size > MAX_EVENT_SIZE + 8:
             raise EventTooLarge(f"a batch of {size} bytes is above the 8 MiB limit of one append")

@@ -1,4 +1,4 @@
-"""Large events (PDP-43): events of any size up to 1 GiB and beyond 8 MiB, written as a stream.
+"""Large events (PDP-43): events above 8 MiB, up to 2 GiB - 9 bytes (1 GiB tested), written as a stream.
 
 Theory of operation. ``writer.write_large(key)`` picks the key's segment and
 holds back that segment's later events, so the large event takes its place in

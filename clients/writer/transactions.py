@@ -146,8 +146,9 @@ class Transaction(WriterBase):
         ``timestamp_ms`` is the commit's time mark for watermarks (none by default).
 
         Raises:
-            TransactionFailed: a write failed (nothing is committed), or the transaction was
-                already committed, aborted, or timed out.
+            TransactionFailed: a write failed (nothing is committed), this handle already committed
+                or aborted it, or it was aborted (or timed out) on the controller. Committing a
+                transaction that another handle committed succeeds (commit is idempotent).
         """
         self._check_open()
         try:
@@ -193,9 +194,13 @@ class Transaction(WriterBase):
         return await self._controller.transaction_state(self.scope, self.stream, self.id)
 
     async def close(self) -> None:
-        """Aborts the transaction if it is still open."""
+        """Aborts the transaction if it is still open here (one already ended on the controller, e.g.
+        committed through another handle, is left as it is)."""
         if self._phase is _Phase.OPEN:
-            await self.abort()
+            try:
+                await self.abort()
+            except TransactionFailed:
+                pass
 
     async def _end(self, phase: _Phase) -> None:
         self._phase = phase
@@ -247,7 +252,7 @@ class TransactionalWriter:
         self._controller = controller
         self._stores = stores
         self._serializer = serializer or BytesSerializer()
-        self._open: set[Transaction] = set()
+        self._begun: set[Transaction] = set()
 
     async def __aenter__(self) -> "TransactionalWriter":
         return self
@@ -261,8 +266,8 @@ class TransactionalWriter:
                                                                            self.config.transaction_lease_ms)
         transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
                                   self.config, self._serializer, self.writer_id)
-        self._open = {txn for txn in self._open if txn.state == "open"}
-        self._open.add(transaction)
+        self._begun = {txn for txn in self._begun if txn.state == "open"}
+        self._begun.add(transaction)
         return transaction
 
     async def get_transaction(self, transaction_id: uuid.UUID) -> Transaction:
@@ -280,15 +285,14 @@ class TransactionalWriter:
                   for r in await self._controller.get_epoch_segments(self.scope, self.stream, epoch)]
         transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
                                   self.config, self._serializer, self.writer_id)
-        self._open.add(transaction)
         return transaction
 
     async def close(self) -> None:
-        """Aborts the transactions begun here that are still open."""
-        for transaction in list(self._open):
+        """Aborts the transactions begun here (not those resumed with ``get_transaction``) that are still open."""
+        for transaction in list(self._begun):
             if transaction.state == "open":
                 await transaction.close()
-        self._open.clear()
+        self._begun.clear()
 
 
 __all__ = ["Transaction", "TransactionalWriter", "ping_interval_seconds"]

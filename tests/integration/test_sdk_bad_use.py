@@ -177,3 +177,35 @@ async def test_reading_a_missing_group_or_checkpoint_is_typed(client):
         with pytest.raises(TimeoutError):
             await group.initiate_checkpoint("never", timeout_seconds=0.5)
     await asyncio.sleep(0)
+
+
+async def test_bad_batches_and_keys_are_refused_without_breaking_the_writer(client):
+    """A batch with text in it, an empty batch and an unhashable routing key are InvalidArgument, and
+    the writer still flushes and closes (nothing was counted in flight)."""
+    await client.create_scope("batches")
+    await client.create_stream("batches", "s")
+    writer = client.create_writer("batches", "s")
+    with pytest.raises(errors.InvalidArgument):
+        await writer.write_batch([b"ok", "text"])
+    with pytest.raises(errors.InvalidArgument):
+        await writer.write_batch([])
+    with pytest.raises(errors.InvalidArgument):
+        await writer.write(b"x", routing_key=["not", "hashable"])
+    await (await writer.write_batch([b"a", b"b"], "k"))
+    async with asyncio.timeout(10):
+        await writer.flush()
+        await writer.close()
+
+
+async def test_closing_the_client_closes_its_readers(standalone):
+    """Client.close() takes the readers it made offline (they do not linger in the group)."""
+    async with sdk.connect(standalone.controller_uri) as setup:
+        await setup.create_scope("closing")
+        await setup.create_stream("closing", "s")
+        await setup.create_reader_group("closing", "g", ["s"])
+    client = sdk.connect(standalone.controller_uri)
+    reader = client.reader_group("closing", "g").create_reader("r")
+    await reader.start()
+    await client.close()
+    async with sdk.connect(standalone.controller_uri) as other:
+        assert await other.reader_group("closing", "g").online_readers() == []

@@ -235,6 +235,30 @@ async def test_truncation_is_signalled_and_reading_goes_on_from_the_new_head(cli
     assert signalled == 1 and got == list(range(100, 200))
 
 
+async def test_truncation_of_several_segments_is_signalled_for_each(client):
+    """Two segments truncated before the reader joins: TruncatedData comes once per segment, and then
+    the events after the cut."""
+    await stream_of(client, "trunc2", segments=2)
+    async with client.create_writer("trunc2", "s") as writer:
+        await write_keyed(writer, 200, 10)
+        await writer.flush()
+        cut = await client.tail_cut("trunc2", "s")
+        await write_keyed(writer, 200, 10, start=200)
+    group = await client.create_reader_group("trunc2", "g", ["s"], config=FAST_GROUP)
+    await client.truncate_stream(cut)
+    got, signalled = [], 0
+    async with group.create_reader("r") as reader:
+        while len(got) < 200:
+            try:
+                event = await reader.read_next(5)
+            except errors.TruncatedData:
+                signalled += 1
+                continue
+            assert event is not None
+            got.append(event.data)
+    assert signalled == 2 and sorted(got) == sorted(event_of(n % 10, n // 10) for n in range(200, 400))
+
+
 async def test_sealing_under_a_writer_fails_its_pending_and_later_writes_and_ends_readers(client):
     """Sealing the stream while a writer holds it: later writes raise StreamSealed; an unbounded
     reader reads everything that was written and then its iteration ends."""

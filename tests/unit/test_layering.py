@@ -40,3 +40,15 @@ def test_the_rule_sees_a_violation(tmp_path):
     module = tmp_path / "bad.py"
     module.write_text("from controller.app import ControllerApp\nimport server.service\n")
     assert set(_top_level_imports(module)) & FORBIDDEN["clients"] == {"controller", "server"}
+
+
+def test_tributary_exports_exactly_the_sdk_names():
+    """``tributary.__all__`` (kept static so ``import tributary`` stays cheap) lists clients' public names,
+    and ``from tributary import *`` brings them in."""
+    import clients
+    import tributary
+
+    assert sorted(tributary.__all__) == sorted(clients.__all__)
+    namespace: dict = {}
+    exec("from tributary import *", namespace)
+    assert namespace["connect"] is clients.connect and namespace["StreamCut"] is clients.StreamCut

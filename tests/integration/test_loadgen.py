@@ -1,0 +1,219 @@
+"""`tributary loadgen` as a child process against a standalone: counts, latencies, achieved rate and the
+sequence check in its JSON results; transactions; Ctrl-C; nonsense options and an unreachable controller
+refused with a message naming the option or the address. Plus the pieces whose verdicts the runs rely on
+(the sequence checker sees losses, duplicates and reordering; the token bucket paces without a sleep per
+event)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clients.loadgen.events import HEADER_SIZE, EventCodec, decode
+from clients.loadgen.pacing import TokenBucket
+from clients.loadgen.sequence import SequenceChecker
+from tests.support.processes import free_port
+from tests.support.standalone import StandaloneProcess
+
+PERCENTILE_FIELDS = ("p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "max_ms")
+
+
+def loadgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tributary", "loadgen", *args], capture_output=True, text=True,
+                          check=False, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    process = StandaloneProcess(tmp_path_factory.mktemp("loadgen") / "data").start()
+    yield process
+    process.remove_data()
+
+
+def assert_sane_latency(summary: dict, count_at_least: int) -> None:
+    assert summary["count"] >= count_at_least
+    values = [summary[field] for field in PERCENTILE_FIELDS]
+    assert all(isinstance(value, (int, float)) for value in values), summary
+    assert 0 < values[0] <= values[1] <= values[2] <= values[3] <= values[4] < 10_000, summary
+    assert 0 < summary["mean_ms"] <= summary["max_ms"]
+
+
+def assert_everything_read_once(results: dict) -> None:
+    totals, sequence = results["totals"], results["sequence"]
+    assert totals["events_written"] > 0
+    assert totals["events_read"] == totals["events_written"]
+    assert totals["bytes_read"] == totals["bytes_written"] == totals["events_written"] * results["options"][
+        "event_size"]
+    assert totals["duplicates_read"] == 0
+    assert sequence["ok"] is True, sequence
+    assert (sequence["missing"], sequence["gaps"], sequence["duplicates"], sequence["out_of_order"],
+            sequence["unexpected"], sequence["foreign"]) == (0, 0, 0, 0, 0, 0)
+    assert sequence["events_checked"] == totals["events_written"]
+    assert results["phases"]["drain"]["complete"] is True
+    assert results["errors"]["count"] == 0, results["errors"]
+
+
+def test_keyed_run_at_a_rate_reads_everything_once_in_order(standalone, tmp_path):
+    """2 writers and 2 readers over 2 streams, 8 keys, 2000 events/s for 3 s: exit 0, every event read
+    once and in key order, write and end-to-end latencies recorded, the target rate achieved."""
+    output = tmp_path / "results.json"
+    result = loadgen("--controller", standalone.controller_uri, "--stream", "keyed", "--streams", "2",
+                     "--writers", "2", "--readers", "2", "--keys", "8", "--rate", "2000", "--duration", "3",
+                     "--event-size", "200", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    results = json.loads(output.read_text())
+    assert_everything_read_once(results)
+    assert results["sequence"]["mode"] == "per writer and key, in order"
+    assert results["sequence"]["sources"] == 2 * 8
+    assert [stream["stream"] for stream in results["streams"]] == ["keyed-0", "keyed-1"]
+    assert all(stream["written"] > 0 and stream["read"] == stream["written"] for stream in results["streams"])
+    assert 0.8 * 2000 <= results["rates"]["write_events_per_second"] <= 1.2 * 2000
+    assert 0.8 * 2000 * 3 <= results["totals"]["events_written"] <= 1.2 * 2000 * 3
+    assert results["rates"]["write_mb_per_second"] == pytest.approx(
+        results["rates"]["write_events_per_second"] * 200 / 1e6, rel=0.01)
+    assert_sane_latency(results["latency_ms"]["write_ack"], 100)
+    assert_sane_latency(results["latency_ms"]["end_to_end"], results["totals"]["events_read"])
+    assert results["latency_ms"]["transaction_commit"]["count"] == 0
+    assert results["options"]["keys"] == 8 and results["interrupted"] is False
+    assert "sequence check (per writer and key, in order): OK" in result.stdout
+    assert "end-to-end" in result.stdout
+
+
+def test_transactions_commit_as_they_fill(standalone, tmp_path):
+    """--transaction-size 25: events are committed 25 at a time (the last one partly filled), the commit
+    latency is measured per transaction, and readers get every committed event once, in key order."""
+    output = tmp_path / "results.json"
+    result = loadgen("--controller", standalone.controller_uri, "--stream", "txn", "--writers", "2",
+                     "--readers", "1", "--keys", "4", "--rate", "500", "--duration", "2",
+                     "--transaction-size", "25", "--output", str(output), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    results = json.loads(output.read_text())
+    assert_everything_read_once(results)
+    committed = results["totals"]["transactions_committed"]
+    written = results["totals"]["events_written"]
+    assert written / 25 <= committed <= written / 25 + 2  # each writer's last one may be partial
+    assert results["totals"]["transactions_failed"] == 0
+    assert_sane_latency(results["latency_ms"]["transaction_commit"], committed)
+    assert results["latency_ms"]["write_ack"]["count"] == 0
+
+
+def test_unlimited_rate_without_keys(standalone, tmp_path):
+    """--rate 0 --keys 0: writers go flat out with no routing keys; the check is per writer in any order and
+    still finds every event exactly once."""
+    output = tmp_path / "results.json"
+    result = loadgen("--controller", standalone.controller_uri, "--stream", "flat", "--writers", "2",
+                     "--readers", "2", "--keys", "0", "--rate", "0", "--duration", "2", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    results = json.loads(output.read_text())
+    assert_everything_read_once(results)
+    assert results["sequence"]["mode"].startswith("per writer, in any order")
+    assert results["sequence"]["sources"] == 2
+    assert results["rates"]["target_events_per_second"] == 0
+    assert results["rates"]["write_events_per_second"] > 2000  # far above any paced test rate
+
+
+def test_ctrl_c_stops_early_and_still_reports(standalone, tmp_path):
+    """SIGINT during a 60 s run ends writing at once; the run still flushes, drains, prints the summary and
+    writes its results (marked interrupted), and exits 130. Not on a terminal, progress came as plain lines
+    every 5 s meanwhile."""
+    output = tmp_path / "results.json"
+    process = subprocess.Popen([sys.executable, "-m", "tributary", "loadgen", "--controller",
+                                standalone.controller_uri, "--stream", "interrupted", "--duration", "60",
+                                "--rate", "1000", "--output", str(output)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(6)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    results = json.loads(output.read_text())
+    assert results["interrupted"] is True
+    assert results["phases"]["write"]["seconds"] < 10
+    assert_everything_read_once(results)
+    assert "interrupted: the run was stopped early" in stdout
+    progress = [line for line in stdout.splitlines() if line.startswith("[write]")]
+    assert len(progress) == 1 and "ev/s" in progress[0] and "p99 ack" in progress[0], stdout
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--event-size", "3"], "--event-size"),
+    (["--event-size", str(8 * 1024 * 1024 + 1)], "--event-size"),
+    (["--writers", "0", "--readers", "0"], "--writers"),
+    (["--rate", "-5"], "--rate"),
+    (["--duration", "0"], "--duration"),
+    (["--segments", "1001"], "--segments"),
+    (["--writers", "-1"], "--writers"),
+    (["--writers", "0", "--transaction-size", "10"], "--transaction-size"),
+    (["--streams", "3", "--readers", "2"], "--readers"),
+    (["--controller", "http://127.0.0.1:9090"], "--controller"),
+    (["--drain-timeout", "-1"], "--drain-timeout"),
+])
+def test_nonsense_options_are_refused_naming_the_option(args, option):
+    """Options that make no sense exit with status 2 and an `error:` line naming the option, before
+    connecting to anything."""
+    result = loadgen("--controller", "tcp://127.0.0.1:1", *args, "--connect-timeout", "1") \
+        if "--controller" not in args else loadgen(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith(f"error: {option}:"), result.stderr
+
+
+def test_unreachable_controller_fails_within_the_connect_timeout():
+    """Nothing listens at the controller address: exit 1 within --connect-timeout (plus start-up), with a
+    message naming the address."""
+    port = free_port()
+    started = time.monotonic()
+    result = loadgen("--controller", f"tcp://127.0.0.1:{port}", "--connect-timeout", "2", timeout=30)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert f"error: cannot reach the controller at 127.0.0.1:{port}" in result.stderr
+    assert elapsed < 2 + 8
+
+
+def test_missing_stream_without_create_is_a_clear_error(standalone):
+    """--no-create on a stream that does not exist: exit 1 naming the stream."""
+    result = loadgen("--controller", standalone.controller_uri, "--no-create", "--scope", "loadgen",
+                     "--stream", "no-such-stream", "--duration", "1")
+    assert result.returncode == 1
+    assert "no-such-stream does not exist" in result.stderr
+
+
+def test_sequence_checker_sees_losses_duplicates_and_reordering():
+    """The verdict the runs assert on is not vacuous: a hole, a repeat, a late event and an event beyond
+    the writer's count are each reported, and in keyless mode reordering alone is no failure."""
+    checker = SequenceChecker(ordered=True)
+    for sequence in (0, 1, 2, 4, 3, 3, 7, 5, 12):
+        checker.observe(1, 0, sequence)
+    result = checker.result({(1, 0): 10}, {1})
+    assert (result["duplicates"], result["out_of_order"], result["missing"], result["gaps"],
+            result["unexpected"], result["ok"]) == (1, 2, 3, 2, 1, False)
+    keyless = SequenceChecker(ordered=False)
+    for sequence in (2, 0, 1, 3):
+        keyless.observe(7, 0xFFFFFFFF, sequence)
+    verdict = keyless.result({(7, 0xFFFFFFFF): 4}, {7})
+    assert verdict["ok"] is True and verdict["reordered"] == 2
+    assert keyless.result({(7, 0xFFFFFFFF): 4, (8, 0xFFFFFFFF): 2}, {7, 8})["missing"] == 2
+
+
+def test_token_bucket_paces_in_batches_and_events_round_trip():
+    """The bucket hands out ``rate`` permits per second in batches (not one sleep per event) and caps a
+    catch-up burst; an event's header decodes back to what was encoded."""
+    now = [0.0]
+    bucket = TokenBucket(1000, burst_seconds=0.1, clock=lambda: now[0])
+    assert bucket.available(256) == 1
+    now[0] = 0.050
+    assert bucket.available(256) == 50
+    now[0] = 10.0  # a long stall: at most one burst (100 events) is made up
+    assert bucket.available(1000) == 100
+    assert bucket.available(1000) == 0
+    event = EventCodec(64).encode(5, 3, 42, 123456789)
+    assert len(event) == 64 and HEADER_SIZE <= 64
+    assert tuple(decode(event)) == (5, 3, 42, 123456789)
+    assert decode(b"x" * 64) is None
