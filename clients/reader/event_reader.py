@@ -274,6 +274,9 @@ class EventReader:
             item = current.next_event()
             if item is not None:
                 self._streak += 1
+                payload = item[0]
+                if payload is not None and self._deserialize is None:  # the common case, inlined
+                    return EventRead(payload, current.segment, item[1], item[2])
                 return self._event(item, current)
         for reader in self._rotation:
             item = reader.next_event()

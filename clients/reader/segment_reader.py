@@ -52,8 +52,10 @@ class SegmentReader:
         self._read_size = read_size
         self._max_event_size = max_event_size
         self._read_offset = offset  # where the next read starts
-        self._view = memoryview(b"")
-        self._position = 0  # of self.offset within self._view
+        self._data = b""  # received bytes not yet parsed into events (from self._position on)
+        self._position = 0
+        self._ready: list = []  # events parsed from the data, handed out from self._ready_index on
+        self._ready_index = 0
         self._outstanding = False
         self._end_of_segment = False
         self._connection: WireConnection | None = None
@@ -69,7 +71,7 @@ class SegmentReader:
 
     @property
     def buffered(self) -> int:
-        return len(self._view) - self._position
+        return len(self._data) - self._position
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,17 +168,16 @@ class SegmentReader:
         self._reconnect()
 
     def _append(self, data) -> None:
-        view = self._view
-        if self._position >= len(view):
-            self._view = memoryview(bytes(data))
+        if self._position >= len(self._data):
+            self._data = bytes(data)
         else:
-            self._view = memoryview(b"".join((view[self._position:], data)))
+            self._data = b"".join((memoryview(self._data)[self._position:], data))
         self._position = 0
         self._read_offset += len(data)
 
     def _truncated_to(self, start_offset: int) -> None:
         """The data at our offset is gone: go on from the segment's new start, and say so once."""
-        self._view, self._position = memoryview(b""), 0
+        self._data, self._position, self._ready, self._ready_index = b"", 0, [], 0
         self.offset = self.processed = self._read_offset = max(start_offset, self._read_offset)
         self.truncated = self.offset
         self._request()
@@ -184,7 +185,7 @@ class SegmentReader:
 
     def _check_finished(self) -> None:
         at_end = self.end_offset is not None and self.offset >= self.end_offset
-        if (self._end_of_segment or at_end) and self.buffered == 0:
+        if (self._end_of_segment or at_end) and self.buffered == 0 and self._ready_index >= len(self._ready):
             self.finished = True
 
     # ------------------------------------------------------------------ events
@@ -192,35 +193,61 @@ class SegmentReader:
     def next_event(self):
         """(payload bytes, offset, length) of the next complete event, or None if none is buffered.
 
+        Events are parsed from the received bytes a whole read at a time (one tight loop) and then
+        handed out one by one.
+
         Raises:
             InvalidEvent: the bytes are not an event stream (a byte stream, or corruption).
         """
+        index = self._ready_index
+        ready = self._ready
+        if index < len(ready):
+            item = ready[index]
+            self._ready_index = index + 1
+            self.offset = item[1] + item[2]
+            return item
+        return self._parse()
+
+    def _parse(self):
+        """Parses every complete event buffered; returns the first (or None, or a large event's start)."""
         if self.large_remaining:
             return None
-        view, position = self._view, self._position
-        if len(view) - position < _HEADER_SIZE:
-            if position >= len(view):
-                self._check_finished()
-            return None
-        type_code, length = _HEADER.unpack_from(view, position)
-        if type_code != EVENT_TYPE_CODE or length < 0:
-            raise InvalidEvent(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
-                                    f"length {length})")
-        end = position + _HEADER_SIZE + length
-        if length > self._max_event_size:
-            return self._begin_large(length)
-        if end > len(view):
-            self._request(end - position)
-            return None
-        payload = bytes(view[position + _HEADER_SIZE:end])
-        offset = self.offset
-        self._position = end
-        self.offset = offset + _HEADER_SIZE + length
-        if self._position >= len(view):
-            self._view, self._position = memoryview(b""), 0
-            self._check_finished()
+        data, position = self._data, self._position
+        size = len(data)
+        base = self._read_offset - size  # the segment offset of data[0]
+        maximum = self._max_event_size
+        unpack = _HEADER.unpack_from
+        items = []
+        while size - position >= _HEADER_SIZE:
+            type_code, length = unpack(data, position)
+            if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
+                break
+            end = position + _HEADER_SIZE + length
+            if end > size:
+                self._request(end - position)
+                break
+            items.append((data[position + _HEADER_SIZE:end], base + position, _HEADER_SIZE + length))
+            position = end
+        if position >= size:
+            self._data, position = b"", 0
+        self._position = position
+        if items:
+            self._ready, self._ready_index = items, 1
+            first = items[0]
+            self.offset = first[1] + first[2]
+            self._request()
+            return first
+        self._ready, self._ready_index = items, 0
+        if size - position >= _HEADER_SIZE:
+            type_code, length = unpack(data, position)
+            if type_code != EVENT_TYPE_CODE or length < 0:
+                raise InvalidEvent(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
+                                   f"length {length})")
+            if length > maximum:
+                return self._begin_large(length)
+        self._check_finished()
         self._request()
-        return payload, offset, _HEADER_SIZE + length
+        return None
 
     # ------------------------------------------------------------------ large events, as chunks
 
@@ -238,12 +265,12 @@ class SegmentReader:
         if take <= 0:
             self._request()
             return None
-        chunk = bytes(self._view[self._position:self._position + take])
+        chunk = self._data[self._position:self._position + take]
         self._position += take
         self.offset += take
         self.large_remaining -= take
-        if self._position >= len(self._view):
-            self._view, self._position = memoryview(b""), 0
+        if self._position >= len(self._data):
+            self._data, self._position = b"", 0
         self._check_finished()
         self._request()
         return chunk
