@@ -233,6 +233,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="repetitions of the throughput matrix")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every event count")
     parser.add_argument("--skip-backlog", action="store_true", help="skip the 1 GiB backlog read")
+    parser.add_argument("--skip-throughput", action="store_true", help="skip the throughput matrix")
     arguments = parser.parse_args()
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="bench-sdk-"))
     standalone, controller_port = bench_e2e.start_standalone(scratch)
@@ -245,7 +246,7 @@ def main() -> int:
         names = [f"{kind}-{size}-{producers}-{run}" for run in range(arguments.runs) for kind in ("sdk", "pravega")
                  for size in SIZES for producers in PRODUCERS] + ["latency", "backlog"]
         create_streams(uri, names, 8)
-        for run in range(arguments.runs):
+        for run in range(0 if arguments.skip_throughput else arguments.runs):
             for size in SIZES:
                 for producers in PRODUCERS:
                     divisor = 4 if producers > 1 else 1
