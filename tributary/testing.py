@@ -225,7 +225,37 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-class ThreadedServer:
+class _Endpoints:
+    """What clients need of a server running elsewhere (a thread or a child process): its endpoints,
+    known once it runs (``_endpoints`` is (controller, segment store) or None)."""
+
+    _endpoints: tuple[tuple[str, int], tuple[str, int]] | None
+
+    @property
+    def running(self) -> bool:
+        return self._endpoints is not None
+
+    @property
+    def controller_endpoint(self) -> tuple[str, int]:
+        return self._running_endpoints()[0]
+
+    @property
+    def controller_uri(self) -> str:
+        host, port = self.controller_endpoint
+        return f"tcp://{host}:{port}"
+
+    @property
+    def segment_store_endpoint(self) -> tuple[str, int]:
+        return self._running_endpoints()[1]
+
+    def _running_endpoints(self):
+        endpoints = self._endpoints
+        if endpoints is None:
+            raise RuntimeError("the server is not running (call start() first)")
+        return endpoints
+
+
+class ThreadedServer(_Endpoints):
     """A :class:`Server` on its own event loop (uvloop when available) in a background daemon thread.
 
     Takes the same arguments as :class:`Server`. :meth:`start` blocks until both listeners accept
@@ -252,29 +282,6 @@ class ThreadedServer:
     @property
     def data_dir(self):
         return self._server.data_dir
-
-    @property
-    def running(self) -> bool:
-        return self._endpoints is not None
-
-    @property
-    def controller_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[0]
-
-    @property
-    def controller_uri(self) -> str:
-        host, port = self.controller_endpoint
-        return f"tcp://{host}:{port}"
-
-    @property
-    def segment_store_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[1]
-
-    def _running_endpoints(self):
-        endpoints = self._endpoints
-        if endpoints is None:
-            raise RuntimeError("the server is not running (call start() first)")
-        return endpoints
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -387,7 +394,7 @@ class ThreadedServer:
 _SOURCE_ROOT = pathlib.Path(__file__).resolve().parent.parent  # the child imports this same code
 
 
-class ProcessServer:
+class ProcessServer(_Endpoints):
     """The same server in a child process (``python -m tributary.testing``), with the same interface.
 
     Needed by clients that block while holding the GIL: the ``pravega`` package's blocking calls
@@ -421,29 +428,6 @@ class ProcessServer:
     @property
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
-
-    @property
-    def running(self) -> bool:
-        return self._endpoints is not None
-
-    @property
-    def controller_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[0]
-
-    @property
-    def controller_uri(self) -> str:
-        host, port = self.controller_endpoint
-        return f"tcp://{host}:{port}"
-
-    @property
-    def segment_store_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[1]
-
-    def _running_endpoints(self):
-        endpoints = self._endpoints
-        if endpoints is None:
-            raise RuntimeError("the server is not running (call start() first)")
-        return endpoints
 
     # ------------------------------------------------------------------ lifecycle
 
