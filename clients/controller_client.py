@@ -18,7 +18,7 @@ from typing import AsyncIterator, Callable, Iterable, TypeVar
 import grpc
 
 from .errors import (AlreadyExists, ConflictingOperation, ControllerUnavailable, InvalidArgument, NotFound,
-                     OperationFailed, ReaderGroupNotFound, RequestTimeout, ScopeNotEmpty, ScopeNotFound,
+                     OperationFailed, RequestTimeout, ScopeNotEmpty, ScopeNotFound,
                      StreamNotFound, StreamNotSealed, StreamSealed, TransactionFailed, TransactionNotFound,
                      TributaryError)
 from .grpc_api import controller_pb2 as pb
@@ -112,12 +112,6 @@ def config_from(message: pb.StreamConfig) -> StreamConfiguration:
 
 def cut_to(cut: StreamCut) -> pb.StreamCut:
     return pb.StreamCut(streamInfo=stream_info(cut.scope, cut.stream), cut=cut.positions)
-
-
-def cut_from(message: pb.StreamCut) -> StreamCut:
-    if not message.cut:
-        return StreamCut.UNBOUNDED
-    return StreamCut(message.streamInfo.scope, message.streamInfo.stream, dict(message.cut))
 
 
 def txn_id_to(transaction_id: uuid.UUID) -> pb.TxnId:
@@ -341,9 +335,6 @@ class ControllerClient:
         request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
         return await self._call("getURI", request, lambda reply: (reply.endpoint, reply.port))
 
-    async def is_stream_cut_valid(self, cut: StreamCut) -> bool:
-        return await self._call("isStreamCutValid", cut_to(cut), lambda reply: reply.response)
-
     # ------------------------------------------------------------------ scaling
 
     async def scale(self, scope: str, stream: str, sealed: Iterable[int],
@@ -449,11 +440,6 @@ class ControllerClient:
         await self._call("noteTimestampFromWriter", pb.TimestampFromWriter(
             writer=writer_id, position=cut_to(position), timestamp=timestamp), check)
 
-    async def remove_writer(self, scope: str, stream: str, writer_id: str) -> None:
-        R = pb.RemoveWriterResponse
-        await self._call("removeWriter", pb.RemoveWriterRequest(writer=writer_id, stream=stream_info(scope, stream)),
-                         lambda reply: _retry_on(reply.result == R.INTERNAL_ERROR, "removeWriter"))
-
     # ------------------------------------------------------------------ reader groups (controller records)
 
     async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration:
@@ -469,17 +455,6 @@ class ControllerClient:
 
         return await self._call("createReaderGroup", message, check)
 
-    async def get_reader_group_config(self, scope: str, group: str) -> pb.ReaderGroupConfiguration:
-        S = pb.ReaderGroupConfigResponse
-
-        def check(reply):
-            if reply.status == S.RG_NOT_FOUND:
-                raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist")
-            _retry_on(reply.status == S.FAILURE, "getReaderGroupConfig")
-            return reply.config
-
-        return await self._call("getReaderGroupConfig", pb.ReaderGroupInfo(scope=scope, readerGroup=group), check)
-
     async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool:
         S = pb.DeleteReaderGroupStatus
 
@@ -489,21 +464,6 @@ class ControllerClient:
 
         return await self._call("deleteReaderGroup", pb.ReaderGroupInfo(scope=scope, readerGroup=group,
                                                                          readerGroupId=group_id), check)
-
-    async def update_subscriber_cut(self, scope: str, group: str, group_id: str, generation: int,
-                                    cut: StreamCut) -> None:
-        S = pb.UpdateSubscriberStatus
-
-        def check(reply):
-            if reply.status == S.STREAM_CUT_NOT_VALID:
-                raise InvalidArgument(f"stream cut {cut!r} is not valid for subscriber {scope}/{group}")
-            if reply.status in (S.SUBSCRIBER_NOT_FOUND, S.STREAM_NOT_FOUND):
-                raise NotFound(f"reader group {scope}/{group} is not a subscriber of {cut.scoped_stream}")
-            _retry_on(reply.status == S.FAILURE, "updateSubscriberStreamCut")
-
-        await self._call("updateSubscriberStreamCut", pb.SubscriberStreamCut(
-            subscriber=f"{scope}/{group}", generation=generation, readerGroupId=group_id, streamCut=cut_to(cut)),
-            check)
 
 
 def _retry_on(condition: bool, rpc: str) -> None:

@@ -56,9 +56,6 @@ class Backoff:
             delay *= self.multiplier
 
 
-FOREVER = Backoff(attempts=None)
-
-
 def is_retriable(error: BaseException) -> bool:
     """True for failures worth another try: typed errors that say so, and timeouts."""
     if isinstance(error, (asyncio.TimeoutError, TimeoutError)):

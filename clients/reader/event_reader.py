@@ -33,7 +33,6 @@ from typing import Any
 from ..config import ReaderConfig
 from ..connection import Endpoint, WireConnection
 from ..errors import ClosedError, ReinitializationRequired, TributaryError, TruncatedData
-from ..retry import retry
 from ..segment_stores import segment_of
 from ..serializers import BytesSerializer, Serializer
 from .group_state import GroupState
@@ -264,9 +263,8 @@ class EventReader:
         task = self._step_task
         if task is None:
             task = self._step_task = asyncio.get_running_loop().create_task(self._step())
-        await asyncio.shield(task)
+        await asyncio.shield(task)  # raises the step's failure (and again on every later call)
         self._step_task = None
-        task.result()
 
     def _take(self) -> EventRead | None:
         current = self._current
@@ -426,7 +424,7 @@ class EventReader:
 
     async def _successors(self, segment: str) -> dict[str, list[str]]:
         owner = segment_of(segment)
-        successors = await retry(lambda: self._controller.get_successors(owner), self.config.retry)
+        successors = await self._controller.get_successors(owner)  # retried within its budget
         result = {}
         for segment_range, predecessors in successors.successors:
             result[segment_range.segment.qualified_name] = [

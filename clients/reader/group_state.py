@@ -73,9 +73,6 @@ class GroupState:
         return cls(generation=generation, unassigned={name: max(0, offset) for name, offset in positions.items()},
                    end_offsets=dict(end_offsets))
 
-    def copy(self) -> "GroupState":
-        return GroupState.decode(self.encode())
-
     # ------------------------------------------------------------------ queries
 
     def owned(self, reader: str) -> dict[str, int]:
@@ -170,13 +167,6 @@ class GroupState:
         self.check_member(reader)
         if self.assigned[reader].pop(segment, None) is not None:
             self.unassigned[segment] = offset
-
-    def record_positions(self, reader: str, positions: dict[str, int]) -> None:
-        self.check_member(reader)
-        owned = self.assigned[reader]
-        for segment, offset in positions.items():
-            if segment in owned:
-                owned[segment] = offset
 
     def complete(self, reader: str, segment: str, end_offset: int,
                  successors: dict[str, list[str]]) -> None:

@@ -48,7 +48,6 @@ class GroupConfig:
     reader_timeout_ms: int
     refresh_ms: int
     max_outstanding_checkpoints: int
-    automatic_checkpoint_ms: int
 
     def encode(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()

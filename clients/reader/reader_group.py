@@ -21,7 +21,7 @@ from ..model import check_scope_name, check_stream_name, check_user_name
 from ..retry import Backoff
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import Serializer
-from ..stream_cut import StreamCut, parse_stream_cut
+from ..stream_cut import StreamCut, cuts_by_stream, parse_stream_cut
 from .event_reader import EventReader
 from .group_state import GroupState
 from .group_store import GroupConfig, GroupStore
@@ -60,6 +60,11 @@ class Checkpoint:
 
     def cut(self, scope: str, stream: str) -> StreamCut:
         return self.cuts[f"{scope}/{stream}"]
+
+
+def positions_of(cuts: Iterable[StreamCut]) -> dict[str, int]:
+    """Stream cuts -> ``{segment name: offset}`` (the inverse of :func:`cuts_of`)."""
+    return {segment.qualified_name: offset for cut in cuts for segment, offset in cut.segments.items()}
 
 
 def cuts_of(positions: Mapping[str, int]) -> dict[str, StreamCut]:
@@ -151,7 +156,7 @@ class ReaderGroup:
         """Restarts the group from a checkpoint or from stream cuts: every reader goes offline
         (an online one gets ReinitializationRequired) and reading starts over from there."""
         cuts = list(start.cuts.values()) if isinstance(start, Checkpoint) else [parse_stream_cut(c) for c in start]
-        positions = {segment.qualified_name: offset for cut in cuts for segment, offset in cut.segments.items()}
+        positions = positions_of(cuts)
 
         def restart(state: GroupState) -> None:
             fresh = GroupState.starting_at(positions, state.end_offsets, state.generation + 1)
@@ -197,9 +202,9 @@ class ReaderGroupManagement:
         if not starts:
             raise InvalidArgument("a reader group reads at least one stream")
         ends = [parse_stream_cut(cut) for cut in end_cuts]
-        names = {cut.scoped_stream for cut in starts}
-        if len(names) != len(starts) or any(end.scoped_stream not in names for end in ends):
-            raise InvalidArgument("each stream once, and end cuts only for the group's streams")
+        names = cuts_by_stream(starts)  # raises InvalidArgument for a stream named twice
+        if not cuts_by_stream(ends).keys() <= names.keys():
+            raise InvalidArgument("end cuts only for the group's streams")
         registered = await self._controller.create_reader_group(pb.ReaderGroupConfiguration(
             scope=scope, readerGroupName=group, groupRefreshTimeMillis=config.refresh_ms,
             automaticCheckpointIntervalMillis=-1, maxOutstandingCheckpointRequest=config.max_outstanding_checkpoints,
@@ -207,10 +212,8 @@ class ReaderGroupManagement:
             startingStreamCuts=[cut_to(cut) for cut in starts], endingStreamCuts=[cut_to(cut) for cut in ends]))
         handle = ReaderGroup(self._controller, self._stores, scope, group, self._group_retry(), self._adopt)
         group_config = GroupConfig(scope, group, registered.readerGroupId, tuple(sorted(names)),
-                                   config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints, 0)
-        positions = {segment.qualified_name: offset for cut in starts for segment, offset in cut.segments.items()}
-        end_offsets = {segment.qualified_name: offset for cut in ends for segment, offset in cut.segments.items()}
-        await handle.store.create(group_config, GroupState.starting_at(positions, end_offsets))
+                                   config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints)
+        await handle.store.create(group_config, GroupState.starting_at(positions_of(starts), positions_of(ends)))
         return handle
 
     async def _start_cut(self, scope: str, item: str | StreamCut, start_at: str) -> StreamCut:

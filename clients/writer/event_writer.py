@@ -32,14 +32,13 @@ from ..connection import Endpoint, WireConnection
 from ..controller_client import ControllerClient
 from ..errors import ClosedError, EventTooLarge, InvalidArgument, StreamSealed, TributaryError
 from ..model import Segment
-from ..retry import retry
 from ..routing import KeyHasher, SegmentMap
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import BytesSerializer, Serializer
 from ..stream_cut import StreamCut
 from .acks import WriteAck
 from .large_events import LargeEventWriter
-from .segment_writer import SegmentWriter, State
+from .segment_writer import SegmentWriter
 
 _KEY_CACHE_MAX = 100_000
 
@@ -93,6 +92,26 @@ class WriterBase:
 
     def failed(self, writer: SegmentWriter, error: BaseException) -> None:
         self._fail(error)
+
+    # ------------------------------------------------------------------ events
+
+    @staticmethod
+    def _sized(payload, routing_key) -> int:
+        """The enveloped size of an event.
+
+        Raises:
+            InvalidArgument: the event is not bytes (for this serializer) or the key not a str.
+            EventTooLarge: the event is above the 8 MiB of one append.
+        """
+        if type(payload) is not bytes and not isinstance(payload, (bytearray, memoryview)):
+            raise InvalidArgument(f"events must be bytes-like for this serializer, not {type(payload).__name__}")
+        if routing_key is not None and type(routing_key) is not str:
+            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
+        size = len(payload) + 8
+        if size > MAX_EVENT_SIZE + 8:
+            raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit of one append; "
+                                f"use write_large()")
+        return size
 
     # ------------------------------------------------------------------ window
 
@@ -221,22 +240,14 @@ class EventWriter(WriterBase):
             The failure that broke the writer, if one did.
         """
         payload = event if self._serialize is None else self._serialize(event)
+        size = self._sized(payload, routing_key)
         if self._phase is not _Phase.OPEN:
             await self._ensure_open()
-        size = len(payload) + 8
-        if size > MAX_EVENT_SIZE + 8:
-            raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit of write(); "
-                                f"use write_large()")
-        if type(payload) is not bytes and not isinstance(payload, (bytearray, memoryview)):
-            raise InvalidArgument(f"events must be bytes-like for this serializer, not {type(payload).__name__}")
         if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
             await self._wait_for_room(size)
             if self._phase is not _Phase.OPEN:
                 await self._ensure_open()
-        try:
-            writer = self._key_writers.get(routing_key) if routing_key is not None else None
-        except TypeError:  # unhashable
-            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}") from None
+        writer = self._key_writers.get(routing_key) if routing_key is not None else None
         if writer is None:
             writer = self._route(routing_key)
         self._inflight_bytes += size
@@ -251,9 +262,7 @@ class EventWriter(WriterBase):
         payloads = [event if self._serialize is None else self._serialize(event) for event in events]
         if not payloads:
             raise InvalidArgument("a batch holds at least one event")
-        if not all(isinstance(payload, (bytes, bytearray, memoryview)) for payload in payloads):
-            raise InvalidArgument("events must be bytes-like for this serializer")
-        size = sum(len(payload) + 8 for payload in payloads)
+        size = sum(self._sized(payload, routing_key) for payload in payloads)
         if size > MAX_EVENT_SIZE + 8:
             raise EventTooLarge(f"a batch of {size} bytes is above the 8 MiB limit of one append")
         if self._phase is not _Phase.OPEN:
@@ -334,14 +343,12 @@ class EventWriter(WriterBase):
 
     async def successor_for(self, sealed: str, routing_key: str | None) -> str | None:
         """The successor of sealed segment ``sealed`` owning ``routing_key`` (None: the stream is sealed)."""
-        successors = await retry(lambda: self._controller.get_successors(segment_of(sealed)), self.config.retry)
+        segment = segment_of(sealed)
+        successors = await self._controller.get_successors(segment)
         if successors.stream_sealed:
             return None
-        fraction = self._hasher.fraction(routing_key)
-        for segment_range, _ in successors.successors:
-            if segment_range.low <= fraction < segment_range.high:
-                return segment_range.segment.qualified_name
-        return successors.successors[0][0].segment.qualified_name
+        # Where this writer's own events of the key will go once it learns of the seal.
+        return self._map.replace(segment, successors).segment_for(self._hasher.fraction(routing_key)).qualified_name
 
     # ------------------------------------------------------------------ routing
 
@@ -386,7 +393,7 @@ class EventWriter(WriterBase):
             writer = self._sealed.popleft()
             segment = segment_of(writer.segment)
             try:
-                successors = await retry(lambda: self._controller.get_successors(segment), self.config.retry)
+                successors = await self._controller.get_successors(segment)  # retried within its budget
             except Exception as error:  # noqa: BLE001 - the writer cannot continue without them
                 self._fail(error if isinstance(error, TributaryError) else TributaryError(repr(error)))
                 return
@@ -419,4 +426,4 @@ class EventWriter(WriterBase):
         super()._fail(error)
 
 
-__all__ = ["EventWriter", "WriteAck", "State"]
+__all__ = ["EventWriter", "WriteAck"]

@@ -158,10 +158,6 @@ class SegmentWriter:
     def state(self) -> State:
         return self._state
 
-    @property
-    def has_pending(self) -> bool:
-        return bool(self._inflight or self._unsent or self._buffer_keys)
-
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:

@@ -23,11 +23,10 @@ import math
 import uuid
 
 from wire import naming
-from wire.constants import MAX_EVENT_SIZE
 
 from ..config import WriterConfig
 from ..controller_client import ControllerClient
-from ..errors import EventTooLarge, InvalidArgument, TransactionFailed, TransactionNotFound, TributaryError
+from ..errors import TransactionFailed, TransactionNotFound, TributaryError
 from ..model import Segment, SegmentRange, TransactionState
 from ..routing import KeyHasher, SegmentMap
 from ..segment_stores import SegmentStores
@@ -108,13 +107,7 @@ class Transaction(WriterBase):
         """
         self._check_open()
         payload = event if self._serialize is None else self._serialize(event)
-        size = len(payload) + 8
-        if size > MAX_EVENT_SIZE + 8:
-            raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit")
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise InvalidArgument(f"events must be bytes-like for this serializer, not {type(payload).__name__}")
-        if routing_key is not None and not isinstance(routing_key, str):
-            raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
+        size = self._sized(payload, routing_key)
         if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
             await self._wait_for_room(size)
             self._check_open()

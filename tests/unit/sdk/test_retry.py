@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clients.errors import ConnectionFailed, InvalidArgument, NotFound, RequestTimeout, TributaryError
-from clients.retry import FOREVER, Backoff, is_retriable, retry
+from clients.retry import Backoff, is_retriable, retry
 
 FAST = Backoff(initial_seconds=0.0005, multiplier=1.0, max_delay_seconds=0.0005, attempts=5, jitter=0.0)
 
@@ -47,7 +47,8 @@ def test_single_attempt_has_no_delays():
 
 
 def test_unbounded_attempts_never_end():
-    """attempts=None (FOREVER) keeps yielding capped delays."""
+    """attempts=None keeps yielding capped delays."""
+    FOREVER = Backoff(attempts=None)
     delays = list(itertools.islice(FOREVER.delays(), 200))
     assert len(delays) == 200
     assert max(delays) <= FOREVER.max_delay_seconds * (1 + FOREVER.jitter) + 1e-12
