@@ -211,44 +211,21 @@ async def test_a_large_event_sits_between_its_neighbours_and_is_read_as_chunks(c
     assert largest <= 2 * MIB  # chunks are at most one read: the event was never buffered whole
 
 
-async def test_truncation_is_signalled_and_reading_goes_on_from_the_new_head(client):
-    """A reader positioned before a truncation point gets TruncatedData once, then reads on from
-    the stream's new head: exactly the events after the cut."""
-    await stream_of(client, "trunc", segments=1)
-    async with client.create_writer("trunc", "s") as writer:
-        await write_keyed(writer, 100, 1)
+async def _read_past_a_truncation(client, scope: str, segments: int, keys: int) -> tuple[int, list[bytes]]:
+    """Writes 2 x 100 events per segment, truncates at the cut between them (before the group's reader
+    joins) and reads: returns how often TruncatedData was raised and the events read after it."""
+    count = 100 * segments
+    await stream_of(client, scope, segments=segments)
+    async with client.create_writer(scope, "s") as writer:
+        await write_keyed(writer, count, keys)
         await writer.flush()
-        cut = await client.tail_cut("trunc", "s")
-        await write_keyed(writer, 100, 1, start=100)
-    group = await client.create_reader_group("trunc", "g", ["s"], config=FAST_GROUP)
+        cut = await client.tail_cut(scope, "s")
+        await write_keyed(writer, count, keys, start=count)
+    group = await client.create_reader_group(scope, "g", ["s"], config=FAST_GROUP)
     await client.truncate_stream(cut)
     got, signalled = [], 0
     async with group.create_reader("r") as reader:
-        while len(got) < 100:
-            try:
-                event = await reader.read_next(5)
-            except errors.TruncatedData:
-                signalled += 1
-                continue
-            assert event is not None
-            got.append(parse_event(event.data)[1])
-    assert signalled == 1 and got == list(range(100, 200))
-
-
-async def test_truncation_of_several_segments_is_signalled_for_each(client):
-    """Two segments truncated before the reader joins: TruncatedData comes once per segment, and then
-    the events after the cut."""
-    await stream_of(client, "trunc2", segments=2)
-    async with client.create_writer("trunc2", "s") as writer:
-        await write_keyed(writer, 200, 10)
-        await writer.flush()
-        cut = await client.tail_cut("trunc2", "s")
-        await write_keyed(writer, 200, 10, start=200)
-    group = await client.create_reader_group("trunc2", "g", ["s"], config=FAST_GROUP)
-    await client.truncate_stream(cut)
-    got, signalled = [], 0
-    async with group.create_reader("r") as reader:
-        while len(got) < 200:
+        while len(got) < count:
             try:
                 event = await reader.read_next(5)
             except errors.TruncatedData:
@@ -256,6 +233,20 @@ async def test_truncation_of_several_segments_is_signalled_for_each(client):
                 continue
             assert event is not None
             got.append(event.data)
+    return signalled, got
+
+
+async def test_truncation_is_signalled_and_reading_goes_on_from_the_new_head(client):
+    """A reader positioned before a truncation point gets TruncatedData once, then reads on from
+    the stream's new head: exactly the events after the cut."""
+    signalled, got = await _read_past_a_truncation(client, "trunc", segments=1, keys=1)
+    assert signalled == 1 and [parse_event(data)[1] for data in got] == list(range(100, 200))
+
+
+async def test_truncation_of_several_segments_is_signalled_for_each(client):
+    """Two segments truncated before the reader joins: TruncatedData comes once per segment, and then
+    the events after the cut."""
+    signalled, got = await _read_past_a_truncation(client, "trunc2", segments=2, keys=10)
     assert signalled == 2 and sorted(got) == sorted(event_of(n % 10, n // 10) for n in range(200, 400))
 
 

@@ -327,11 +327,15 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def throughput(role: str, scratch: pathlib.Path, producers: int, size: int, count: int, target: dict,
-               server_pid: int | None = None) -> dict:
-    """Events/s of ``producers`` producers, and CPU microseconds per event in clients and server."""
+               server_pid: int | None = None, child=None) -> dict:
+    """Events/s of ``producers`` producers, and CPU microseconds per event in clients and server.
+
+    ``child`` is the class that runs ``role`` in a process (this file's ``Child`` by default).
+    """
     start_at = time.time() + 1.5
     server_cpu = process_cpu_seconds(server_pid) if server_pid else 0.0
-    children = [Child(role, scratch, size=size, count=count, start_at=start_at, **target) for _ in range(producers)]
+    children = [(child or Child)(role, scratch, size=size, count=count, start_at=start_at, **target)
+                for _ in range(producers)]
     results = [child.result() for child in children]
     server_cpu = (process_cpu_seconds(server_pid) - server_cpu) if server_pid else 0.0
     elapsed = max(result["end"] for result in results) - min(result["start"] for result in results)

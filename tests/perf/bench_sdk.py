@@ -166,21 +166,10 @@ def run_role() -> None:
 
 def throughput(kind: str, scratch: pathlib.Path, producers: int, size: int, count: int, target: dict,
                server_pid: int) -> dict:
-    start_at = time.time() + 1.5
-    server_cpu = bench_e2e.process_cpu_seconds(server_pid)
     if kind == "sdk":
-        children = [Child("sdk_producer", scratch, size=size, count=count, start_at=start_at, **target)
-                    for _ in range(producers)]
-    else:
-        role = {"redis": "redis_producer", "pravega": "pravega_producer"}[kind]
-        children = [bench_e2e.Child(role, scratch, size=size, count=count, start_at=start_at, **target)
-                    for _ in range(producers)]
-    results = [child.result() for child in children]
-    server_cpu = bench_e2e.process_cpu_seconds(server_pid) - server_cpu
-    elapsed = max(r["end"] for r in results) - min(r["start"] for r in results)
-    events = producers * count
-    return {"rate": events / elapsed, "client_us": 1e6 * sum(r["cpu"] for r in results) / events,
-            "server_us": 1e6 * server_cpu / events}
+        return bench_e2e.throughput("sdk_producer", scratch, producers, size, count, target, server_pid, Child)
+    role = {"redis": "redis_producer", "pravega": "pravega_producer"}[kind]
+    return bench_e2e.throughput(role, scratch, producers, size, count, target, server_pid)
 
 
 def measure_latency(scratch: pathlib.Path, uri: str) -> list[float]:
