@@ -17,6 +17,7 @@ See ``docs/sdk.md`` for the guide.
 """
 
 from . import errors
+from .batch import BatchClient, EventBatch, SegmentSlice
 from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .client import Client, connect
 from .config import ClientConfig, ReaderConfig, WriterConfig
@@ -34,10 +35,10 @@ from .writer.large_events import LargeEventWriter
 from .writer.transactions import Transaction, TransactionalWriter
 
 __all__ = [
-    "Backoff", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client", "ClientConfig",
-    "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead", "LargeEventWriter",
+    "Backoff", "BatchClient", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client", "ClientConfig",
+    "EventBatch", "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead", "LargeEventWriter",
     "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "RetentionPolicy", "RetentionType", "ScaleType",
-    "ScalingPolicy", "Segment", "SegmentRange", "Serializer", "StreamConfiguration", "StreamCut",
+    "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration", "StreamCut",
     "StringSerializer", "Successors", "Transaction", "TransactionState", "TransactionalWriter", "WriteAck",
     "WriterConfig", "connect", "errors",
     *[name for name in dir(errors) if isinstance(getattr(errors, name), type)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 
+from .batch import BatchClient
 from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .controller_client import ControllerClient
@@ -87,6 +88,10 @@ class Client(StreamManagement, ReaderGroupManagement):
         self._check_open()
         return self._adopt(TransactionalWriter(self._controller, self._stores, scope, stream, config, serializer))
 
+    def create_batch_client(self, config: ReaderConfig | None = None) -> BatchClient:
+        """Splits streams into segment slices between two cuts and reads them (``clients.batch``)."""
+        self._check_open()
+        return BatchClient(self._controller, self._stores, (config or ReaderConfig()).read_size_bytes)
 
     # ------------------------------------------------------------------ byte streams
 

@@ -8,15 +8,23 @@ deleting something missing returns False.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Iterable
+import asyncio
+from collections.abc import AsyncIterator, Iterable
 
 from .controller_client import ControllerClient
 from .errors import InvalidArgument
-from .model import (Segment, SegmentRange, StreamConfiguration, check_scope_name, check_stream_name)
+from .model import Segment, SegmentRange, StreamConfiguration, check_scope_name, check_stream_name
 from .segment_stores import SegmentStores
 from .stream_cut import StreamCut, parse_stream_cut
 
 _INTERNAL_STREAM_PREFIXES = ("_MARK", "_RG")
+
+
+async def current_tail(controller: ControllerClient, stores: SegmentStores, scope: str, stream: str) -> StreamCut:
+    """The stream cut at the tail now: the length of every active segment (empty once sealed)."""
+    ranges = await controller.get_current_segments(scope, stream)
+    infos = await asyncio.gather(*(stores.raw.segment_info(r.segment.qualified_name) for r in ranges))
+    return StreamCut(scope, stream, {r.segment.segment_id: info.write_offset for r, info in zip(ranges, infos)})
 
 
 class StreamManagement:
@@ -129,12 +137,7 @@ class StreamManagement:
 
     async def tail_cut(self, scope: str, stream: str) -> StreamCut:
         """The stream cut at the tail: the current length of every active segment."""
-        ranges = await self.get_segments(scope, stream)
-        positions = {}
-        for segment_range in ranges:
-            info = await self._stores.raw.segment_info(segment_range.segment.qualified_name)
-            positions[segment_range.segment.segment_id] = info.write_offset
-        return StreamCut(scope, stream, positions)
+        return await current_tail(self._controller, self._stores, check_scope_name(scope), check_stream_name(stream))
 
     async def segments_between(self, start: StreamCut, end: StreamCut) -> list[Segment]:
         """Every segment between two cuts of one stream (unbounded: the head / the tail)."""

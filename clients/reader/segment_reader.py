@@ -36,6 +36,32 @@ _HEADER = struct.Struct(">ii")
 _HEADER_SIZE = 8
 
 
+def cut_events(data: bytes, position: int, base: int, maximum: int, items: list) -> tuple[int, int]:
+    """Cuts the complete events of ``data[position:]`` into ``items`` as (payload, offset, size).
+
+    ``base`` is the segment offset of ``data[0]``; an event's offset is that of its envelope.
+    Stops at the first incomplete event, at an envelope that is not an event, or at one longer
+    than ``maximum`` (the caller looks at what is there).
+
+    Returns:
+        (the position after the last event cut, the bytes the incomplete event at that position
+        needs in all, or 0).
+    """
+    size = len(data)
+    unpack = _HEADER.unpack_from
+    append = items.append
+    while size - position >= _HEADER_SIZE:
+        type_code, length = unpack(data, position)
+        if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
+            return position, 0
+        end = position + _HEADER_SIZE + length
+        if end > size:
+            return position, _HEADER_SIZE + length
+        append((data[position + _HEADER_SIZE:end], base + position, _HEADER_SIZE + length))
+        position = end
+    return position, 0
+
+
 class SegmentReader:
     """Reads one segment from ``offset`` (to ``end_offset`` if given) for an event reader."""
 
@@ -212,22 +238,12 @@ class SegmentReader:
         """Parses every complete event buffered; returns the first (or None, or a large event's start)."""
         if self.large_remaining:
             return None
-        data, position = self._data, self._position
+        data = self._data
         size = len(data)
-        base = self._read_offset - size  # the segment offset of data[0]
-        maximum = self._max_event_size
-        unpack = _HEADER.unpack_from
-        items = []
-        while size - position >= _HEADER_SIZE:
-            type_code, length = unpack(data, position)
-            if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
-                break
-            end = position + _HEADER_SIZE + length
-            if end > size:
-                self._request(end - position)
-                break
-            items.append((data[position + _HEADER_SIZE:end], base + position, _HEADER_SIZE + length))
-            position = end
+        items: list = []
+        position, needed = cut_events(data, self._position, self._read_offset - size, self._max_event_size, items)
+        if needed:
+            self._request(needed)
         if position >= size:
             self._data, position = b"", 0
         self._position = position
@@ -239,11 +255,11 @@ class SegmentReader:
             return first
         self._ready, self._ready_index = items, 0
         if size - position >= _HEADER_SIZE:
-            type_code, length = unpack(data, position)
+            type_code, length = _HEADER.unpack_from(data, position)
             if type_code != EVENT_TYPE_CODE or length < 0:
                 raise InvalidEvent(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
                                    f"length {length})")
-            if length > maximum:
+            if length > self._max_event_size:
                 return self._begin_large(length)
         self._check_finished()
         self._request()

@@ -28,7 +28,7 @@ from typing import Any
 from wire.constants import MAX_EVENT_SIZE
 
 from ..config import WriterConfig
-from ..connection import Endpoint, WireConnection
+from ..connection import ConnectionCache, Endpoint, WireConnection
 from ..controller_client import ControllerClient
 from ..errors import ClosedError, EventTooLarge, InvalidArgument, StreamSealed, TributaryError
 from ..model import Segment
@@ -54,11 +54,13 @@ class _Phase(enum.Enum):
 class WriterBase:
     """What event writers and transactions share: connections, endpoints, the window, failure."""
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, config: WriterConfig):
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, config: WriterConfig,
+                 connections: ConnectionCache | None = None):
         self.config = config
         self._controller = controller
         self._stores = stores
-        self._connections = stores.connection_cache()
+        self._own_connections = connections is None  # else shared with other writers: not ours to close
+        self._connections = stores.connection_cache() if connections is None else connections
         self._max_bytes = config.max_inflight_bytes
         self._max_events = config.max_inflight_events
         self._inflight_bytes = 0
@@ -172,7 +174,8 @@ class WriterBase:
             self._monitor.cancel()
         for writer in self._writers():
             writer.close()
-        await self._connections.close()
+        if self._own_connections:
+            await self._connections.close()
 
 
 class EventWriter(WriterBase):

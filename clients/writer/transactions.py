@@ -12,6 +12,12 @@ and the controller is not asked. The controller then merges the transaction
 segments into the stream -- into the successors if the stream scaled meanwhile
 (a "rolling" commit) -- and ``commit`` returns once it accepted; ``wait`` (or
 ``commit(wait=True)``) waits until the data is visible.
+
+A transaction can also be written in one process and ended in another (Spark's
+tasks write, its driver commits): the writer ``release``s its handle -- flushed,
+segment writers closed, lease still extended -- and passes on the id; the other
+side ends it with ``TransactionalWriter.commit_transaction`` / ``abort_transaction``.
+The transactions of one ``TransactionalWriter`` share its connections.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import uuid
 from wire import naming
 
 from ..config import WriterConfig
+from ..connection import ConnectionCache
 from ..controller_client import ControllerClient
 from ..errors import TransactionFailed, TransactionNotFound, TributaryError
 from ..model import Segment, SegmentRange, TransactionState
@@ -50,6 +57,18 @@ class _Phase(enum.Enum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     FAILED = "failed"
+    RELEASED = "released"  # flushed and handed over to be ended elsewhere; still pinged
+
+
+async def wait_for_end(controller: ControllerClient, scope: str, stream: str, transaction_id: uuid.UUID,
+                       timeout_seconds: float) -> TransactionState:
+    """Polls the controller until the transaction is COMMITTED or ABORTED; returns which."""
+    async with asyncio.timeout(timeout_seconds):
+        while True:
+            state = await controller.transaction_state(scope, stream, transaction_id)
+            if state in (TransactionState.COMMITTED, TransactionState.ABORTED):
+                return state
+            await asyncio.sleep(_COMMIT_POLL_SECONDS)
 
 
 class Transaction(WriterBase):
@@ -61,8 +80,8 @@ class Transaction(WriterBase):
 
     def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
                  transaction_id: uuid.UUID, ranges: list[SegmentRange], config: WriterConfig,
-                 serializer: Serializer, writer_id: str):
-        super().__init__(controller, stores, config)
+                 serializer: Serializer, writer_id: str, connections: ConnectionCache | None = None):
+        super().__init__(controller, stores, config, connections)
         self.scope, self.stream, self.id = scope, stream, transaction_id
         self._writer_id = writer_id
         self._serialize = None if isinstance(serializer, BytesSerializer) else serializer.serialize
@@ -76,6 +95,7 @@ class Transaction(WriterBase):
             writer.start()
         loop = asyncio.get_running_loop()
         self._monitor = loop.create_task(self._watch_acks())
+        self._ping_until = float("inf")
         self._pinger = loop.create_task(self._ping())
 
     def __repr__(self) -> str:
@@ -165,12 +185,29 @@ class Transaction(WriterBase):
 
     async def wait(self, timeout_seconds: float = 120.0) -> TransactionState:
         """Waits until the transaction is COMMITTED or ABORTED; returns which."""
-        async with asyncio.timeout(timeout_seconds):
-            while True:
-                state = await self.status()
-                if state in (TransactionState.COMMITTED, TransactionState.ABORTED):
-                    return state
-                await asyncio.sleep(_COMMIT_POLL_SECONDS)
+        return await wait_for_end(self._controller, self.scope, self.stream, self.id, timeout_seconds)
+
+    async def release(self, keep_alive_seconds: float = 3600.0) -> uuid.UUID:
+        """Flushes, then lets go of this handle without ending the transaction, so that another process
+        ends it by id (``TransactionalWriter.commit_transaction``); returns the id.
+
+        Its lease goes on being extended from here until the transaction ends on the controller,
+        the client closes, or ``keep_alive_seconds`` pass (then the lease runs out and the
+        controller aborts it). The handle takes no more calls.
+
+        Raises:
+            TransactionFailed: a write failed, or the transaction is not open here.
+        """
+        self._check_open()
+        try:
+            await self._flush()
+        except TransactionFailed:
+            await self._end(_Phase.FAILED)
+            raise
+        self._phase = _Phase.RELEASED
+        self._ping_until = asyncio.get_running_loop().time() + keep_alive_seconds
+        await self._close_resources()
+        return self.id
 
     async def abort(self) -> None:
         """Aborts: nothing written in the transaction will ever be visible. Raises TransactionFailed if
@@ -188,12 +225,14 @@ class Transaction(WriterBase):
 
     async def close(self) -> None:
         """Aborts the transaction if it is still open here (one already ended on the controller, e.g.
-        committed through another handle, is left as it is)."""
+        committed through another handle, is left as it is); stops extending a released one's lease."""
         if self._phase is _Phase.OPEN:
             try:
                 await self.abort()
             except TransactionFailed:
                 pass
+        elif self._phase is _Phase.RELEASED:
+            self._pinger.cancel()
 
     async def _end(self, phase: _Phase) -> None:
         self._phase = phase
@@ -220,8 +259,11 @@ class Transaction(WriterBase):
     async def _ping(self) -> None:
         lease = self.config.transaction_lease_ms
         interval = ping_interval_seconds(lease)
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
+            if loop.time() > self._ping_until:
+                return
             try:
                 state = await self._controller.ping_transaction(self.scope, self.stream, self.id, lease)
             except asyncio.CancelledError:
@@ -246,6 +288,7 @@ class TransactionalWriter:
         self._stores = stores
         self._serializer = serializer or BytesSerializer()
         self._begun: set[Transaction] = set()
+        self._connections = stores.connection_cache()
 
     async def __aenter__(self) -> "TransactionalWriter":
         return self
@@ -258,8 +301,8 @@ class TransactionalWriter:
         transaction_id, ranges = await self._controller.create_transaction(self.scope, self.stream,
                                                                            self.config.transaction_lease_ms)
         transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
-                                  self.config, self._serializer, self.writer_id)
-        self._begun = {txn for txn in self._begun if txn.state == "open"}
+                                  self.config, self._serializer, self.writer_id, self._connections)
+        self._begun = {txn for txn in self._begun if txn.state in ("open", "released")}
         self._begun.add(transaction)
         return transaction
 
@@ -276,16 +319,40 @@ class TransactionalWriter:
         ranges = [SegmentRange(Segment(self.scope, self.stream, naming.segment_id(r.segment.number, epoch)),
                                r.low, r.high)
                   for r in await self._controller.get_epoch_segments(self.scope, self.stream, epoch)]
-        transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
-                                  self.config, self._serializer, self.writer_id)
-        return transaction
+        return Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
+                           self.config, self._serializer, self.writer_id, self._connections)
+
+    async def commit_transaction(self, transaction_id: uuid.UUID, *, wait: bool = False,
+                                 timeout_seconds: float = 120.0) -> None:
+        """Commits the transaction ``transaction_id`` (written and released elsewhere); idempotent.
+
+        ``wait`` waits until its events are readable.
+
+        Raises:
+            TransactionFailed: it was aborted (or its lease ran out), or is unknown.
+        """
+        try:
+            await self._controller.commit_transaction(self.scope, self.stream, transaction_id, self.writer_id,
+                                                      _NULL_TIMESTAMP)
+        except TransactionNotFound as error:
+            raise TransactionFailed(str(error)) from error
+        if wait and await wait_for_end(self._controller, self.scope, self.stream, transaction_id,
+                                       timeout_seconds) is TransactionState.ABORTED:
+            raise TransactionFailed(f"transaction {transaction_id} was aborted")
+
+    async def abort_transaction(self, transaction_id: uuid.UUID) -> None:
+        """Aborts the transaction ``transaction_id``. Raises TransactionFailed if it is committed."""
+        await self._controller.abort_transaction(self.scope, self.stream, transaction_id)
+
+    async def transaction_state(self, transaction_id: uuid.UUID) -> TransactionState:
+        return await self._controller.transaction_state(self.scope, self.stream, transaction_id)
 
     async def close(self) -> None:
         """Aborts the transactions begun here (not those resumed with ``get_transaction``) that are still open."""
         for transaction in list(self._begun):
-            if transaction.state == "open":
-                await transaction.close()
+            await transaction.close()
         self._begun.clear()
+        await self._connections.close()
 
 
-__all__ = ["Transaction", "TransactionalWriter", "ping_interval_seconds"]
+__all__ = ["Transaction", "TransactionalWriter", "ping_interval_seconds", "wait_for_end"]

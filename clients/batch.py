@@ -1,0 +1,170 @@
+"""Batch reads: a stream's data between two cuts as independent segment slices, read in bulk.
+
+Pravega's batch client (``BatchClientFactory``) for jobs that split a stream among
+workers (Spark, backfills): ``slices(scope, stream, start, end)`` resolves both cuts
+once and answers one :class:`SegmentSlice` per segment between them -- including
+the predecessors and successors of scalings that happened between the cuts -- each
+with the byte range to read. ``read(slice)`` reads one slice with one read in flight
+ahead of the caller, and yields its events a read's worth at a time, each with the
+offset of its envelope (which is a valid stream-cut offset for its segment).
+
+Slices need no coordination: no reader group, no checkpoints. Per-key order holds
+within a slice; across a scale, a key's events are in the predecessor's slice and
+then the successor's, so a job that needs that order must read predecessors first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+
+from wire import commands as wc
+
+from .controller_client import ControllerClient
+from .errors import InvalidArgument, InvalidEvent
+from .model import Segment, check_scope_name, check_stream_name
+from .reader.segment_reader import cut_events
+from .segment_stores import SegmentStores
+from .stream_cut import StreamCut
+from .stream_manager import current_tail
+
+log = logging.getLogger("tributary.batch")
+_LARGEST_EVENT = 2**31 - 1  # a large event (PDP-43) is read whole, however long
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentSlice:
+    """The bytes ``[start_offset, end_offset)`` of one segment; both ends are event boundaries."""
+
+    segment: Segment
+    start_offset: int
+    end_offset: int
+
+    @property
+    def length(self) -> int:
+        return self.end_offset - self.start_offset
+
+
+@dataclasses.dataclass
+class EventBatch:
+    """Events read from one slice: ``payloads[i]`` starts (with its 8-byte envelope) at ``offsets[i]``."""
+
+    segment: Segment
+    payloads: list[bytes]
+    offsets: list[int]
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+
+class BatchClient:
+    """Splits streams into slices and reads them; made by ``client.create_batch_client()``."""
+
+    def __init__(self, controller: ControllerClient, stores: SegmentStores, read_size: int):
+        self._controller = controller
+        self._stores = stores
+        self._read_size = read_size
+
+    async def resolve(self, scope: str, stream: str, cut: StreamCut | None, *, tail: bool) -> StreamCut:
+        """``cut`` itself, or for None / the unbounded cut the stream's tail (``tail``) or head now."""
+        if cut is not None and not cut.is_unbounded:
+            if (cut.scope, cut.stream) != (scope, stream):
+                raise InvalidArgument(f"the stream cut names {cut.scoped_stream}, not {scope}/{stream}")
+            return cut
+        if tail:
+            return await self.tail_cut(scope, stream)
+        return await self._controller.get_head_cut(check_scope_name(scope), check_stream_name(stream))
+
+    async def tail_cut(self, scope: str, stream: str) -> StreamCut:
+        """The current length of every active segment (an empty cut for a sealed stream)."""
+        return await current_tail(self._controller, self._stores, scope, stream)
+
+    async def slices(self, scope: str, stream: str, start: StreamCut | None = None,
+                     end: StreamCut | None = None) -> list[SegmentSlice]:
+        """One slice per segment with data between ``start`` (None: the head) and ``end`` (None: the tail
+        now), in segment-id order (so predecessors come before their successors).
+
+        Raises:
+            InvalidArgument: a cut of another stream, or an end before the start.
+            StreamNotFound.
+        """
+        start = await self.resolve(scope, stream, start, tail=False)
+        end = await self.resolve(scope, stream, end, tail=True)
+        segments = await self._controller.get_segments_between(scope, stream, start, end)
+        starts, ends = start.positions, end.positions
+        sealed = [segment for segment in segments if segment.segment_id not in ends]
+        infos = await asyncio.gather(*(self._stores.raw.segment_info(s.qualified_name) for s in sealed))
+        lengths = {segment.segment_id: info.write_offset for segment, info in zip(sealed, infos)}
+        result = []
+        for segment in sorted(segments, key=lambda s: s.segment_id):
+            low = starts.get(segment.segment_id, 0)
+            high = ends.get(segment.segment_id, lengths.get(segment.segment_id))
+            if high < low:
+                raise InvalidArgument(f"the end cut is before the start cut in {segment}")
+            if high > low:
+                result.append(SegmentSlice(segment, low, high))
+        return result
+
+    async def read(self, piece: SegmentSlice) -> AsyncIterator[EventBatch]:
+        """The events of ``piece``, a read's worth (up to ``read_size`` bytes) per batch.
+
+        Data truncated away meanwhile is skipped with a warning (as Pravega's batch
+        readers do); a segment that vanished ends the slice early, also with a warning.
+
+        Raises:
+            InvalidEvent: the bytes are not events (e.g. a byte stream).
+        """
+        name = piece.segment.qualified_name
+        offset, end = piece.start_offset, piece.end_offset
+        pending = b""  # an incomplete event carried over to the next read
+        pending_offset = offset
+        reading = asyncio.ensure_future(self._read(name, offset, end)) if offset < end else None
+        try:
+            while reading is not None:
+                reply = await reading
+                reading = None
+                if isinstance(reply, wc.SegmentIsTruncated):
+                    log.warning("data truncated away while reading a slice; skipping to the new start",
+                                extra={"segment": name, "offset": offset, "start": reply.start_offset})
+                    offset = pending_offset = max(reply.start_offset, offset)
+                    pending = b""
+                elif isinstance(reply, wc.NoSuchSegment) or not reply.data:
+                    log.warning("segment ended before its slice did", extra={"segment": name, "offset": offset})
+                    break
+                else:
+                    data = reply.data
+                    offset += len(data)
+                    if offset < end:  # the next read goes out before this one is parsed
+                        reading = asyncio.ensure_future(self._read(name, offset, end))
+                    data = pending + data if pending else bytes(data)
+                    items: list = []
+                    position, _ = cut_events(data, 0, pending_offset, _LARGEST_EVENT, items)
+                    if len(data) - position >= 8:
+                        self._check_envelope(name, data, position, pending_offset)
+                    pending, pending_offset = data[position:], pending_offset + position
+                    if items:
+                        yield EventBatch(piece.segment, [item[0] for item in items], [item[1] for item in items])
+                if reading is None and offset < end:
+                    reading = asyncio.ensure_future(self._read(name, offset, end))
+            if pending:
+                raise InvalidEvent(f"{name}: {len(pending)} bytes at {pending_offset} are not a whole event")
+        finally:
+            if reading is not None:
+                reading.cancel()
+
+    @staticmethod
+    def _check_envelope(name: str, data: bytes, position: int, base: int) -> None:
+        type_code = int.from_bytes(data[position:position + 4], "big", signed=True)
+        length = int.from_bytes(data[position + 4:position + 8], "big", signed=True)
+        if type_code != 0 or length < 0:
+            raise InvalidEvent(f"{name} at {base + position}: not an event (type {type_code}, length {length})")
+
+    async def _read(self, name: str, offset: int, end: int):
+        length = min(self._read_size, end - offset)
+        return await self._stores.raw.call(name, lambda rid: wc.ReadSegment(name, offset, length, "", rid),
+                                           (wc.SegmentRead, wc.SegmentIsTruncated, wc.NoSuchSegment))
+
+
+__all__ = ["BatchClient", "EventBatch", "SegmentSlice"]
