@@ -13,8 +13,28 @@ ensure_system_packages() {
     # Python's venv module is a separate Debian package on a bare machine.
     if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
         log "installing python3-venv with apt"
-        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+        apt_install python3-venv
     fi
+    # Spark (the spark_io tests) needs Java 17 or newer; Debian's headless JRE is enough.
+    if ! java_at_least_17; then
+        log "installing openjdk-17-jre-headless with apt (for PySpark)"
+        apt_install openjdk-17-jre-headless
+    fi
+}
+
+apt_install() {
+    if [ -z "${APT_UPDATED:-}" ]; then
+        apt-get update -qq
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+java_at_least_17() {
+    command -v java >/dev/null 2>&1 || return 1
+    local major
+    major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+    [ -n "$major" ] && [ "$major" -ge 17 ]
 }
 
 ensure_python_env() {

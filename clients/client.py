@@ -16,6 +16,7 @@ from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .controller_client import ControllerClient
 from .errors import ClosedError
+from .segment_store_client import SegmentStoreClient
 from .segment_stores import SegmentStores
 from .serializers import Serializer
 from .reader.reader_group import ReaderGroupManagement
@@ -73,6 +74,12 @@ class Client(StreamManagement, ReaderGroupManagement):
     def _adopt(self, child):
         self._children.add(child)
         return child
+
+    @property
+    def segment_store(self) -> SegmentStoreClient:
+        """Raw segment and table-segment calls (for tools built on the SDK that keep their own tables)."""
+        self._check_open()
+        return self._stores.raw
 
     # ------------------------------------------------------------------ writers
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable
 
 from .controller_client import ControllerClient
 from .errors import InvalidArgument
-from .model import Segment, SegmentRange, StreamConfiguration, check_scope_name, check_stream_name
+from .model import Segment, SegmentRange, StreamConfiguration, Successors, check_scope_name, check_stream_name
 from .segment_stores import SegmentStores
 from .stream_cut import StreamCut, parse_stream_cut
 
@@ -116,6 +116,11 @@ class StreamManagement:
     async def get_segments(self, scope: str, stream: str) -> list[SegmentRange]:
         """The stream's active segments with their key ranges (empty when sealed)."""
         return await self._controller.get_current_segments(check_scope_name(scope), check_stream_name(stream))
+
+    async def get_successors(self, segment: Segment) -> Successors:
+        """The segments that replaced ``segment`` when it was sealed by a scale, each with its predecessors
+        (none: the segment is active, or its stream was sealed)."""
+        return await self._controller.get_successors(segment)
 
     async def scale_stream(self, scope: str, stream: str, sealed: Iterable[Segment | int],
                            new_ranges: Iterable[tuple[float, float]]) -> list[SegmentRange]:

@@ -61,14 +61,15 @@ class _Phase(enum.Enum):
 
 
 async def wait_for_end(controller: ControllerClient, scope: str, stream: str, transaction_id: uuid.UUID,
-                       timeout_seconds: float) -> TransactionState:
-    """Polls the controller until the transaction is COMMITTED or ABORTED; returns which."""
+                       timeout_seconds: float, poll_seconds: float = _COMMIT_POLL_SECONDS) -> TransactionState:
+    """Polls the controller (every ``poll_seconds``) until the transaction is COMMITTED or ABORTED;
+    returns which."""
     async with asyncio.timeout(timeout_seconds):
         while True:
             state = await controller.transaction_state(scope, stream, transaction_id)
             if state in (TransactionState.COMMITTED, TransactionState.ABORTED):
                 return state
-            await asyncio.sleep(_COMMIT_POLL_SECONDS)
+            await asyncio.sleep(poll_seconds)
 
 
 class Transaction(WriterBase):
@@ -323,10 +324,10 @@ class TransactionalWriter:
                            self.config, self._serializer, self.writer_id, self._connections)
 
     async def commit_transaction(self, transaction_id: uuid.UUID, *, wait: bool = False,
-                                 timeout_seconds: float = 120.0) -> None:
+                                 timeout_seconds: float = 120.0, poll_seconds: float = _COMMIT_POLL_SECONDS) -> None:
         """Commits the transaction ``transaction_id`` (written and released elsewhere); idempotent.
 
-        ``wait`` waits until its events are readable.
+        ``wait`` waits until its events are readable (asking every ``poll_seconds``).
 
         Raises:
             TransactionFailed: it was aborted (or its lease ran out), or is unknown.
@@ -337,7 +338,7 @@ class TransactionalWriter:
         except TransactionNotFound as error:
             raise TransactionFailed(str(error)) from error
         if wait and await wait_for_end(self._controller, self.scope, self.stream, transaction_id,
-                                       timeout_seconds) is TransactionState.ABORTED:
+                                       timeout_seconds, poll_seconds) is TransactionState.ABORTED:
             raise TransactionFailed(f"transaction {transaction_id} was aborted")
 
     async def abort_transaction(self, transaction_id: uuid.UUID) -> None:

@@ -1,0 +1,135 @@
+"""The synchronous side of the asyncio SDK, for Spark's Python workers.
+
+Spark calls ``read``/``write`` (executors) and ``partitions``/``commit`` (driver-side workers)
+as plain blocking functions, in worker processes it forks and then reuses across tasks and
+queries. Each such process gets one :class:`Bridge`: a daemon thread running an event loop
+that holds one SDK :class:`~clients.client.Client` per controller and the writers made from
+it, so every task of the process shares the same connections (never a connection per row or
+per task), and background work -- reconnects, keep-alives, transaction lease pings -- goes on
+while the task's thread is blocked or between tasks.
+
+A call crosses threads once per chunk of work (a read of up to 2 MiB, an Arrow batch to
+write), never per event. ``Bridge.get()`` is keyed by process id: a process forked from one
+that already had a bridge makes its own (the loop thread does not survive a fork).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
+
+from clients.client import Client
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_bridge: Bridge | None = None
+
+
+class Bridge:
+    """One event-loop thread and its SDK clients, for the process that made it."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        try:
+            import uvloop
+
+            self._loop = uvloop.new_event_loop()
+        except ImportError:  # pragma: no cover - uvloop is a dependency; the plain loop works too
+            self._loop = asyncio.new_event_loop()
+        self._clients: dict[str, Client] = {}
+        self._cache: dict[tuple, object] = {}
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tributary-spark-bridge", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def get(cls) -> Bridge:
+        """The bridge of this process (made on first use)."""
+        global _bridge
+        bridge = _bridge
+        if bridge is not None and bridge.pid == os.getpid():
+            return bridge
+        with _lock:
+            if _bridge is None or _bridge.pid != os.getpid():
+                _bridge = cls()
+            return _bridge
+
+    def run(self, coroutine: Awaitable[T], timeout: float | None = None) -> T:
+        """Runs ``coroutine`` on the bridge's loop and returns its result (raises what it raises)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer from Tributary within {timeout} s") from None
+        except BaseException:
+            future.cancel()
+            raise
+
+    def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
+        """The items of an async iterator, one loop hop each, the next one fetched while the caller
+        works on the current one; closing the generator closes the async iterator."""
+        task = self.run(_next(iterator))
+        try:
+            while True:
+                try:
+                    item, task = self.run(_take(task, iterator))
+                except StopAsyncIteration:
+                    task = None
+                    return
+                yield item
+        finally:
+            self.run(_finish(task, iterator))
+
+    def client(self, controller: str) -> Client:
+        """The process's client of ``controller`` (opened on first use)."""
+        client = self._clients.get(controller)
+        if client is None:
+            client = self._clients[controller] = self.run(_open(controller))
+        return client
+
+    def cached(self, key: tuple, make: Callable[[], T]) -> T:
+        """A process-wide object (a writer, say) made once by ``make`` on the loop's thread."""
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = self.run(_call(make))
+        return value
+
+
+async def _open(controller: str) -> Client:
+    client = Client(controller)
+    await client.__aenter__()
+    return client
+
+
+async def _call(make: Callable[[], T]) -> T:
+    return make()
+
+
+async def _next(iterator: AsyncIterator[T]) -> asyncio.Future:
+    return asyncio.ensure_future(iterator.__anext__())
+
+
+async def _take(task: asyncio.Future, iterator: AsyncIterator[T]) -> tuple[T, asyncio.Future]:
+    item = await task  # StopAsyncIteration at the end
+    return item, asyncio.ensure_future(iterator.__anext__())
+
+
+async def _finish(task: asyncio.Future | None, iterator: AsyncIterator) -> None:
+    """Stops a prefetch still running, then closes the iterator (an async generator's finally runs)."""
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001 - the iterator is being abandoned; its outcome is moot
+            pass
+    closer = getattr(iterator, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+__all__ = ["Bridge"]

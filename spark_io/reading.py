@@ -1,0 +1,127 @@
+"""Reading a stream into Spark: one input partition per segment slice, rows as Arrow record batches.
+
+Batch reads and micro-batches plan the same way: the planner (a driver-side worker) turns two
+stream cuts into :class:`SlicePartition`s -- one per segment with data between them, following
+scalings -- and each executor task reads its slice through the process's bridge with the SDK's
+batch client, one Arrow record batch per segment read (up to 2 MiB of events). The columns are
+the Pravega connector's: ``event binary, scope string, stream string, segment_id long,
+offset long``, ``offset`` being where the event's envelope starts in its segment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from clients.batch import EventBatch, SegmentSlice
+from clients.client import Client
+from clients.model import Segment
+from clients.stream_cut import StreamCut
+
+from .bridge import Bridge
+from .options import EARLIEST, LATEST, UNBOUNDED, ReadOptions, StreamOptions
+
+READ_SCHEMA = "event binary, scope string, stream string, segment_id long, offset long"
+ARROW_READ_SCHEMA = pa.schema([("event", pa.binary()), ("scope", pa.string()), ("stream", pa.string()),
+                               ("segment_id", pa.int64()), ("offset", pa.int64())])
+
+
+@dataclasses.dataclass
+class SlicePartition(InputPartition):
+    """One segment's bytes ``[start, end)`` (plain data: it is pickled to the executor)."""
+
+    controller: str
+    scope: str
+    stream: str
+    segment_id: int
+    start: int
+    end: int
+
+
+def partitions_of(controller: str, slices: list[SegmentSlice]) -> list[SlicePartition]:
+    return [SlicePartition(controller, piece.segment.scope, piece.segment.stream, piece.segment.segment_id,
+                           piece.start_offset, piece.end_offset) for piece in slices]
+
+
+def read_partition(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+    """The rows of one slice (on an executor)."""
+    bridge = Bridge.get()
+    client = bridge.client(partition.controller)
+    batch_client = bridge.cached(("batch", partition.controller), client.create_batch_client)
+    piece = SegmentSlice(Segment(partition.scope, partition.stream, partition.segment_id),
+                         partition.start, partition.end)
+    scope = pa.scalar(partition.scope, pa.string())
+    stream = pa.scalar(partition.stream, pa.string())
+    segment_id = pa.scalar(partition.segment_id, pa.int64())
+    for chunk in bridge.iterate(batch_client.read(piece)):
+        yield record_batch(chunk, scope, stream, segment_id)
+
+
+def record_batch(chunk: EventBatch, scope: pa.Scalar, stream: pa.Scalar, segment_id: pa.Scalar) -> pa.RecordBatch:
+    count = len(chunk)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(chunk.payloads, pa.binary()), pa.repeat(scope, count), pa.repeat(stream, count),
+         pa.repeat(segment_id, count), pa.array(chunk.offsets, pa.int64())], schema=ARROW_READ_SCHEMA)
+
+
+async def ensure_stream(client: Client, target: StreamOptions) -> None:
+    """Creates the scope and the stream where the options allow it (as the Pravega connector does)."""
+    if target.allow_create_scope:
+        await client.create_scope(target.scope)
+    if target.allow_create_stream:
+        await client.create_stream(target.scope, target.stream, target.configuration)
+
+
+async def resolve_cut(client: Client, target: StreamOptions, value: str) -> StreamCut | None:
+    """The cut an option names: ``earliest`` (the head now), ``latest`` (the tail now), ``unbounded``
+    (None), or a stream cut's text form (which must be of the target stream)."""
+    if value == UNBOUNDED:
+        return None
+    batch = client.create_batch_client()
+    if value == EARLIEST:
+        return await batch.resolve(target.scope, target.stream, None, tail=False)
+    if value == LATEST:
+        return await batch.tail_cut(target.scope, target.stream)
+    cut = StreamCut.from_text(value)
+    if (cut.scope, cut.stream) != (target.scope, target.stream):
+        raise ValueError(f"the stream cut {value!r} is of {cut.scoped_stream}, not {target.scope}/{target.stream}")
+    return cut
+
+
+class BatchReader(DataSourceReader):
+    """``spark.read.format("tributary")``: the events between ``start_stream_cut`` and
+    ``end_stream_cut``, both resolved once, when the query is planned."""
+
+    def __init__(self, options: ReadOptions):
+        self.options = options
+
+    def partitions(self) -> list[SlicePartition]:
+        target = self.options.target
+        bridge = Bridge.get()
+        client = bridge.client(target.controller)
+
+        async def plan():
+            await ensure_stream(client, target)
+            start = await resolve_cut(client, target, self.options.start_cut)
+            end = await resolve_cut(client, target, self.options.end_cut)
+            return await client.create_batch_client().slices(target.scope, target.stream, start, end)
+
+        return partitions_of(target.controller, bridge.run(plan()))
+
+    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+
+__all__ = [
+    "ARROW_READ_SCHEMA",
+    "READ_SCHEMA",
+    "BatchReader",
+    "SlicePartition",
+    "ensure_stream",
+    "partitions_of",
+    "read_partition",
+    "resolve_cut",
+]

@@ -1,0 +1,239 @@
+"""Writing a DataFrame to a stream: Arrow batches in, events out, exactly once through transactions.
+
+Input columns (matched by name, as in the Pravega connector): ``event`` (binary or string,
+required, never null) and ``routing_key`` (string, optional; null or absent means no key).
+Events with one routing key keep their order within each task; the connector's caveat
+stands: Spark does not put one key's rows in one task unless the job repartitions by key.
+
+Exactly once (``exactly_once``, the default):
+
+* each task that has rows begins one transaction on its first row, writes every row into it
+  (one bridge hop per Arrow batch), then *releases* it -- flushed, and its lease still
+  extended from the task's worker process -- and returns its id in the commit message;
+* a task that fails aborts its own transaction before the error goes on (Python data sources
+  have no per-task abort hook, and Spark hands the driver None for a failed task);
+* the driver commits every transaction only when all tasks succeeded, in parallel, and with
+  ``read_after_write_consistency`` waits until the events are readable; otherwise it aborts
+  the transactions it was handed.
+
+A streaming sink also fences each micro-batch (:mod:`spark_io.fence`), so a batch that Spark
+replays after a crash between our commit and its own bookkeeping is not written twice.
+
+``exactly_once=false`` writes with the process's ordinary event writer and flushes at the end
+of each task: at least once (a retried task writes its rows again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, StringType, StructType
+
+from clients.config import WriterConfig
+from clients.errors import TributaryError
+
+from .bridge import Bridge
+from .fence import SinkFence
+from .options import WriteOptions
+from .reading import ensure_stream
+from .transactions import abort_transactions, commit_transactions
+
+log = logging.getLogger("tributary.spark")
+# how long a released transaction's lease is kept alive from an executor while the driver has not
+# ended it (a job longer than this loses its transactions; a dead driver's lapse after it)
+_RELEASED_KEEP_ALIVE_SECONDS = 6 * 3600.0
+EVENT, ROUTING_KEY = "event", "routing_key"
+
+
+def check_input_schema(schema: StructType, overwrite: bool) -> None:
+    """Refuses, at planning, what cannot be written: overwrite mode and missing or mistyped columns."""
+    if overwrite:
+        raise ValueError("tributary streams are append-only: use mode('append'), not overwrite")
+    fields = {field.name.lower(): field for field in schema.fields}
+    event = fields.get(EVENT)
+    if event is None:
+        raise ValueError(f"the data to write has no column 'event' (columns: {', '.join(schema.fieldNames())})")
+    if not isinstance(event.dataType, (BinaryType, StringType)):
+        raise ValueError(f"column 'event' must be binary or string, not {event.dataType.simpleString()}")
+    key = fields.get(ROUTING_KEY)
+    if key is not None and not isinstance(key.dataType, StringType):
+        raise ValueError(f"column 'routing_key' must be string, not {key.dataType.simpleString()}")
+
+
+@dataclasses.dataclass
+class TransactionCommit(WriterCommitMessage):
+    """What a task of an exactly-once write hands to the driver."""
+
+    transaction_id: str
+    partition: int
+    events: int
+    bytes: int
+    query_id: str | None = None
+
+
+@dataclasses.dataclass
+class WrittenCommit(WriterCommitMessage):
+    """What a task of an at-least-once write reports (its events are already visible)."""
+
+    partition: int
+    events: int
+    bytes: int
+
+
+def columns_of(batch: pa.RecordBatch) -> tuple[list[bytes], list[str | None] | None, int]:
+    """(events as bytes, routing keys or None, payload bytes) of one Arrow batch."""
+    names = [name.lower() for name in batch.schema.names]
+    events = batch.column(names.index(EVENT))
+    if events.null_count:
+        raise ValueError(f"column 'event' holds {events.null_count} null value(s); events cannot be null")
+    if pa.types.is_string(events.type) or pa.types.is_large_string(events.type):
+        events = pc.cast(events, pa.binary())
+    size = pc.sum(pc.binary_length(events)).as_py() or 0
+    keys = batch.column(names.index(ROUTING_KEY)).to_pylist() if ROUTING_KEY in names else None
+    return events.to_pylist(), keys, size
+
+
+async def _write_all(writer, events: list[bytes], keys: list[str | None] | None) -> None:
+    write = writer.write
+    if keys is None:
+        for event in events:
+            await write(event)
+    else:
+        for event, key in zip(events, keys):
+            await write(event, key)
+
+
+async def _abort_quietly(transaction) -> None:
+    try:
+        await transaction.abort()
+    except (TimeoutError, TributaryError) as error:
+        log.warning("could not abort the failed task's transaction (its lease will lapse)",
+                    extra={"transaction": str(transaction.id), "error": repr(error)})
+
+
+def _task() -> tuple[int, str | None]:
+    context = TaskContext.get()
+    if context is None:
+        return 0, None
+    return context.partitionId(), context.getLocalProperty("sql.streaming.queryId")
+
+
+class _Writer:
+    """What the batch and the streaming writers share: the task side, and the driver's commit and abort."""
+
+    def __init__(self, options: WriteOptions, schema: StructType):
+        self.options = options
+        target = options.target
+        Bridge.get().run(ensure_stream(Bridge.get().client(target.controller), target))
+
+    # ------------------------------------------------------------------ executors
+
+    def _transactional_writer(self, bridge: Bridge):
+        target = self.options.target
+        client = bridge.client(target.controller)
+        lease = self.options.transaction_timeout_ms
+        return bridge.cached(("transactions", target.controller, target.scope, target.stream, lease),
+                             lambda: client.create_transactional_writer(
+                                 target.scope, target.stream, WriterConfig(transaction_lease_ms=lease)))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        partition, query_id = _task()
+        if self.options.exactly_once:
+            return self._write_transaction(iterator, partition, query_id)
+        return self._write_directly(iterator, partition)
+
+    def _write_transaction(self, iterator, partition: int, query_id: str | None) -> TransactionCommit | None:
+        bridge = Bridge.get()
+        transaction = None
+        events = size = 0
+        try:
+            for batch in iterator:
+                payloads, keys, batch_size = columns_of(batch)
+                if not payloads:
+                    continue
+                if transaction is None:
+                    transaction = bridge.run(self._transactional_writer(bridge).begin())
+                bridge.run(_write_all(transaction, payloads, keys))
+                events += len(payloads)
+                size += batch_size
+            if transaction is None:
+                return None
+            transaction_id = bridge.run(transaction.release(_RELEASED_KEEP_ALIVE_SECONDS))
+        except BaseException:
+            if transaction is not None:
+                bridge.run(_abort_quietly(transaction))
+            raise
+        return TransactionCommit(str(transaction_id), partition, events, size, query_id)
+
+    def _write_directly(self, iterator, partition: int) -> WrittenCommit:
+        bridge = Bridge.get()
+        target = self.options.target
+        client = bridge.client(target.controller)
+        writer = bridge.cached(("writer", target.controller, target.scope, target.stream),
+                               lambda: client.create_writer(target.scope, target.stream))
+        events = size = 0
+        for batch in iterator:
+            payloads, keys, batch_size = columns_of(batch)
+            bridge.run(_write_all(writer, payloads, keys))
+            events += len(payloads)
+            size += batch_size
+        bridge.run(writer.flush())
+        return WrittenCommit(partition, events, size)
+
+    # ------------------------------------------------------------------ driver
+
+    def _commit_all(self, commits: list[TransactionCommit]) -> None:
+        bridge = Bridge.get()
+        coordinator = self._transactional_writer(bridge)
+        bridge.run(commit_transactions(coordinator, [uuid.UUID(c.transaction_id) for c in commits], self.options))
+
+    def _abort_all(self, messages) -> None:
+        commits = [message for message in messages if isinstance(message, TransactionCommit)]
+        if commits:
+            bridge = Bridge.get()
+            coordinator = self._transactional_writer(bridge)
+            bridge.run(abort_transactions(coordinator, [uuid.UUID(c.transaction_id) for c in commits]))
+
+
+class BatchWriter(_Writer, DataSourceArrowWriter):
+    """``df.write.format("tributary")``: one transaction per task, all committed at the end."""
+
+    def commit(self, messages: list[WriterCommitMessage]) -> None:
+        commits = [message for message in messages if isinstance(message, TransactionCommit)]
+        if commits:
+            self._commit_all(commits)
+
+    def abort(self, messages: list[WriterCommitMessage]) -> None:
+        self._abort_all(messages)
+
+
+class StreamWriter(_Writer, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("tributary")``: per micro-batch, one transaction per task, committed
+    with the batch's fence record so that a replayed batch is not written twice."""
+
+    def commit(self, messages: list[WriterCommitMessage], batchId: int) -> None:
+        commits = [message for message in messages if isinstance(message, TransactionCommit)]
+        if not commits:
+            return
+        query_ids = {commit.query_id for commit in commits}
+        if len(query_ids) != 1 or None in query_ids:
+            raise RuntimeError(f"tasks of batch {batchId} report query ids {sorted(map(str, query_ids))}")
+        bridge = Bridge.get()
+        target = self.options.target
+        fence = SinkFence(bridge.client(target.controller), target.scope, target.stream)
+        bridge.run(fence.commit_batch(query_ids.pop(), batchId, commits, self._transactional_writer(bridge),
+                                      self.options))
+
+    def abort(self, messages: list[WriterCommitMessage], batchId: int) -> None:
+        self._abort_all(messages)
+
+
+__all__ = ["BatchWriter", "StreamWriter", "TransactionCommit", "WrittenCommit", "check_input_schema",
+           "columns_of"]

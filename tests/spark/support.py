@@ -1,0 +1,57 @@
+"""What the Spark tests share: writing and reading streams with the SDK around Spark queries."""
+
+from __future__ import annotations
+
+import asyncio
+
+import clients.client as sdk
+from clients.model import ScalingPolicy, StreamConfiguration
+from tests.support.sdk import event_of
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def create_stream(controller: str, scope: str, stream: str, segments: int) -> None:
+    async def create():
+        async with sdk.connect(controller) as client:
+            await client.create_scope(scope)
+            await client.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+    run(create())
+
+
+def write_events(controller: str, scope: str, stream: str, numbers, keys: int = 16, size: int = 0) -> None:
+    """Writes event ``number`` as ``event_of(number % keys, number // keys)`` with key ``key-<number % keys>``."""
+    async def write():
+        async with sdk.connect(controller) as client, client.create_writer(scope, stream) as writer:
+            for number in numbers:
+                await writer.write(event_of(number % keys, number // keys, size), f"key-{number % keys}")
+    run(write())
+
+
+def tail_cut(controller: str, scope: str, stream: str):
+    async def tail():
+        async with sdk.connect(controller) as client:
+            return await client.tail_cut(scope, stream)
+    return run(tail())
+
+
+def read_events(controller: str, scope: str, stream: str) -> list[tuple[int, int, bytes]]:
+    """(segment id, offset, payload) of every event of the stream, read with the SDK's batch client."""
+    async def read():
+        async with sdk.connect(controller) as client:
+            batch = client.create_batch_client()
+            events = []
+            for piece in await batch.slices(scope, stream):
+                async for chunk in batch.read(piece):
+                    events.extend((piece.segment.segment_id, offset, payload)
+                                  for offset, payload in zip(chunk.offsets, chunk.payloads))
+            return events
+    return run(read())
+
+
+def number_of(payload: bytes, keys: int = 16) -> int:
+    """The number ``write_events`` gave an event."""
+    key, _, sequence = bytes(payload).rstrip(b".").decode().partition(":")
+    return int(sequence) * keys + int(key[1:])
