@@ -111,6 +111,15 @@ class SegmentStoreClient:
     async def segment_info(self, name: str) -> wc.StreamSegmentInfo:
         return await self.call(name, lambda rid: wc.GetStreamSegmentInfo(rid, name, ""), (wc.StreamSegmentInfo,))
 
+    async def locate_offset(self, name: str, target: int) -> int:
+        """The first event boundary of ``name`` at or after ``target`` (LocateOffset).
+
+        A target at or below the segment's start offset gives the start offset, one at or past its
+        length gives the length. Raises NoSuchSegment (and the other typed errors) as calls do.
+        """
+        reply = await self.call(name, lambda rid: wc.LocateOffset(rid, name, target, ""), (wc.OffsetLocated,))
+        return reply.offset
+
     async def update_segment_policy(self, name: str, scale_type: int, target_rate: int) -> None:
         await self.call(name, lambda rid: wc.UpdateSegmentPolicy(rid, name, target_rate, scale_type, ""),
                         (wc.SegmentPolicyUpdated,))

@@ -313,12 +313,20 @@ class RequestHandlers:
             for chunk in chunks))
 
     async def locate_offset(self, command: wc.LocateOffset):
+        """The first event boundary at or after the target offset (server/containers/boundaries.py).
+
+        A target at or below the segment's start offset answers the start offset, one at or past
+        its length answers the length; otherwise the smallest offset ``b >= target`` where an
+        event envelope starts (or the length). Bytes that are not enveloped events (a byte stream,
+        garbage) and table or transient segments answer the length. Sealed segments are answered
+        like any other; a missing segment gets NoSuchSegment, as other requests do.
+        """
         name = command.segment
         try:
-            info = self._container_for(name).get_info(name)
+            offset = await self._container_for(name).locate_offset(name, command.target_offset)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="locateOffset")
-        return wc.OffsetLocated(command.request_id, name, info.length)
+        return wc.OffsetLocated(command.request_id, name, offset)
 
 
 # Bytes of a table read for one delta page: a full page plus one largest record, so a page is never cut short.

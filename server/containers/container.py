@@ -51,6 +51,7 @@ from ..tier2.chunk_storage import ChunkStorage
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.config import StorageConfig
 from . import attributes as attrs
+from . import boundaries
 from . import operations as ops
 from . import table as table_format
 from .cache import CacheManager
@@ -503,6 +504,20 @@ class SegmentContainer:
             except errors.IllegalArgument as error:  # the live entries no longer fit in one operation
                 log.warning("storage metadata table not compacted",
                             extra={"container": self.container_id, "error": str(error)})
+
+    async def locate_offset(self, name: str, target: int) -> int:
+        """The first event boundary of ``name`` at or after ``target`` (LocateOffset; see ``boundaries.py``).
+
+        Walks envelope headers from the nearest known boundary through the ordinary read path
+        (cache or Tier-2). Raises NoSuchSegment, or SegmentIsTruncated if truncated meanwhile.
+        """
+        segment = self._segment(name)
+
+        async def read(offset: int, size: int):
+            return (await self.read(name, offset, size)).data()
+
+        return await boundaries.locate(self._state.boundaries.index_of(segment), segment.start_offset,
+                                       segment.length, target, read)
 
     async def read_range(self, name: str, start: int, end: int) -> bytes:
         """The bytes ``[start, end)`` of ``name`` (below its length), wherever they are."""

@@ -5,7 +5,9 @@ durable and, identically, when recovery replays the log. So the state after a
 restart is, by construction, the state that was acknowledged before it.
 
 An ``observer`` (the storage writer) is told of every applied change that Tier-2
-must follow, with its sequence number, in the same order.
+must follow, with its sequence number, in the same order. ``boundaries`` hears of
+appends, merges, truncations and removals too, to keep its hints of where events
+start (``boundaries.py``, for LocateOffset).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import struct
 from collections import OrderedDict
 
 from . import operations as ops
+from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
 from .read_index import Redirect
 from .operations import decode_attributes, encode_attributes
@@ -45,6 +48,7 @@ class ContainerState:
     def __init__(self, cache=None, observer: StateObserver | None = None):
         self.cache = cache
         self.observer = observer or StateObserver()
+        self.boundaries = SegmentBoundaries()  # known event boundaries of stream segments (in memory only)
         self.by_name: dict[str, SegmentMetadata] = {}
         self.by_id: dict[int, SegmentMetadata] = {}
         self.next_segment_id = 1
@@ -69,6 +73,7 @@ class ContainerState:
             if operation.offset != segment.length:
                 raise InconsistentState(f"append at {operation.offset} to {segment!r}")
             segment.data.append(operation.data)
+            self.boundaries.appended(segment, operation.offset, operation.data)
             if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
             segment.attributes.update(operation.attributes)
@@ -92,6 +97,7 @@ class ContainerState:
         if kind is ops.Truncate:
             segment = self.segment(operation.segment_id)
             segment.data.truncate(operation.offset)
+            self.boundaries.truncated(segment, operation.offset)
             segment.last_modified = timestamp_ms
             self.observer.truncated(segment, operation.offset, sequence)
             return segment
@@ -125,6 +131,7 @@ class ContainerState:
             target.data.append(operation.header)
             self.observer.appended(target, header_at, len(operation.header), sequence)
         merged_at = target.length
+        self.boundaries.merged(target, source, operation.target_offset, bool(operation.header))
         target.data.append_index(source.data)
         if target.length > merged_at:  # until Tier-2 concatenates, uncached source bytes are read from the source
             target.data.redirects.append(Redirect(merged_at, target.length, source.name))
@@ -141,6 +148,7 @@ class ContainerState:
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
         del self.by_id[segment.segment_id]
+        self.boundaries.removed(segment)
 
     # ------------------------------------------------------------------ snapshots
 

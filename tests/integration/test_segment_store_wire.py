@@ -387,13 +387,20 @@ async def test_update_segment_policy_and_delete(client):
 
 
 async def test_admin_and_v17_requests(client):
-    """FlushToStorage, ListStorageChunks and LocateOffset are answered."""
+    """FlushToStorage, ListStorageChunks and LocateOffset are answered; LocateOffset gives the first
+    event boundary at or after the target (not the segment's length), NoSuchSegment for a missing one."""
     await create(client)
-    await append_events(client, SEGMENT, [b"abc"])
+    await append_events(client, SEGMENT, [b"abc", b"defgh"])  # events at 0 and 11; length 24
     assert isinstance(await client.request(c.FlushToStorage(0, "", rid())), c.StorageFlushed)
     assert isinstance(await client.request(c.ListStorageChunks(SEGMENT, "", rid())), c.StorageChunksListed)
-    located = await client.request(c.LocateOffset(rid(), SEGMENT, 5, ""))
-    assert located.offset == 11
+    located = {}
+    for target in (-3, 0, 1, 5, 10, 11, 12, 23, 24, 99):
+        reply = await client.request(c.LocateOffset(rid(), SEGMENT, target, ""))
+        assert isinstance(reply, c.OffsetLocated) and reply.segment == SEGMENT, reply
+        located[target] = reply.offset
+    assert located == {-3: 0, 0: 0, 1: 11, 5: 11, 10: 11, 11: 11, 12: 24, 23: 24, 24: 24, 99: 24}
+    missing = await client.request(c.LocateOffset(rid(), "scope/stream/9.#epoch.0", 5, ""))
+    assert isinstance(missing, c.NoSuchSegment), missing
 
 
 # ---------------------------------------------------------------- table segments
