@@ -92,6 +92,8 @@ class BatchClient:
         """
         start = await self.resolve(scope, stream, start, tail=False)
         end = await self.resolve(scope, stream, end, tail=True)
+        if start == end:
+            return []  # nothing between a cut and itself (the controller refuses the question)
         segments = await self._controller.get_segments_between(scope, stream, start, end)
         starts, ends = start.positions, end.positions
         sealed = [segment for segment in segments if segment.segment_id not in ends]

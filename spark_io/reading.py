@@ -68,11 +68,19 @@ def record_batch(chunk: EventBatch, scope: pa.Scalar, stream: pa.Scalar, segment
 
 
 async def ensure_stream(client: Client, target: StreamOptions) -> None:
-    """Creates the scope and the stream where the options allow it (as the Pravega connector does)."""
+    """Creates the scope and the stream where the options allow it (as the Pravega connector does).
+
+    Raises:
+        ValueError: the scope or stream does not exist and may not be created.
+    """
     if target.allow_create_scope:
         await client.create_scope(target.scope)
+    elif not await client.scope_exists(target.scope):
+        raise ValueError(f"scope {target.scope} does not exist (and allow_create_scope is false)")
     if target.allow_create_stream:
         await client.create_stream(target.scope, target.stream, target.configuration)
+    elif not await client.stream_exists(target.scope, target.stream):
+        raise ValueError(f"stream {target.scope}/{target.stream} does not exist (and allow_create_stream is false)")
 
 
 async def resolve_cut(client: Client, target: StreamOptions, value: str) -> StreamCut | None:

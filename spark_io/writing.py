@@ -38,9 +38,11 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from clients.config import WriterConfig
 from clients.errors import TributaryError
+from clients.writer.transactions import TransactionalWriter
 
 from .bridge import Bridge
 from .fence import SinkFence
+from .jobs import WriteJob
 from .options import WriteOptions
 from .reading import ensure_stream
 from .transactions import abort_transactions, commit_transactions
@@ -80,7 +82,7 @@ class TransactionCommit(WriterCommitMessage):
 
 @dataclasses.dataclass
 class WrittenCommit(WriterCommitMessage):
-    """What a task of an at-least-once write reports (its events are already visible)."""
+    """What a task reports whose events are already visible (an at-least-once write) or that had none."""
 
     partition: int
     events: int
@@ -118,38 +120,56 @@ async def _abort_quietly(transaction) -> None:
                     extra={"transaction": str(transaction.id), "error": repr(error)})
 
 
-def _task() -> tuple[int, str | None]:
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    partition: int
+    batch: int  # the micro-batch id of a streaming write; 0 for a batch write
+    query_id: str | None
+
+
+def _task() -> _Task:
     context = TaskContext.get()
-    if context is None:
-        return 0, None
-    return context.partitionId(), context.getLocalProperty("sql.streaming.queryId")
+    if context is None:  # not inside Spark (a direct call)
+        return _Task(0, 0, None)
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return _Task(context.partitionId(), int(batch) if batch else 0,
+                 context.getLocalProperty("sql.streaming.queryId"))
 
 
 class _Writer:
-    """What the batch and the streaming writers share: the task side, and the driver's commit and abort."""
+    """What the batch and the streaming writers share: the task side, and ending a job's transactions."""
 
     def __init__(self, options: WriteOptions, schema: StructType):
         self.options = options
+        self.writer_id = uuid.uuid4().hex  # names this write job's record (spark_io.jobs)
         target = options.target
-        Bridge.get().run(ensure_stream(Bridge.get().client(target.controller), target))
+        bridge = Bridge.get()
+        bridge.run(ensure_stream(bridge.client(target.controller), target))
 
-    # ------------------------------------------------------------------ executors
+    def _client(self, bridge: Bridge):
+        return bridge.client(self.options.target.controller)
 
-    def _transactional_writer(self, bridge: Bridge):
+    def _job(self, bridge: Bridge) -> WriteJob:
         target = self.options.target
-        client = bridge.client(target.controller)
+        return WriteJob(self._client(bridge), target.scope, target.stream, self.writer_id)
+
+    def _transactional_writer(self, bridge: Bridge) -> TransactionalWriter:
+        target = self.options.target
+        client = self._client(bridge)
         lease = self.options.transaction_timeout_ms
         return bridge.cached(("transactions", target.controller, target.scope, target.stream, lease),
                              lambda: client.create_transactional_writer(
                                  target.scope, target.stream, WriterConfig(transaction_lease_ms=lease)))
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        partition, query_id = _task()
-        if self.options.exactly_once:
-            return self._write_transaction(iterator, partition, query_id)
-        return self._write_directly(iterator, partition)
+    # ------------------------------------------------------------------ executors
 
-    def _write_transaction(self, iterator, partition: int, query_id: str | None) -> TransactionCommit | None:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        task = _task()
+        if self.options.exactly_once:
+            return self._write_transaction(iterator, task)
+        return self._write_directly(iterator, task)
+
+    def _write_transaction(self, iterator, task: _Task) -> WriterCommitMessage:
         bridge = Bridge.get()
         transaction = None
         events = size = 0
@@ -164,18 +184,23 @@ class _Writer:
                 events += len(payloads)
                 size += batch_size
             if transaction is None:
-                return None
+                return WrittenCommit(task.partition, 0, 0)  # no rows: no transaction
             transaction_id = bridge.run(transaction.release(_RELEASED_KEEP_ALIVE_SECONDS))
+            if not bridge.run(self._job(bridge).register(task.batch, transaction_id)):
+                log.warning("the write job ended before this task did: its transaction is aborted",
+                            extra={"partition": task.partition, "transaction": str(transaction_id)})
+                bridge.run(_abort_quietly(transaction))
+                return WrittenCommit(task.partition, 0, 0)
         except BaseException:
             if transaction is not None:
                 bridge.run(_abort_quietly(transaction))
             raise
-        return TransactionCommit(str(transaction_id), partition, events, size, query_id)
+        return TransactionCommit(str(transaction_id), task.partition, events, size, task.query_id)
 
-    def _write_directly(self, iterator, partition: int) -> WrittenCommit:
+    def _write_directly(self, iterator, task: _Task) -> WrittenCommit:
         bridge = Bridge.get()
         target = self.options.target
-        client = bridge.client(target.controller)
+        client = self._client(bridge)
         writer = bridge.cached(("writer", target.controller, target.scope, target.stream),
                                lambda: client.create_writer(target.scope, target.stream))
         events = size = 0
@@ -185,33 +210,41 @@ class _Writer:
             events += len(payloads)
             size += batch_size
         bridge.run(writer.flush())
-        return WrittenCommit(partition, events, size)
+        return WrittenCommit(task.partition, events, size)
 
     # ------------------------------------------------------------------ driver
 
-    def _commit_all(self, commits: list[TransactionCommit]) -> None:
+    def _end(self, messages, batch: int, commit) -> None:
+        """Closes the job's ``batch`` and aborts every transaction of it that is not in ``messages``; then
+        ``commit(coordinator, {partition: transaction id})`` (None: abort those too)."""
+        if not self.options.exactly_once:
+            return
+        reported = {str(m.partition): m.transaction_id for m in messages if isinstance(m, TransactionCommit)}
         bridge = Bridge.get()
         coordinator = self._transactional_writer(bridge)
-        bridge.run(commit_transactions(coordinator, [uuid.UUID(c.transaction_id) for c in commits], self.options))
 
-    def _abort_all(self, messages) -> None:
-        commits = [message for message in messages if isinstance(message, TransactionCommit)]
-        if commits:
-            bridge = Bridge.get()
-            coordinator = self._transactional_writer(bridge)
-            bridge.run(abort_transactions(coordinator, [uuid.UUID(c.transaction_id) for c in commits]))
+        async def end():
+            registered = await self._job(bridge).close(batch)
+            keep = set(reported.values()) if commit is not None else set()
+            strays = [t for t in {*map(str, registered), *reported.values()} if t not in keep]
+            await abort_transactions(coordinator, [uuid.UUID(t) for t in strays])
+            if commit is not None and reported:
+                await commit(coordinator, reported)
+
+        bridge.run(end())
 
 
 class BatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("tributary")``: one transaction per task, all committed at the end."""
 
     def commit(self, messages: list[WriterCommitMessage]) -> None:
-        commits = [message for message in messages if isinstance(message, TransactionCommit)]
-        if commits:
-            self._commit_all(commits)
+        async def commit(coordinator, reported):
+            await commit_transactions(coordinator, [uuid.UUID(t) for t in reported.values()], self.options)
+
+        self._end(messages, 0, commit)
 
     def abort(self, messages: list[WriterCommitMessage]) -> None:
-        self._abort_all(messages)
+        self._end(messages, 0, None)
 
 
 class StreamWriter(_Writer, DataSourceStreamArrowWriter):
@@ -219,20 +252,19 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
     with the batch's fence record so that a replayed batch is not written twice."""
 
     def commit(self, messages: list[WriterCommitMessage], batchId: int) -> None:
-        commits = [message for message in messages if isinstance(message, TransactionCommit)]
-        if not commits:
-            return
-        query_ids = {commit.query_id for commit in commits}
-        if len(query_ids) != 1 or None in query_ids:
+        query_ids = {m.query_id for m in messages if isinstance(m, TransactionCommit)}
+        if len(query_ids) > 1 or None in query_ids:
             raise RuntimeError(f"tasks of batch {batchId} report query ids {sorted(map(str, query_ids))}")
-        bridge = Bridge.get()
         target = self.options.target
-        fence = SinkFence(bridge.client(target.controller), target.scope, target.stream)
-        bridge.run(fence.commit_batch(query_ids.pop(), batchId, commits, self._transactional_writer(bridge),
-                                      self.options))
+
+        async def commit(coordinator, reported):
+            fence = SinkFence(self._client(Bridge.get()), target.scope, target.stream)
+            await fence.commit_batch(query_ids.pop(), batchId, reported, coordinator, self.options)
+
+        self._end(messages, batchId, commit)
 
     def abort(self, messages: list[WriterCommitMessage], batchId: int) -> None:
-        self._abort_all(messages)
+        self._end(messages, batchId, None)
 
 
 __all__ = ["BatchWriter", "StreamWriter", "TransactionCommit", "WrittenCommit", "check_input_schema",

@@ -55,3 +55,24 @@ def number_of(payload: bytes, keys: int = 16) -> int:
     """The number ``write_events`` gave an event."""
     key, _, sequence = bytes(payload).rstrip(b".").decode().partition(":")
     return int(sequence) * keys + int(key[1:])
+
+
+def open_transactions(store_port: int, scope: str, stream: str) -> list:
+    """The stream's transactions that are still OPEN, from the controller's own records (its table
+    ``_system/_tables/<scope>/<stream>/transactions`` on the segment store)."""
+    from clients.errors import NoSuchSegment
+    from clients.segment_store_client import SegmentStoreClient
+    from controller.store.records.transactions import TransactionRecord
+    from controller.store.states import TransactionStatus
+
+    async def read():
+        store = SegmentStoreClient(("127.0.0.1", store_port))
+        try:
+            records = [TransactionRecord.decode(value) async for _, _, value in
+                       store.table_entries(f"_system/_tables/{scope}/{stream}/transactions")]
+        except NoSuchSegment:
+            return []
+        finally:
+            await store.close()
+        return [record.transaction_id for record in records if record.status == TransactionStatus.OPEN]
+    return run(read())
