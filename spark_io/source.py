@@ -31,6 +31,7 @@ class TributaryDataSource(DataSource):
 
     def schema(self) -> str:
         kind = metadata_kind(self.options)
+        stream_options(self.options, require_stream=kind != "streams")  # fails early on a missing name
         if kind == "streaminfo":
             return STREAM_INFO_SCHEMA
         if kind == "streams":
