@@ -51,11 +51,16 @@ from .reading import SlicePartition, ensure_stream, partitions_of, read_partitio
 
 class _Bound:
     """A cut the reading must not pass: its segments stop at its offsets; segments created after it
-    (not between the start and it) are not read."""
+    (not between the head and it) are not read."""
 
     def __init__(self, cut: StreamCut, segment_ids: set[int]):
         self.cut = cut
         self.segment_ids = segment_ids
+
+    @classmethod
+    async def of(cls, client: Client, cut: StreamCut) -> _Bound:
+        between = await client.segments_between(StreamCut.UNBOUNDED, cut)
+        return cls(cut, {segment.segment_id for segment in between} | set(cut.positions))
 
     def allows(self, segment_id: int) -> bool:
         return segment_id in self.segment_ids
@@ -69,9 +74,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: ReadOptions):
         self.options = options
-        self._end: StreamCut | None = None  # end_stream_cut, resolved once per run
+        self._end: _Bound | None = None  # end_stream_cut, resolved once per run
         self._end_resolved = False
-        self._frozen: StreamCut | None = None  # availableNow's target
+        self._frozen: _Bound | None = None  # availableNow's target
         self._latest: dict | None = None  # the unlimited tail seen last (for progress reports)
 
     # ------------------------------------------------------------------ Spark's calls
@@ -97,7 +102,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         bridge = Bridge.get()
         target = self.options.target
-        self._frozen = bridge.run(bridge.client(target.controller).tail_cut(target.scope, target.stream))
+        client = bridge.client(target.controller)
+
+        async def freeze():
+            return await _Bound.of(client, await client.tail_cut(target.scope, target.stream))
+
+        self._frozen = bridge.run(freeze())
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         bridge = Bridge.get()
@@ -119,19 +129,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ------------------------------------------------------------------ planning a batch
 
-    async def _bounds(self, client: Client, start: StreamCut) -> list[_Bound]:
+    async def _bounds(self, client: Client) -> list[_Bound]:
         if not self._end_resolved:
-            self._end = await resolve_cut(client, self.options.target, self.options.end_cut)
+            end = await resolve_cut(client, self.options.target, self.options.end_cut)
+            self._end = None if end is None else await _Bound.of(client, end)
             self._end_resolved = True
-        bounds = []
-        for cut in (self._end, self._frozen):
-            if cut is not None:
-                between = await client.segments_between(start, cut)
-                bounds.append(_Bound(cut, {segment.segment_id for segment in between}))
-        return bounds
+        return [bound for bound in (self._end, self._frozen) if bound is not None]
 
     async def _latest_cut(self, client: Client, start: StreamCut, limit: ReadLimit) -> StreamCut:
-        bounds = await self._bounds(client, start)
+        bounds = await self._bounds(client)
         positions, infos = await _past_sealed(client, start, bounds)
         tail = {}
         for segment_id, info in infos.items():
