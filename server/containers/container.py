@@ -557,7 +557,25 @@ class SegmentContainer:
         attributes = dict(attributes or {})
         attributes.setdefault(attrs.CREATION_TIME, self._wall_clock_ms())
         attributes[attrs.SEGMENT_TYPE] = int(segment_type)
-        await self._execute(lambda pending: pending.create(name, segment_type, attributes))
+
+        def decide(pending: PendingState) -> Decision:
+            return pending.create(name, segment_type, attributes)
+
+        try:
+            await self._execute(decide)
+        except errors.SegmentAlreadyExists:
+            if self.committed_segment(name) is not None:
+                raise
+            # Another creation of the name is accepted but not yet durable: "exists" is answered only once
+            # it is (a caller told so may read the segment at once), and if it failed this one goes ahead.
+            await self._settled()
+            await self._execute(decide)
+
+    async def _settled(self) -> None:
+        """Waits until every operation decided so far is durable and applied (or failed)."""
+        frame = self._frame if self._frame is not None else (self._in_flight[-1] if self._in_flight else None)
+        if frame is not None and frame.futures:
+            await asyncio.wait(frame.futures)  # frames commit in order: the newest one is the last
 
     async def create_transient_segment(self, parent: str, writer_id: uuid.UUID) -> str:
         name = naming.transient_segment_name(parent, writer_id, uuid.uuid4())

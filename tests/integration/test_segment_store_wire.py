@@ -406,6 +406,29 @@ async def test_admin_and_v17_requests(client):
 # ---------------------------------------------------------------- table segments
 
 
+async def test_a_creation_raced_by_another_answers_exists_only_once_readable(store):
+    """Two connections create the same segments at once: one gets Created, the other AlreadyExists, and
+    whoever was told either can read the segment at once (the "exists" waits for the winner's creation
+    to be durable)."""
+    first, second = [await WireConnection.connect("127.0.0.1", store.port) for _ in range(2)]
+    try:
+        for number in range(50):
+            for name, make in ((f"scope/race/{number}.#epoch.0", lambda name: c.CreateSegment(rid(), name, 0, 0, "")),
+                               (f"scope/race{number}_kvtable/0.#epoch.0",
+                                lambda name: c.CreateTableSegment(rid(), name, ""))):
+                async def create_then_read(connection):
+                    created = await connection.request(make(name))
+                    return created, await connection.request(c.GetStreamSegmentInfo(rid(), name, ""))
+
+                results = await asyncio.gather(create_then_read(first), create_then_read(second))
+                assert sorted(type(created).__name__ for created, _ in results) == ["SegmentAlreadyExists",
+                                                                                  "SegmentCreated"]
+                assert all(isinstance(info, c.StreamSegmentInfo) and info.exists for _, info in results), results
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_table_segment_lifecycle_and_versions(client):
     """Versions are byte offsets: an empty table given k -> v answers [0] and grows to 19 bytes;
     conditional updates check versions; reads return current versions; deletes honour mustBeEmpty."""
