@@ -40,6 +40,7 @@ from clients.config import WriterConfig
 from clients.errors import TributaryError
 from clients.writer.transactions import TransactionalWriter
 
+from . import faults
 from .bridge import Bridge
 from .fence import SinkFence
 from .jobs import WriteJob
@@ -262,6 +263,7 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
             await fence.commit_batch(query_ids.pop(), batchId, reported, coordinator, self.options)
 
         self._end(messages, batchId, commit)
+        faults.reach("sink-committed", batchId)
 
     def abort(self, messages: list[WriterCommitMessage], batchId: int) -> None:
         self._end(messages, batchId, None)

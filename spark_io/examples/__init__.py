@@ -1,0 +1,1 @@
+"""Runnable examples of spark_io (``python -m spark_io.examples.<name> --help``)."""
