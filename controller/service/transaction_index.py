@@ -20,9 +20,11 @@ Ordering rules that keep the index complete:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Callable
 
+from clients.retry import Backoff
 from controller.store import AlreadyExists, NotFound, Versioned, VersionedKeyValueStore, Write, WriteConflict
 from controller.store.codec import Decoder, Encoder
 from controller.store.key_value import ABSENT, PAGE_ENTRIES_DEFAULT
@@ -30,6 +32,8 @@ from controller.store.key_value import ABSENT, PAGE_ENTRIES_DEFAULT
 FORMAT_VERSION = 1
 STREAMS_TABLE = "_system/_tables/transactionStreams"
 UPDATE_ATTEMPTS_MAX = 20
+_CONFLICT_BACKOFF = Backoff(initial_seconds=0.001, multiplier=2.0, max_delay_seconds=0.1, attempts=UPDATE_ATTEMPTS_MAX,
+                            jitter=1.0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ async def _update(kv: VersionedKeyValueStore, scope: str, stream: str,
                   change: Callable[[TransactionStreamRecord], TransactionStreamRecord]) -> TransactionStreamRecord:
     """Read-modify-write of the stream's entry (created if absent). Returns the record it replaced."""
     key = stream_key(scope, stream)
+    delays = _CONFLICT_BACKOFF.delays()
     for _ in range(UPDATE_ATTEMPTS_MAX):
         try:
             (found,) = await kv.get_many(STREAMS_TABLE, [key])
@@ -67,7 +72,12 @@ async def _update(kv: VersionedKeyValueStore, scope: str, stream: str,
             await kv.write_batch(STREAMS_TABLE, [Write(key, change(old).encode(), expected)])
             return old
         except (AlreadyExists, WriteConflict):
-            continue
+            # Another update is accepted but not yet durable, so reads still show the old version: wait for
+            # it rather than spinning through every attempt within one log write.
+            delay = next(delays, None)
+            if delay is None:
+                break
+            await asyncio.sleep(delay)
     raise WriteConflict(f"index entry of {key} kept changing", STREAMS_TABLE, key)
 
 

@@ -127,8 +127,8 @@ class TransactionService:
         kv = self.context.store.kv
         await transaction_index.touch(kv, scope, name)  # before and after: see transaction_index
         await stored.create_transaction(stream, record)
+        self._schedule(scope, name, record)  # if anything below fails, the lease timeout cleans up
         await transaction_index.touch(kv, scope, name)
-        self._schedule(scope, name, record)  # if creating the segments fails, the timeout cleans up
         await create_transaction_segments(self.context, scope, name,
                                           [segment.segment_id for segment in current.segments], epoch, transaction_id)
         return pb.CreateTxnResponse(txnId=to_wire(transaction_id), activeSegments=_ranges(scope, name, current, epoch),

@@ -36,6 +36,21 @@ async def wait_for_state(stub, txn_id, state: int, polls: int = 300) -> None:
     raise AssertionError(f"transaction never reached state {state}")
 
 
+async def test_concurrent_creations_on_one_stream_all_succeed(cluster):
+    """Transactions begun at once on one stream (as the tasks of a Spark write do) are all created: no
+    INTERNAL error from the transaction index's conditional updates racing (each raced update waits
+    for the other to be durable instead of spinning through its attempts), hence no client retry
+    leaving a transaction behind."""
+    stub = cluster.stub
+    for round_number in range(10):
+        created = await asyncio.gather(*(stub.createTransaction(pb.CreateTxnRequest(
+            streamInfo=info(SCOPE, STREAM), lease=LEASE_MS)) for _ in range(4)))
+        ids = {(reply.txnId.highBits, reply.txnId.lowBits) for reply in created}
+        assert len(ids) == 4, round_number
+        for reply in created:
+            assert await transaction_state(stub, reply.txnId) == pb.TxnState.OPEN
+
+
 async def test_seal_aborts_open_transactions_first(cluster):
     """An open transaction does not keep a stream from sealing: it is aborted, then the stream seals."""
     stub = cluster.stub
