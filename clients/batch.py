@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from array import array
 from collections.abc import AsyncIterator
 
 from wire import commands as wc
@@ -25,7 +26,7 @@ from wire import commands as wc
 from .controller_client import ControllerClient
 from .errors import InvalidArgument, InvalidEvent
 from .model import Segment, check_scope_name, check_stream_name
-from .reader.segment_reader import cut_events
+from .reader.segment_reader import envelope_bounds
 from .segment_stores import SegmentStores
 from .stream_cut import StreamCut
 from .stream_manager import current_tail
@@ -47,16 +48,39 @@ class SegmentSlice:
         return self.end_offset - self.start_offset
 
 
-@dataclasses.dataclass
 class EventBatch:
-    """Events read from one slice: ``payloads[i]`` starts (with its 8-byte envelope) at ``offsets[i]``."""
+    """Events read from one slice, as the bytes read and where each event lies in them.
 
-    segment: Segment
-    payloads: list[bytes]
-    offsets: list[int]
+    ``payloads[i]`` is event i; its envelope starts at segment offset ``offsets[i]``. Underneath,
+    ``bounds`` (an ``array('q')`` of 2n+1 positions in ``data``) alternates the start of each
+    envelope and of its payload and ends with the end of the last event, so ``data`` cut at
+    ``bounds`` is header, payload, header, payload...: bulk consumers (Arrow) use it without
+    making one object per event.
+    """
+
+    __slots__ = ("base", "bounds", "data", "segment")
+
+    def __init__(self, segment: Segment, data: bytes, base: int, bounds: array):
+        self.segment = segment
+        self.data = data
+        self.base = base  # the segment offset of data[0]
+        self.bounds = bounds
 
     def __len__(self) -> int:
-        return len(self.payloads)
+        return len(self.bounds) // 2
+
+    def __repr__(self) -> str:
+        return f"<EventBatch {len(self)} events of {self.segment} from {self.base + self.bounds[0]}>"
+
+    @property
+    def payloads(self) -> list[bytes]:
+        data, bounds = self.data, self.bounds
+        return [data[bounds[i + 1]:bounds[i + 2]] for i in range(0, len(bounds) - 1, 2)]
+
+    @property
+    def offsets(self) -> list[int]:
+        base = self.base
+        return [base + position for position in self.bounds[0:len(self.bounds) - 1:2]]
 
 
 class BatchClient:
@@ -141,13 +165,14 @@ class BatchClient:
                     if offset < end:  # the next read goes out before this one is parsed
                         reading = asyncio.ensure_future(self._read(name, offset, end))
                     data = pending + data if pending else bytes(data)
-                    items: list = []
-                    position, _ = cut_events(data, 0, pending_offset, _LARGEST_EVENT, items)
+                    bounds = array("q")
+                    position, _ = envelope_bounds(data, 0, _LARGEST_EVENT, bounds)
                     if len(data) - position >= 8:
                         self._check_envelope(name, data, position, pending_offset)
+                    if bounds:
+                        bounds.append(position)
+                        yield EventBatch(piece.segment, data, pending_offset, bounds)
                     pending, pending_offset = data[position:], pending_offset + position
-                    if items:
-                        yield EventBatch(piece.segment, [item[0] for item in items], [item[1] for item in items])
                 if reading is None and offset < end:
                     reading = asyncio.ensure_future(self._read(name, offset, end))
             if pending:

@@ -24,6 +24,7 @@ def local_session(master: str = "local[2]", app: str = "tributary", **config: st
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2"))
     for name, value in config.items():
         builder = builder.config(name, value)

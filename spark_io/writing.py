@@ -103,16 +103,6 @@ def columns_of(batch: pa.RecordBatch) -> tuple[list[bytes], list[str | None] | N
     return events.to_pylist(), keys, size
 
 
-async def _write_all(writer, events: list[bytes], keys: list[str | None] | None) -> None:
-    write = writer.write
-    if keys is None:
-        for event in events:
-            await write(event)
-    else:
-        for event, key in zip(events, keys):
-            await write(event, key)
-
-
 async def _abort_quietly(transaction) -> None:
     try:
         await transaction.abort()
@@ -181,7 +171,7 @@ class _Writer:
                     continue
                 if transaction is None:
                     transaction = bridge.run(self._transactional_writer(bridge).begin())
-                bridge.run(_write_all(transaction, payloads, keys))
+                bridge.run(transaction.write_many(payloads, keys))
                 events += len(payloads)
                 size += batch_size
             if transaction is None:
@@ -207,7 +197,7 @@ class _Writer:
         events = size = 0
         for batch in iterator:
             payloads, keys, batch_size = columns_of(batch)
-            bridge.run(_write_all(writer, payloads, keys))
+            bridge.run(writer.write_many(payloads, keys))
             events += len(payloads)
             size += batch_size
         bridge.run(writer.flush())

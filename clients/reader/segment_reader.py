@@ -62,6 +62,29 @@ def cut_events(data: bytes, position: int, base: int, maximum: int, items: list)
     return position, 0
 
 
+def envelope_bounds(data: bytes, position: int, maximum: int, bounds) -> tuple[int, int]:
+    """Appends to ``bounds`` (an ``array('q')``), for each complete event of ``data[position:]``, the
+    position of its envelope and of its payload; stops as :func:`cut_events` does.
+
+    Returns:
+        (the position after the last complete event, the bytes an incomplete event there needs, or 0).
+    """
+    size = len(data)
+    unpack = _HEADER.unpack_from
+    append = bounds.append
+    while size - position >= _HEADER_SIZE:
+        type_code, length = unpack(data, position)
+        if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
+            return position, 0
+        end = position + _HEADER_SIZE + length
+        if end > size:
+            return position, _HEADER_SIZE + length
+        append(position)
+        append(position + _HEADER_SIZE)
+        position = end
+    return position, 0
+
+
 class SegmentReader:
     """Reads one segment from ``offset`` (to ``end_offset`` if given) for an event reader."""
 

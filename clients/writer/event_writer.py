@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import time
 import uuid
 from collections import deque
@@ -114,6 +115,21 @@ class WriterBase:
             raise EventTooLarge(f"an event of {size - 8} bytes is above the 8 MiB limit of one append; "
                                 f"use write_large()")
         return size
+
+    async def _write_many(self, events, routing_keys, route, check) -> None:
+        """``write`` for each event (with ``routing_keys[i]``, or no key), with the per-call work done once:
+        ``route(key)`` gives the segment writer, ``check()`` raises if writing must stop (after a wait)."""
+        serialize, sized = self._serialize, self._sized
+        keys = itertools.repeat(None) if routing_keys is None else routing_keys
+        for event, key in zip(events, keys):
+            payload = event if serialize is None else serialize(event)
+            size = sized(payload, key)
+            if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
+                await self._wait_for_room(size)
+                await check()
+            route(key).add(payload, key)
+            self._inflight_bytes += size
+            self._inflight_events += 1
 
     # ------------------------------------------------------------------ window
 
@@ -256,6 +272,22 @@ class EventWriter(WriterBase):
         self._inflight_bytes += size
         self._inflight_events += 1
         return writer.add(payload, routing_key)
+
+    async def write_many(self, events, routing_keys=None) -> None:
+        """Writes each of ``events`` as :meth:`write` would (with ``routing_keys[i]``, or without keys),
+        doing the per-call work once: for bulk loaders. ``flush()`` waits for them. Raises like ``write``."""
+        async def check():
+            if self._phase is not _Phase.OPEN:
+                await self._ensure_open()
+
+        await check()
+        key_writers = self._key_writers
+
+        def route(key):
+            writer = key_writers.get(key) if key is not None else None
+            return writer if writer is not None else self._route(key)
+
+        await self._write_many(events, routing_keys, route, check)
 
     async def write_batch(self, events: list, routing_key: str | None = None) -> WriteAck:
         """Writes ``events`` atomically, in order, into one segment: all become visible together, or none.

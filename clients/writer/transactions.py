@@ -137,6 +137,26 @@ class Transaction(WriterBase):
         self._inflight_events += 1
         return writer.add(payload, routing_key)
 
+    async def write_many(self, events, routing_keys=None) -> None:
+        """Adds each of ``events`` as :meth:`write` would (with ``routing_keys[i]``, or without keys), doing
+        the per-call work once: for bulk loaders. ``flush()`` or ``commit()`` waits for them."""
+        self._check_open()
+        writers, segment_for, fraction = self._segment_writers, self._map.segment_for, self._hasher.fraction
+        by_key: dict = {}
+
+        def route(key):
+            if key is None:
+                return writers[segment_for(fraction(None))]
+            writer = by_key.get(key)
+            if writer is None:
+                writer = by_key[key] = writers[segment_for(fraction(key))]
+            return writer
+
+        async def check():
+            self._check_open()
+
+        await self._write_many(events, routing_keys, route, check)
+
     async def flush(self) -> None:
         """Waits until every event written so far is durable. Raises TransactionFailed if one failed."""
         self._check_open()
