@@ -49,9 +49,6 @@ from .reading import ensure_stream
 from .transactions import abort_transactions, commit_transactions
 
 log = logging.getLogger("tributary.spark")
-# how long a released transaction's lease is kept alive from an executor while the driver has not
-# ended it (a job longer than this loses its transactions; a dead driver's lapse after it)
-_RELEASED_KEEP_ALIVE_SECONDS = 6 * 3600.0
 EVENT, ROUTING_KEY = "event", "routing_key"
 
 
@@ -78,6 +75,7 @@ class TransactionCommit(WriterCommitMessage):
     partition: int
     events: int
     bytes: int
+    writer_id: str  # the job record the task registered its transaction in (spark_io.jobs)
     query_id: str | None = None
 
 
@@ -88,6 +86,7 @@ class WrittenCommit(WriterCommitMessage):
     partition: int
     events: int
     bytes: int
+    writer_id: str
 
 
 def columns_of(batch: pa.RecordBatch) -> tuple[list[bytes], list[str | None] | None, int]:
@@ -128,7 +127,17 @@ def _task() -> _Task:
 
 
 class _Writer:
-    """What the batch and the streaming writers share: the task side, and ending a job's transactions."""
+    """What the batch and the streaming writers share: the task side, and ending a job's transactions.
+
+    ``writer_id`` names the job record. Executors use the id of the writer object Spark pickled to
+    them; the driver's commit may run on another instance (a streaming sink's runner makes its
+    own), so it takes the id from the tasks' messages.
+    """
+
+    # How long an executor keeps a released transaction's lease alive while the driver has not ended
+    # it: a job (micro-batch) whose commit comes later loses its transactions (the commit fails; a
+    # streaming query replays the batch), and the transactions of a dead driver lapse after it.
+    keep_alive_seconds = 6 * 3600.0
 
     def __init__(self, options: WriteOptions, schema: StructType):
         self.options = options
@@ -140,9 +149,9 @@ class _Writer:
     def _client(self, bridge: Bridge):
         return bridge.client(self.options.target.controller)
 
-    def _job(self, bridge: Bridge) -> WriteJob:
+    def _job(self, bridge: Bridge, writer_id: str) -> WriteJob:
         target = self.options.target
-        return WriteJob(self._client(bridge), target.scope, target.stream, self.writer_id)
+        return WriteJob(self._client(bridge), target.scope, target.stream, writer_id)
 
     def _transactional_writer(self, bridge: Bridge) -> TransactionalWriter:
         target = self.options.target
@@ -175,18 +184,19 @@ class _Writer:
                 events += len(payloads)
                 size += batch_size
             if transaction is None:
-                return WrittenCommit(task.partition, 0, 0)  # no rows: no transaction
-            transaction_id = bridge.run(transaction.release(_RELEASED_KEEP_ALIVE_SECONDS))
-            if not bridge.run(self._job(bridge).register(task.batch, transaction_id)):
+                return WrittenCommit(task.partition, 0, 0, self.writer_id)  # no rows: no transaction
+            transaction_id = bridge.run(transaction.release(self.keep_alive_seconds))
+            if not bridge.run(self._job(bridge, self.writer_id).register(task.batch, transaction_id)):
                 log.warning("the write job ended before this task did: its transaction is aborted",
                             extra={"partition": task.partition, "transaction": str(transaction_id)})
                 bridge.run(_abort_quietly(transaction))
-                return WrittenCommit(task.partition, 0, 0)
+                return WrittenCommit(task.partition, 0, 0, self.writer_id)
         except BaseException:
             if transaction is not None:
                 bridge.run(_abort_quietly(transaction))
             raise
-        return TransactionCommit(str(transaction_id), task.partition, events, size, task.query_id)
+        return TransactionCommit(str(transaction_id), task.partition, events, size, self.writer_id,
+                                 task.query_id)
 
     def _write_directly(self, iterator, task: _Task) -> WrittenCommit:
         bridge = Bridge.get()
@@ -201,7 +211,7 @@ class _Writer:
             events += len(payloads)
             size += batch_size
         bridge.run(writer.flush())
-        return WrittenCommit(task.partition, events, size)
+        return WrittenCommit(task.partition, events, size, self.writer_id)
 
     # ------------------------------------------------------------------ driver
 
@@ -214,8 +224,12 @@ class _Writer:
         bridge = Bridge.get()
         coordinator = self._transactional_writer(bridge)
 
+        writer_ids = {m.writer_id for m in messages if isinstance(m, (TransactionCommit, WrittenCommit))}
+
         async def end():
-            registered = await self._job(bridge).close(batch)
+            registered = []
+            for writer_id in writer_ids or {self.writer_id}:
+                registered.extend(await self._job(bridge, writer_id).close(batch))
             keep = set(reported.values()) if commit is not None else set()
             strays = [t for t in {*map(str, registered), *reported.values()} if t not in keep]
             await abort_transactions(coordinator, [uuid.UUID(t) for t in strays])
@@ -241,6 +255,8 @@ class BatchWriter(_Writer, DataSourceArrowWriter):
 class StreamWriter(_Writer, DataSourceStreamArrowWriter):
     """``df.writeStream.format("tributary")``: per micro-batch, one transaction per task, committed
     with the batch's fence record so that a replayed batch is not written twice."""
+
+    keep_alive_seconds = 3600.0
 
     def commit(self, messages: list[WriterCommitMessage], batchId: int) -> None:
         query_ids = {m.query_id for m in messages if isinstance(m, TransactionCommit)}

@@ -76,3 +76,20 @@ def open_transactions(store_port: int, scope: str, stream: str) -> list:
             await store.close()
         return [record.transaction_id for record in records if record.status == TransactionStatus.OPEN]
     return run(read())
+
+
+def sink_records(store_port: int, scope: str, stream: str) -> dict[str, dict]:
+    """The Spark writers' records of a stream (``spark_io.records``): key -> JSON record."""
+    import json
+
+    from clients.segment_store_client import SegmentStoreClient
+    from spark_io.records import records_table
+
+    async def read():
+        store = SegmentStoreClient(("127.0.0.1", store_port))
+        try:
+            return {key.decode(): json.loads(value) async for key, _, value in
+                    store.table_entries(records_table(scope, stream))}
+        finally:
+            await store.close()
+    return run(read())

@@ -15,7 +15,8 @@ import pytest
 
 from spark_io import faults
 from spark_io.examples import sensor_totals
-from tests.spark.support import create_stream, number_of, open_transactions, read_events, write_events
+from tests.spark.support import (create_stream, number_of, open_transactions, read_events, sink_records,
+                                 write_events)
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +70,11 @@ def test_a_replayed_batch_is_not_written_twice(spark, standalone, scope_name, tm
     assert last_batch(tmp_path, "commits") == batch  # Spark ran the batch again and recorded it this time
     assert output_numbers(standalone, scope_name) == list(range(2000))
     assert open_transactions(standalone.store_port, scope_name, "out") == []
+    records = sink_records(standalone.store_port, scope_name, "out")
+    jobs = [record for key, record in records.items() if key.startswith("job/")]
+    assert len(jobs) == 2 and all(job["state"] == "closed" and len(job["transactions"]) == 2 for job in jobs)
+    (query,) = [record for key, record in records.items() if key.startswith("query/")]
+    assert query["batch"] == batch and query["state"] == "committed"
 
 
 def run_driver(arguments: list[str], fault: str | None = None, timeout: float = 240) -> int:
