@@ -153,3 +153,23 @@ def test_the_sensor_totals_pipeline_is_exactly_once_across_a_driver_kill(standal
         values = [n for n in range(start, start + 60) if n % len(sensors) == index]
         assert (total["readings"], total["total"]) == (len(values), sum(values)), total
     assert sensor_totals.start  # the module the driver ran is the documented example
+
+
+def test_a_failing_task_of_a_micro_batch_leaves_no_open_transaction(spark, standalone, scope_name, tmp_path):
+    """A row that fails in one task fails the query; the other tasks' transactions are aborted by the
+    driver (or by themselves, when they finish after the abort), so none stays open and nothing is visible."""
+    from pyspark.sql import functions as F
+
+    controller = standalone.controller_uri
+    create_stream(controller, scope_name, "in", 2)
+    write_events(controller, scope_name, "in", range(0, 2000))
+    source = (spark.readStream.format("tributary").option("controller", controller).option("scope", scope_name)
+              .option("stream", "in").option("start_stream_cut", "earliest").load())
+    bad = F.col("event").cast("string").startswith("k3:100")  # one event of the 2,000
+    failing = source.select(F.when(bad, F.raise_error(F.lit("bad reading"))).otherwise(F.col("event")).alias("event"))
+    query = (failing.writeStream.format("tributary").option("controller", controller).option("scope", scope_name)
+             .option("stream", "out").option("checkpointLocation", str(tmp_path)).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="bad reading"):
+        query.awaitTermination(120)
+    assert read_events(controller, scope_name, "out") == []
+    assert open_transactions(standalone.store_port, scope_name, "out") == []
