@@ -4,6 +4,7 @@ Spark test of the run."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -30,4 +31,4 @@ def standalone(tmp_path_factory):
 @pytest.fixture
 def scope_name(request) -> str:
     """A scope of this test's own (letters, digits and dashes)."""
-    return f"spark-{next(_names)}-{request.node.name[:30]}".replace("_", "-").replace("[", "-").replace("]", "")
+    return re.sub(r"[^A-Za-z0-9-]+", "-", f"spark-{next(_names)}-{request.node.name[:30]}").rstrip("-")
