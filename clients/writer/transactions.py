@@ -162,6 +162,15 @@ class Transaction(WriterBase):
         self._check_open()
         await self._flush()
 
+    async def _flush_or_fail(self) -> None:
+        """Flushes before the handle lets go (commit, release); a failed write ends the handle as failed."""
+        self._check_open()
+        try:
+            await self._flush()
+        except TransactionFailed:
+            await self._end(_Phase.FAILED)
+            raise
+
     async def _flush(self) -> None:
         for writer in self._segment_writers.values():
             writer.flush_now()
@@ -184,12 +193,7 @@ class Transaction(WriterBase):
                 or aborted it, or it was aborted (or timed out) on the controller. Committing a
                 transaction that another handle committed succeeds (commit is idempotent).
         """
-        self._check_open()
-        try:
-            await self._flush()
-        except TransactionFailed:
-            await self._end(_Phase.FAILED)
-            raise
+        await self._flush_or_fail()
         try:
             await self._controller.commit_transaction(
                 self.scope, self.stream, self.id, self._writer_id,
@@ -219,12 +223,7 @@ class Transaction(WriterBase):
         Raises:
             TransactionFailed: a write failed, or the transaction is not open here.
         """
-        self._check_open()
-        try:
-            await self._flush()
-        except TransactionFailed:
-            await self._end(_Phase.FAILED)
-            raise
+        await self._flush_or_fail()
         self._phase = _Phase.RELEASED
         self._ping_until = asyncio.get_running_loop().time() + keep_alive_seconds
         await self._close_resources()

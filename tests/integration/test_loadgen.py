@@ -18,7 +18,7 @@ from clients.loadgen.events import HEADER_SIZE, EventCodec, decode
 from clients.loadgen.pacing import TokenBucket
 from clients.loadgen.sequence import SequenceChecker
 from tests.support.processes import free_port
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 PERCENTILE_FIELDS = ("p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "max_ms")
 
@@ -30,9 +30,7 @@ def loadgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("loadgen") / "data").start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "loadgen")
 
 
 def assert_sane_latency(summary: dict, count_at_least: int) -> None:

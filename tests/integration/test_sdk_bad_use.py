@@ -16,16 +16,14 @@ from clients.retry import Backoff
 from clients.stream_cut import StreamCut
 from tests.support.processes import free_port
 from tests.support.sdk import sdk
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-bad-use") / "data").start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "sdk-bad-use")
 
 
 @pytest.fixture

@@ -13,14 +13,12 @@ from clients.config import WriterConfig
 from clients.model import ScalingPolicy, StreamConfiguration, TransactionState
 from clients.stream_cut import StreamCut
 from tests.support.sdk import check_each_once_in_key_order, event_of, sdk, write_keyed
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-batch") / "data").start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "sdk-batch")
 
 
 @pytest.fixture

@@ -17,18 +17,14 @@ from clients.client import connect
 from clients.config import WriterConfig
 from clients.errors import InvalidArgument, OffsetConflict, StreamSealed, TruncatedData
 from clients.model import ScalingPolicy, StreamConfiguration
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-bytes") / "data").start()
-    try:
-        yield process
-    finally:
-        process.remove_data()
+    yield from serve(tmp_path_factory, "sdk-bytes")
 
 
 @pytest.fixture

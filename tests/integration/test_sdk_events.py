@@ -15,7 +15,7 @@ from clients.errors import TransactionFailed
 from clients.model import ScalingPolicy, StreamConfiguration, TransactionState
 from clients.reader.reader_group import ReaderGroupConfig
 from tests.support.sdk import check_each_once_in_key_order, event_of, parse_event, read_all, sdk, write_keyed
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 MIB = 1024 * 1024
 FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=100)
@@ -23,9 +23,7 @@ FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=100)
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-events") / "data").start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "sdk-events")
 
 
 @pytest.fixture

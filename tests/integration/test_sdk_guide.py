@@ -16,7 +16,7 @@ import pytest
 
 from clients.config import ClientConfig, ReaderConfig, WriterConfig
 from clients.reader.reader_group import ReaderGroupConfig
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 GUIDE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
 RUNNABLE = "python"
@@ -64,9 +64,7 @@ RUNNABLE_BLOCKS = [block for block in guide_blocks() if block.language == RUNNAB
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("sdk-guide") / "data", container_count=2).start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "sdk-guide", container_count=2)
 
 
 def test_the_guide_has_runnable_examples_and_no_unmarked_code():

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from spark_io.session import local_session
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import serve
 
 _names = itertools.count()
 
@@ -23,9 +23,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory):
-    process = StandaloneProcess(tmp_path_factory.mktemp("spark-standalone") / "data").start()
-    yield process
-    process.remove_data()
+    yield from serve(tmp_path_factory, "spark-standalone")
 
 
 @pytest.fixture

@@ -42,3 +42,12 @@ class StandaloneProcess(ServerProcess):
         """Kills the process and deletes its data dir (preallocated logs take disk space)."""
         self.kill()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def serve(tmp_path_factory, name: str, **options):
+    """A started standalone for a fixture (``yield from serve(...)``), its data removed afterwards."""
+    process = StandaloneProcess(tmp_path_factory.mktemp(name) / "data", **options).start()
+    try:
+        yield process
+    finally:
+        process.remove_data()
