@@ -66,6 +66,10 @@ def envelope_bounds(data: bytes, position: int, maximum: int, bounds) -> tuple[i
     """Appends to ``bounds`` (an ``array('q')``), for each complete event of ``data[position:]``, the
     position of its envelope and of its payload; stops as :func:`cut_events` does.
 
+    The same walk as :func:`cut_events`, for bulk consumers (batch reads, Arrow) that want no object
+    per event; the reader keeps its own single loop (building its tuples from these bounds instead
+    costs it 0.25 us more per event, measured).
+
     Returns:
         (the position after the last complete event, the bytes an incomplete event there needs, or 0).
     """
