@@ -99,6 +99,10 @@ class Bridge:
             value = self._cache[key] = self.run(_call(make))
         return value
 
+    def forget(self, key: tuple) -> None:
+        """Drops a process-wide object (the next ``cached`` call makes a new one)."""
+        self._cache.pop(key, None)
+
 
 async def _open(controller: str) -> Client:
     client = Client(controller)

@@ -117,6 +117,13 @@ class _Task:
     query_id: str | None
 
 
+async def _close_quietly(writer) -> None:
+    try:
+        await writer.close()
+    except (TimeoutError, TributaryError):  # what was not written is the failed task's to redo
+        pass
+
+
 def _task() -> _Task:
     context = TaskContext.get()
     if context is None:  # not inside Spark (a direct call)
@@ -202,15 +209,20 @@ class _Writer:
         bridge = Bridge.get()
         target = self.options.target
         client = self._client(bridge)
-        writer = bridge.cached(("writer", target.controller, target.scope, target.stream),
-                               lambda: client.create_writer(target.scope, target.stream))
+        key = ("writer", target.controller, target.scope, target.stream)
+        writer = bridge.cached(key, lambda: client.create_writer(target.scope, target.stream))
         events = size = 0
-        for batch in iterator:
-            payloads, keys, batch_size = columns_of(batch)
-            bridge.run(writer.write_many(payloads, keys))
-            events += len(payloads)
-            size += batch_size
-        bridge.run(writer.flush())
+        try:
+            for batch in iterator:
+                payloads, keys, batch_size = columns_of(batch)
+                bridge.run(writer.write_many(payloads, keys))
+                events += len(payloads)
+                size += batch_size
+            bridge.run(writer.flush())
+        except BaseException:
+            bridge.forget(key)  # the next task of this worker starts with a new writer (this one may be broken)
+            bridge.run(_close_quietly(writer))
+            raise
         return WrittenCommit(task.partition, events, size, self.writer_id)
 
     # ------------------------------------------------------------------ driver
