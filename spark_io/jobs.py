@@ -18,10 +18,19 @@ over, and the driver closes the record before it commits or aborts:
 Either a task registers before the close (and the driver sees it) or after (and the task sees
 the close): no transaction escapes. A task killed before it registers never released its
 transaction; nobody extends its lease, so the controller aborts it when the lease runs out.
+
+The driver learns the writer id from the tasks' messages: its own writer object may not be the
+one the tasks were given (a streaming sink's commits run on a writer of their own). When a
+micro-batch fails and no task reported, the driver cannot name the record; a streaming writer's
+ids therefore start with a *group* derived from the query's checkpoint, and the abort closes every
+open record of that group and batch it finds, looking again for a few seconds to catch tasks
+still finishing (:meth:`WriteJob.close_group`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import uuid
 
 from clients.client import Client
@@ -33,6 +42,16 @@ OPEN, CLOSED = "open", "closed"
 
 def _key(writer_id: str) -> str:
     return f"job/{writer_id}"
+
+
+def group_of(checkpoint: str | None) -> str | None:
+    """The group of a streaming query's writers (one per checkpoint location), or None."""
+    return None if checkpoint is None else hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+
+
+def writer_id_in(group: str | None) -> str:
+    """A new writer id, in ``group`` if there is one."""
+    return uuid.uuid4().hex if group is None else f"{group}.{uuid.uuid4().hex}"
 
 
 class WriteJob:
@@ -67,6 +86,22 @@ class WriteJob:
         if old is None or old["batch"] != batch:
             return []
         return [uuid.UUID(transaction) for transaction in old["transactions"]]
+
+    @staticmethod
+    async def close_group(client: Client, scope: str, stream: str, group: str, batch: int,
+                          looks: int = 5, interval_seconds: float = 1.0) -> list[uuid.UUID]:
+        """Closes ``batch`` in every record of ``group`` where it is open, ``looks`` times
+        ``interval_seconds`` apart; returns the transactions registered in them."""
+        records = Records(client, scope, stream)
+        found: list[uuid.UUID] = []
+        for look in range(looks):
+            if look:
+                await asyncio.sleep(interval_seconds)
+            for key in await records.keys(_key(f"{group}.")):
+                _, record = await records.get(key)
+                if record is not None and record["batch"] == batch and record["state"] == OPEN:
+                    found.extend(await WriteJob(client, scope, stream, key.removeprefix("job/")).close(batch))
+        return found
 
 
 __all__ = ["WriteJob"]

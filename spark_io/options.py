@@ -166,6 +166,7 @@ class WriteOptions:
     transaction_timeout_ms: int
     read_after_write_consistency: bool
     transaction_status_poll_interval_ms: int
+    checkpoint: str | None = None  # a streaming query's checkpoint location (Spark passes it on)
 
 
 def write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
@@ -175,7 +176,8 @@ def write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOption
         _number(options, "transaction_timeout_ms", 30_000 if streaming else 120_000,
                 minimum=_LEASE_MIN_MS, maximum=_LEASE_MAX_MS),
         _flag(options, "read_after_write_consistency", True),
-        _number(options, "transaction_status_poll_interval_ms", 50, minimum=1, maximum=60_000))
+        _number(options, "transaction_status_poll_interval_ms", 50, minimum=1, maximum=60_000),
+        _text(options, "checkpointlocation") if streaming else None)
 
 
 def metadata_kind(options: Mapping[str, str]) -> str | None:

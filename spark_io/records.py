@@ -40,6 +40,14 @@ class Records:
         found = (await self._store.read_table(self._table, [key.encode()]))[0]
         return (NOT_EXISTS, None) if found is None else (found[0], json.loads(found[1]))
 
+    async def keys(self, prefix: str) -> list[str]:
+        """The keys starting with ``prefix`` (the table holds a few records per query and write job)."""
+        if not self._created:
+            await self._store.create_table(self._table)
+            self._created = True
+        return [key.decode() async for key, _, _ in self._store.table_entries(self._table)
+                if key.startswith(prefix.encode())]
+
     async def put(self, key: str, version: int, record: dict) -> int:
         """Writes ``record`` if the key is still at ``version``; returns the new version.
 

@@ -43,7 +43,7 @@ from clients.writer.transactions import TransactionalWriter
 from . import faults
 from .bridge import Bridge
 from .fence import SinkFence
-from .jobs import WriteJob
+from .jobs import WriteJob, group_of, writer_id_in
 from .options import WriteOptions
 from .reading import ensure_stream
 from .transactions import abort_transactions, commit_transactions
@@ -148,7 +148,8 @@ class _Writer:
 
     def __init__(self, options: WriteOptions, schema: StructType):
         self.options = options
-        self.writer_id = uuid.uuid4().hex  # names this write job's record (spark_io.jobs)
+        self.group = group_of(options.checkpoint)
+        self.writer_id = writer_id_in(self.group)  # names this write job's record (spark_io.jobs)
         target = options.target
         bridge = Bridge.get()
         bridge.run(ensure_stream(bridge.client(target.controller), target))
@@ -285,6 +286,16 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage], batchId: int) -> None:
         self._end(messages, batchId, None)
+        if self.options.exactly_once and self.group is not None:  # tasks that did not report, or not yet
+            bridge = Bridge.get()
+            target = self.options.target
+
+            async def sweep():
+                strays = await WriteJob.close_group(self._client(bridge), target.scope, target.stream, self.group,
+                                                    batchId)
+                await abort_transactions(self._transactional_writer(bridge), strays)
+
+            bridge.run(sweep())
 
 
 __all__ = ["BatchWriter", "StreamWriter", "TransactionCommit", "WrittenCommit", "check_input_schema",

@@ -173,3 +173,6 @@ def test_a_failing_task_of_a_micro_batch_leaves_no_open_transaction(spark, stand
         query.awaitTermination(120)
     assert read_events(controller, scope_name, "out") == []
     assert open_transactions(standalone.store_port, scope_name, "out") == []
+    jobs = {key: record for key, record in sink_records(standalone.store_port, scope_name, "out").items()
+            if key.startswith("job/")}
+    assert all(record["state"] == "closed" for record in jobs.values()), jobs
