@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from typing import NamedTuple
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -40,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
 
 from clients.batch import SegmentSlice
 from clients.client import Client
+from clients.errors import NoSuchSegment
 from clients.model import Segment
 from clients.stream_cut import StreamCut
 
@@ -47,6 +50,8 @@ from .bridge import Bridge
 from .offsets import cut_of, offset_of
 from .options import ReadOptions
 from .reading import SlicePartition, ensure_stream, partitions_of, read_partition, resolve_cut
+
+log = logging.getLogger("tributary.spark")
 
 
 class _Bound:
@@ -160,11 +165,28 @@ def slices_between(start: StreamCut, end: StreamCut) -> list[SegmentSlice]:
             for segment_id, offset in sorted(end.positions.items()) if offset > starts.get(segment_id, 0)]
 
 
+class _Gone(NamedTuple):
+    """What a segment deleted meanwhile (retention removes sealed segments) counts as: sealed and
+    empty, so its successors take over."""
+
+    is_sealed: bool = True
+    write_offset: int = 0
+
+
 async def _infos(client: Client, scope: str, stream: str, segment_ids) -> dict:
-    ids = list(segment_ids)
     store = client.segment_store
-    found = await asyncio.gather(*(store.segment_info(Segment(scope, stream, i).qualified_name) for i in ids))
-    return dict(zip(ids, found))
+
+    async def info(segment_id: int):
+        name = Segment(scope, stream, segment_id).qualified_name
+        try:
+            return await store.segment_info(name)
+        except NoSuchSegment:
+            log.warning("a segment of the query's cut no longer exists; going on with its successors",
+                        extra={"segment": name})
+            return _Gone()
+
+    ids = list(segment_ids)
+    return dict(zip(ids, await asyncio.gather(*(info(i) for i in ids))))
 
 
 async def _past_sealed(client: Client, start: StreamCut, bounds: list[_Bound]) -> tuple[dict[int, int], dict]:
