@@ -15,6 +15,9 @@ ensure_system_packages() {
         log "installing python3-venv with apt"
         apt_install python3-venv
     fi
+}
+
+ensure_java() {
     # Spark (the spark_io tests) needs Java 17 or newer; Debian's headless JRE is enough.
     if ! java_at_least_17; then
         log "installing openjdk-17-jre-headless with apt (for PySpark)"
@@ -65,6 +68,7 @@ case "$command" in
         ;;
     test)
         setup
+        ensure_java
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     setup)
