@@ -177,8 +177,8 @@ class ReadIndex:
         if index == len(self._starts) or self._starts[index] != offset:
             return True  # already gone
         end = offset + len(self._blocks[index])
-        if end > self.storage_length and end > self.start_offset:
-            return False  # pinned: not in Tier-2 yet (and still readable)
+        if end > self.storage_length:
+            return False  # pinned: not in Tier-2 yet (even below the start offset: Tier-2 is written in order)
         block = self._blocks.pop(index)
         del self._starts[index]
         self.cached_bytes -= len(block)
