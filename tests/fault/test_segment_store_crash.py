@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from clients.errors import ClientError
+from clients.errors import ConnectionFailed
 from tests.support.processes import ServerProcess
 from wire import commands as c
 from wire.constants import NULL_ATTRIBUTE_VALUE
@@ -26,9 +26,11 @@ def payload(number: int, padding: int = 0) -> bytes:
     return f"event-{number:08d}-".encode() + bytes([number % 251]) * (number % 300 + padding)
 
 
-async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], stop_after: float,
+async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], stop_after: float, killed: asyncio.Event,
                              padding: int = 0) -> None:
-    """Resumes after the writer's stored event number and appends blocks, several in flight."""
+    """Resumes after the writer's stored event number and appends blocks, several in flight, until the
+    connection fails; a failure before ``killed`` is set (the test's SIGKILL), or of any other kind (an
+    error reply, a timeout), is the test's failure."""
     connection = await WireConnection.connect("127.0.0.1", port)
     setup = await connection.request(c.SetupAppend(next_request_id(), writer, SEGMENT, ""))
     next_number = 1 if setup.last_event_number == NULL_ATTRIBUTE_VALUE else setup.last_event_number + 1
@@ -50,8 +52,9 @@ async def write_until_killed(port: int, writer: uuid.UUID, acked: list[int], sto
                 acked.append(reply.event_number)
             await asyncio.sleep(0)
         await asyncio.sleep(10)  # keep writing state until the kill lands
-    except ClientError:
-        pass  # the server was killed under us
+    except ConnectionFailed:
+        if not killed.is_set():
+            raise  # the connection failed, but not because the server was killed
     finally:
         await connection.close()
 
@@ -95,8 +98,10 @@ async def test_acknowledged_events_survive_repeated_sigkill(tmp_path, padding, c
         await connection.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
         await connection.close()
         for cycle in range(cycles):
-            writing = asyncio.ensure_future(write_until_killed(server.port, writer, acked, 5, padding))
+            killed = asyncio.Event()
+            writing = asyncio.ensure_future(write_until_killed(server.port, writer, acked, 5, killed, padding))
             await asyncio.sleep(random.uniform(0.05, 0.5))
+            killed.set()
             server.kill()
             await asyncio.wait_for(writing, 30)
             server.start()
