@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from wire import naming
 
@@ -93,7 +94,7 @@ class SegmentStoreService:
             await self._stop_containers()
             raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {error.strerror}") from error
         self.port = self._server.sockets[0].getsockname()[1]
-        self._spawn(self._expire_transients_forever())
+        self._supervise("transient-segment expiry", self._expire_transients_forever)
         log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
                                                     "containers": self.config.container_count})
 
@@ -156,7 +157,7 @@ class SegmentStoreService:
 
     def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
         if not self._stopping:
-            self._spawn(self._restart(container))
+            self._spawn(self._restart(container), f"restart of container {container.container_id}")
 
     async def _restart(self, failed: SegmentContainer) -> None:
         """Replaces a failed container with a new instance recovered from its log."""
@@ -195,10 +196,30 @@ class SegmentStoreService:
     def _forget(self, connection: SegmentStoreConnection) -> None:
         self._connections.discard(connection)
 
-    def _spawn(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
+    def _spawn(self, coroutine, name: str = "background task") -> asyncio.Task:
+        """Runs a one-shot background coroutine; an unexpected error is logged, never lost."""
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._report)
+        return task
+
+    def _report(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", extra={"task": task.get_name(), "error": repr(task.exception())})
+
+    def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Runs ``run()`` for as long as the service runs: when it fails (it is logged by ``_spawn``), it is
+        started again after a pause."""
+        async def forever() -> None:
+            while not self._stopping:
+                try:
+                    await run()
+                except Exception:  # noqa: BLE001 - logged just below, then restarted
+                    log.exception("background task failed; restarting it", extra={"task": name})
+                    await asyncio.sleep(_RESTART_DELAY_SECONDS)
+
+        self._spawn(forever(), name)
 
     async def _expire_transients_forever(self) -> None:
         idle_ms = int(self.config.transient_idle_seconds * 1000)

@@ -90,3 +90,32 @@ async def test_table_requests_on_a_stream_segment_are_unsupported(store):
                                                        [c.TableEntry(b"k", NO_VERSION, b"v")]))
     assert isinstance(update, c.OperationUnsupported) and update.operation_name == "updateTableEntries"
     await client.close()
+
+
+async def test_transient_expiry_survives_an_unexpected_error(store, caplog, monkeypatch):
+    """A background loop that meets an unexpected error logs it and is started again: here the expiry
+    loop fails once, and idle transient segments are still deleted afterwards."""
+    container = next(iter(store.containers.values()))
+    original = type(container).transients_to_expire
+    failures = []
+
+    def failing_once(self, now_ms, idle_ms):
+        if not failures:
+            failures.append(now_ms)
+            raise RuntimeError("injected expiry failure")
+        return original(self, now_ms, idle_ms)
+
+    monkeypatch.setattr(type(container), "transients_to_expire", failing_once)
+    client = await WireConnection.connect("127.0.0.1", store.port)
+    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+    created = await client.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT, ""))
+    for _ in range(100):
+        reply = await client.request(c.GetStreamSegmentInfo(next_request_id(), created.segment, ""))
+        if isinstance(reply, c.NoSuchSegment):
+            break
+        await asyncio.sleep(0.05)
+    await client.close()
+    assert failures, "the injected failure never happened"
+    assert isinstance(reply, c.NoSuchSegment)
+    assert any("injected expiry failure" in (record.exc_text or "") or "restarting" in record.getMessage()
+               for record in caplog.records)
