@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 
 from wire import naming
@@ -76,6 +77,7 @@ class SegmentStoreService:
     async def start(self) -> None:
         """Recovers every container, then starts listening. Raises StartupError."""
         self._prepare_data_dir()
+        self._check_s3_settings()
         try:
             await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
         except (ChunkStorageError, MetadataStoreError) as error:
@@ -116,8 +118,29 @@ class SegmentStoreService:
         await asyncio.gather(*(container.stop() for container in self.containers.values()),
                              return_exceptions=True)
 
+    def _check_s3_settings(self) -> None:
+        """An S3 endpoint that is not a URL, or no credentials at all, fail start with one clear line."""
+        if self.config.tier2 != "s3":
+            return
+        endpoint = self.config.s3_endpoint
+        if endpoint is not None:
+            parsed = urllib.parse.urlparse(endpoint)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise StartupError(f"--s3-endpoint {endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:5000)")
+        import botocore.session
+
+        if botocore.session.get_session().get_credentials() is None:
+            raise StartupError("tier-2 (s3) has no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                               "(or AWS_PROFILE, or a credentials file)")
+
     def _prepare_data_dir(self) -> None:
         data_dir = self.config.data_dir
+        if self.config.tier2 == "filesystem" and self.config.tier2_dir is not None:
+            try:
+                self.config.tier2_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise StartupError(f"tier-2 dir {self.config.tier2_dir} is not usable: "
+                                   f"{error.strerror or error}") from error
         try:
             (data_dir / "tier1").mkdir(parents=True, exist_ok=True)
             if self.config.tier2 == "filesystem":
