@@ -36,22 +36,29 @@ def current_segment_count(port: int, stream: str) -> int:
             pb.StreamInfo(scope=SCOPE, stream=stream), timeout=10).segmentRanges)
 
 
+def rejected(outcome: str, operation: str, message: str) -> bool:
+    """Whether the client reported the controller's refusal of ``operation`` with ``message`` at once: not a
+    timeout, an internal error, or a rejection retried for a while."""
+    return (outcome.startswith("raised ") and f'operation: "{operation}"' in outcome
+            and f'error_msg: "{message}"' in outcome and "can_retry: false" in outcome and "tries: 1 " in outcome)
+
+
 def test_scopes_streams_policies_and_tags(standalone, tmp_path):
     """Creates, lists, tags and updates streams; the controller recorded exactly the policies sent."""
     result = run_scenario("admin", standalone.controller_uri, {"scope": SCOPE}, tmp_path / "admin.out")
     assert result["create_scope"] == [True, False]
-    assert result["invalid_scope"].startswith("raised")
+    assert rejected(result["invalid_scope"], "CreateScope", "Invalid scope")
     assert (result["fixed1"], result["fixed4"], result["fixed4_again"]) == (True, True, False)
-    assert result["invalid_stream"].startswith("raised")
-    assert result["missing_scope"].startswith("raised")
+    assert rejected(result["invalid_stream"], "CreateStream", "Invalid Stream/Scope Not Found")
+    assert rejected(result["missing_scope"], "CreateStream", "Invalid Stream/Scope Not Found")
     assert result["by_data_rate"] and result["by_event_rate"] and result["by_time"]
     assert SCOPE in result["scopes"]
     assert result["streams"] == sorted(["fixed1", "fixed4", "by-data-rate", "by-event-rate", "by-time"])
     assert result["tags"] == {"fixed1": [], "by-data-rate": ["rate", "shared"], "by-event-rate": ["shared"]}
     assert result["update"] is True and result["tags_after_update"] == ["updated"]
-    assert result["update_missing"].startswith("raised")
-    assert result["delete_unsealed"].startswith("raised")
-    assert result["delete_nonempty_scope"].startswith("raised")
+    assert rejected(result["update_missing"], "updateStream", "Stream/Scope Not Found")
+    assert rejected(result["delete_unsealed"], "DeleteStream", "Stream Not Sealed")
+    assert rejected(result["delete_nonempty_scope"], "DeleteScope", "Scope not empty")
 
     port = standalone.controller_port
     data_rate = configuration(port, "by-data-rate")

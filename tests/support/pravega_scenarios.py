@@ -30,11 +30,11 @@ def manager(uri: str):
 
 
 def outcome(call):
-    """The call's result, or the exception's type name (for expected failures)."""
+    """The call's result, or ``raised <type>: <message>`` (for expected failures: tests check the message)."""
     try:
         return call()
     except Exception as error:  # noqa: BLE001 - the scenario reports what happened
-        return f"raised {type(error).__name__}"
+        return f"raised {type(error).__name__}: {error}"
 
 
 def event_text(key: int, sequence: int) -> str:
