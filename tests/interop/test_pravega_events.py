@@ -80,3 +80,16 @@ def test_seal_then_read_to_the_end_and_writes_are_rejected(standalone, tmp_path)
     assert result["empty_slices_at_end"] == 3
     assert result["update_sealed"] is True  # STREAM_SEALED is unknown to the Rust enum: read as SUCCESS
     assert result["delete"] is True and result["delete_scope"] is True
+
+
+def test_a_reader_group_from_a_config_over_two_streams_then_deleted(standalone, tmp_path):
+    """create_reader_group_with_config over two streams: two readers get every event of both once; after
+    delete_reader_group the same name makes a new group, which reads everything again."""
+    count = 500
+    result = run_scenario("group_config", standalone.controller_uri, {"scope": "group-config", "count": count},
+                          tmp_path / "group-config.out")
+    received = [event for reader in result["received"] for event in reader]
+    assert sorted(received) == sorted(set(received)) and len(received) == 2 * count
+    assert result["delete"] == "deleted"
+    again = [event for reader in result["received_again"] for event in reader]
+    assert sorted(again) == sorted(received)

@@ -172,6 +172,26 @@ def scenario_read(uri: str, args: dict) -> dict:
     return {"received": received}
 
 
+def scenario_group_config(uri: str, args: dict) -> dict:
+    """A reader group over two streams made from a StreamReaderGroupConfig, read to the end, then deleted
+    (and made again under the same name, which reads everything anew)."""
+    m = manager(uri)
+    scope, count = args["scope"], args["count"]
+    m.create_scope(scope)
+    for stream, start in (("first", 0), ("second", count)):
+        m.create_stream(scope, stream, 2)
+        writer = m.create_writer(scope, stream)
+        write_events(writer, count, 4, start)
+        writer.flush()
+    config = pravega_client.StreamReaderGroupConfig(False, scope, "first", "second")
+    group = m.create_reader_group_with_config("both", scope, config)
+    result = {"received": asyncio.run(read_group(group, 2, 2 * count, 60))}
+    result["delete"] = outcome(lambda: m.delete_reader_group("both", scope) or "deleted")
+    again = m.create_reader_group_with_config("both", scope, config)
+    result["received_again"] = asyncio.run(read_group(again, 1, 2 * count, 60))
+    return result
+
+
 def scenario_write_and_read(uri: str, args: dict) -> dict:
     result = scenario_write(uri, args)
     result.update(scenario_read(uri, {**args, "expected": args["count"]}))
