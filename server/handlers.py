@@ -26,9 +26,13 @@ MAX_SEGMENT_NAME_LENGTH = 2048
 
 
 def check_segment_name(name: str) -> None:
-    """Segment names are non-empty, bounded, printable and free of path tricks."""
+    """Segment names are non-empty, bounded, printable, not absolute and without empty parts.
+
+    ``.`` and ``..`` are ordinary parts (Pravega's scope and stream names may be just that): names
+    are opaque, and Tier-2 never uses them as paths (see ``server/tier2/filesystem.encode_name``).
+    """
     if (not name or len(name) > MAX_SEGMENT_NAME_LENGTH or not name.isprintable()
-            or name.startswith("/") or "//" in name or any(part in (".", "..") for part in name.split("/"))):
+            or name.startswith("/") or "//" in name):
         raise errors.IllegalArgument(name, f"invalid segment name {name[:100]!r}")
 
 

@@ -113,7 +113,7 @@ async def test_unknown_segment_and_invalid_names(store, bystander):
     try:
         missing = await connection.request(c.SetupAppend(next_request_id(), uuid.uuid4(), "no/such/0", ""))
         assert isinstance(missing, c.NoSuchSegment)
-        for name in ["", "../../etc/passwd", "a\nb"]:
+        for name in ["", "/etc/passwd", "a//b", "a\nb"]:
             reply = await connection.request(c.CreateTableSegment(next_request_id(), name, ""))
             assert isinstance(reply, c.ErrorMessage), reply
         oversized_key = c.UpdateTableEntries(next_request_id(), SEGMENT, "",
@@ -122,6 +122,29 @@ async def test_unknown_segment_and_invalid_names(store, bystander):
         assert not connection.closed
     finally:
         await connection.close()
+
+
+async def test_dot_names_are_ordinary_and_stay_inside_tier2(store, tmp_path):
+    """Names are opaque, as in Pravega: "." and ".." are valid scope and stream names, so a name made of
+    them is a segment like any other, and its Tier-2 chunks stay under the Tier-2 directory."""
+    connection = await WireConnection.connect("127.0.0.1", store.port)
+    name = "../../escaped/0.#epoch.0"
+    try:
+        assert isinstance(await connection.request(c.CreateSegment(next_request_id(), name, 0, 0, "")),
+                          c.SegmentCreated)
+        writer = uuid.uuid4()
+        await connection.request(c.SetupAppend(next_request_id(), writer, name, ""))
+        data = envelope(b"dotted")
+        appended = await connection.request(c.AppendBlockEnd(writer, len(data), data, 1, 1, next_request_id()))
+        assert isinstance(appended, c.DataAppended), appended
+        assert isinstance(await connection.request(c.FlushToStorage(-1, "", next_request_id())), c.StorageFlushed)
+        read = await connection.request(c.ReadSegment(name, 0, 100, "", next_request_id()))
+        assert bytes(read.data) == data
+    finally:
+        await connection.close()
+    tier2 = tmp_path / "tier2"
+    assert any(path.is_file() for path in tier2.rglob("*")), "nothing was flushed"
+    assert not (tmp_path.parent / "escaped").exists() and not (tmp_path / "escaped").exists()
 
 
 async def test_a_hostile_flood_does_not_disturb_others(store, bystander):
