@@ -65,19 +65,27 @@ async def test_slow_reader_does_not_grow_server_output(store):
     sock.close()
 
 
+async def transient_expires(port: int, polls: int) -> bool:
+    """Creates a transient segment, leaves it idle (its connection open), and says whether it is deleted
+    within ``polls`` looks 50 ms apart."""
+    client = await WireConnection.connect("127.0.0.1", port)
+    try:
+        await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
+        created = await client.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT, ""))
+        for _ in range(polls):
+            reply = await client.request(c.GetStreamSegmentInfo(next_request_id(), created.segment, ""))
+            if isinstance(reply, c.NoSuchSegment):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+    finally:
+        await client.close()
+
+
 async def test_idle_transient_segments_expire(store):
     """A transient segment left idle longer than the configured time is deleted, even while its
     connection stays open."""
-    client = await WireConnection.connect("127.0.0.1", store.port)
-    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
-    created = await client.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT, ""))
-    for _ in range(60):
-        reply = await client.request(c.GetStreamSegmentInfo(next_request_id(), created.segment, ""))
-        if isinstance(reply, c.NoSuchSegment):
-            break
-        await asyncio.sleep(0.05)
-    assert isinstance(reply, c.NoSuchSegment)
-    await client.close()
+    assert await transient_expires(store.port, 60)
 
 
 async def test_table_requests_on_a_stream_segment_are_unsupported(store):
@@ -106,16 +114,7 @@ async def test_transient_expiry_survives_an_unexpected_error(store, caplog, monk
         return original(self, now_ms, idle_ms)
 
     monkeypatch.setattr(type(container), "transients_to_expire", failing_once)
-    client = await WireConnection.connect("127.0.0.1", store.port)
-    await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
-    created = await client.request(c.CreateTransientSegment(next_request_id(), uuid.uuid4(), SEGMENT, ""))
-    for _ in range(100):
-        reply = await client.request(c.GetStreamSegmentInfo(next_request_id(), created.segment, ""))
-        if isinstance(reply, c.NoSuchSegment):
-            break
-        await asyncio.sleep(0.05)
-    await client.close()
+    assert await transient_expires(store.port, 100)
     assert failures, "the injected failure never happened"
-    assert isinstance(reply, c.NoSuchSegment)
     assert any("injected expiry failure" in (record.exc_text or "") or "restarting" in record.getMessage()
                for record in caplog.records)
