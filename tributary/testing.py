@@ -69,7 +69,40 @@ class ServerStartupError(RuntimeError):
     """The embedded server could not start; the message says why. Nothing is left running."""
 
 
-class Server:
+class _Endpoints:
+    """What clients need of a running server: its endpoints (``_endpoints`` is (controller, segment
+    store) once it runs, else None)."""
+
+    _endpoints: tuple[tuple[str, int], tuple[str, int]] | None
+
+    @property
+    def running(self) -> bool:
+        return self._endpoints is not None
+
+    @property
+    def controller_endpoint(self) -> tuple[str, int]:
+        """``(host, port)`` of the controller's gRPC listener."""
+        return self._running_endpoints()[0]
+
+    @property
+    def controller_uri(self) -> str:
+        """``tcp://host:port`` of the controller, what Pravega clients are given."""
+        host, port = self.controller_endpoint
+        return f"tcp://{host}:{port}"
+
+    @property
+    def segment_store_endpoint(self) -> tuple[str, int]:
+        """``(host, port)`` of the segment store's wire-protocol listener."""
+        return self._running_endpoints()[1]
+
+    def _running_endpoints(self):
+        endpoints = self._endpoints
+        if endpoints is None:
+            raise RuntimeError("the server is not running (call start() first)")
+        return endpoints
+
+
+class Server(_Endpoints):
     """A standalone Tributary (segment store + controller) on the running event loop.
 
     Args:
@@ -113,30 +146,10 @@ class Server:
         return self.config.data_dir
 
     @property
-    def running(self) -> bool:
-        return self._controller is not None
-
-    @property
-    def controller_endpoint(self) -> tuple[str, int]:
-        """``(host, port)`` of the controller's gRPC listener."""
-        return self.config.host, self._running_controller().port
-
-    @property
-    def controller_uri(self) -> str:
-        """``tcp://host:port`` of the controller, what Pravega clients are given."""
-        host, port = self.controller_endpoint
-        return f"tcp://{host}:{port}"
-
-    @property
-    def segment_store_endpoint(self) -> tuple[str, int]:
-        """``(host, port)`` of the segment store's wire-protocol listener."""
-        self._running_controller()
-        return self.config.host, self._store.port
-
-    def _running_controller(self):
+    def _endpoints(self) -> tuple[tuple[str, int], tuple[str, int]] | None:
         if self._controller is None:
-            raise RuntimeError("the server is not running (call start() first)")
-        return self._controller
+            return None
+        return (self.config.host, self._controller.port), (self.config.host, self._store.port)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -223,36 +236,6 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is a dependency; fall back for odd platforms
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-class _Endpoints:
-    """What clients need of a server running elsewhere (a thread or a child process): its endpoints,
-    known once it runs (``_endpoints`` is (controller, segment store) or None)."""
-
-    _endpoints: tuple[tuple[str, int], tuple[str, int]] | None
-
-    @property
-    def running(self) -> bool:
-        return self._endpoints is not None
-
-    @property
-    def controller_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[0]
-
-    @property
-    def controller_uri(self) -> str:
-        host, port = self.controller_endpoint
-        return f"tcp://{host}:{port}"
-
-    @property
-    def segment_store_endpoint(self) -> tuple[str, int]:
-        return self._running_endpoints()[1]
-
-    def _running_endpoints(self):
-        endpoints = self._endpoints
-        if endpoints is None:
-            raise RuntimeError("the server is not running (call start() first)")
-        return endpoints
 
 
 class ThreadedServer(_Endpoints):
