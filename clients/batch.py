@@ -91,19 +91,16 @@ class BatchClient:
         self._stores = stores
         self._read_size = read_size
 
-    async def resolve(self, scope: str, stream: str, cut: StreamCut | None, *, tail: bool) -> StreamCut:
+    async def _resolve(self, scope: str, stream: str, cut: StreamCut | None, *, tail: bool) -> StreamCut:
         """``cut`` itself, or for None / the unbounded cut the stream's tail (``tail``) or head now."""
         if cut is not None and not cut.is_unbounded:
             if (cut.scope, cut.stream) != (scope, stream):
                 raise InvalidArgument(f"the stream cut names {cut.scoped_stream}, not {scope}/{stream}")
             return cut
+        scope, stream = check_scope_name(scope), check_stream_name(stream)
         if tail:
-            return await self.tail_cut(scope, stream)
-        return await self._controller.get_head_cut(check_scope_name(scope), check_stream_name(stream))
-
-    async def tail_cut(self, scope: str, stream: str) -> StreamCut:
-        """The current length of every active segment (an empty cut for a sealed stream)."""
-        return await current_tail(self._controller, self._stores, scope, stream)
+            return await current_tail(self._controller, self._stores, scope, stream)
+        return await self._controller.get_head_cut(scope, stream)
 
     async def slices(self, scope: str, stream: str, start: StreamCut | None = None,
                      end: StreamCut | None = None) -> list[SegmentSlice]:
@@ -114,8 +111,8 @@ class BatchClient:
             InvalidArgument: a cut of another stream, or an end before the start.
             StreamNotFound.
         """
-        start = await self.resolve(scope, stream, start, tail=False)
-        end = await self.resolve(scope, stream, end, tail=True)
+        start = await self._resolve(scope, stream, start, tail=False)
+        end = await self._resolve(scope, stream, end, tail=True)
         if start == end:
             return []  # nothing between a cut and itself (the controller refuses the question)
         segments = await self._controller.get_segments_between(scope, stream, start, end)

@@ -99,6 +99,12 @@ class Bridge:
             value = self._cache[key] = self.run(_call(make))
         return value
 
+    def once(self, key: tuple, make: Callable[[], Awaitable[object]]) -> None:
+        """Runs ``make()`` the first time ``key`` is asked for in this process (later calls do nothing)."""
+        if key not in self._cache:
+            self.run(make())
+            self._cache[key] = True
+
     def forget(self, key: tuple) -> None:
         """Drops a process-wide object (the next ``cached`` call makes a new one)."""
         self._cache.pop(key, None)

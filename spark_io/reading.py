@@ -103,11 +103,10 @@ async def resolve_cut(client: Client, target: StreamOptions, value: str) -> Stre
     (None), or a stream cut's text form (which must be of the target stream)."""
     if value == UNBOUNDED:
         return None
-    batch = client.create_batch_client()
     if value == EARLIEST:
-        return await batch.resolve(target.scope, target.stream, None, tail=False)
+        return await client.head_cut(target.scope, target.stream)
     if value == LATEST:
-        return await batch.tail_cut(target.scope, target.stream)
+        return await client.tail_cut(target.scope, target.stream)
     cut = StreamCut.from_text(value)
     if (cut.scope, cut.stream) != (target.scope, target.stream):
         raise ValueError(f"the stream cut {value!r} is of {cut.scoped_stream}, not {target.scope}/{target.stream}")

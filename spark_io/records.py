@@ -10,14 +10,16 @@ micro-batch a streaming query committed (:mod:`spark_io.fence`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from clients.client import Client
-from clients.errors import ConflictingOperation, TableKeyBadVersion, TableKeyDoesNotExist
+from clients.errors import ConflictingOperation, NoSuchSegment, TableKeyBadVersion, TableKeyDoesNotExist
 from wire import naming
 from wire.constants import NOT_EXISTS
 
 _CONFLICTS_MAX = 100
+T = TypeVar("T")
 
 
 def records_table(scope: str, stream: str) -> str:
@@ -30,23 +32,27 @@ class Records:
     def __init__(self, client: Client, scope: str, stream: str):
         self._store = client.segment_store
         self._table = records_table(scope, stream)
-        self._created = False
+
+    async def _in_table(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``; the table is created the first time it is found missing (one round trip, once)."""
+        try:
+            return await call()
+        except NoSuchSegment:
+            await self._store.create_table(self._table)
+            return await call()
 
     async def get(self, key: str) -> tuple[int, dict | None]:
         """(version, record); (NOT_EXISTS, None) when there is none."""
-        if not self._created:
-            await self._store.create_table(self._table)
-            self._created = True
-        found = (await self._store.read_table(self._table, [key.encode()]))[0]
+        found = (await self._in_table(lambda: self._store.read_table(self._table, [key.encode()])))[0]
         return (NOT_EXISTS, None) if found is None else (found[0], json.loads(found[1]))
 
     async def keys(self, prefix: str) -> list[str]:
         """The keys starting with ``prefix`` (the table holds a few records per query and write job)."""
-        if not self._created:
-            await self._store.create_table(self._table)
-            self._created = True
-        return [key.decode() async for key, _, _ in self._store.table_entries(self._table)
-                if key.startswith(prefix.encode())]
+        async def listed() -> list[str]:
+            return [key.decode() async for key, _, _ in self._store.table_entries(self._table)
+                    if key.startswith(prefix.encode())]
+
+        return await self._in_table(listed)
 
     async def put(self, key: str, version: int, record: dict) -> int:
         """Writes ``record`` if the key is still at ``version``; returns the new version.

@@ -152,7 +152,9 @@ class _Writer:
         self.writer_id = writer_id_in(self.group)  # names this write job's record (spark_io.jobs)
         target = options.target
         bridge = Bridge.get()
-        bridge.run(ensure_stream(bridge.client(target.controller), target))
+        # A streaming sink's runner makes a writer for every commit: one check per query and process.
+        bridge.once(("stream ensured", self.group or self.writer_id, target.controller, target.scope, target.stream),
+                    lambda: ensure_stream(bridge.client(target.controller), target))
 
     def _client(self, bridge: Bridge):
         return bridge.client(self.options.target.controller)
