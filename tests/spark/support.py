@@ -6,7 +6,7 @@ import asyncio
 
 import clients.client as sdk
 from clients.model import ScalingPolicy, StreamConfiguration
-from tests.support.sdk import event_of
+from tests.support.sdk import parse_event, write_keyed
 
 
 def run(coroutine):
@@ -21,12 +21,11 @@ def create_stream(controller: str, scope: str, stream: str, segments: int) -> No
     run(create())
 
 
-def write_events(controller: str, scope: str, stream: str, numbers, keys: int = 16, size: int = 0) -> None:
-    """Writes event ``number`` as ``event_of(number % keys, number // keys)`` with key ``key-<number % keys>``."""
+def write_events(controller: str, scope: str, stream: str, numbers: range, keys: int = 16, size: int = 0) -> None:
+    """Writes events ``numbers`` as ``tests.support.sdk.write_keyed`` does (a new writer, flushed)."""
     async def write():
         async with sdk.connect(controller) as client, client.create_writer(scope, stream) as writer:
-            for number in numbers:
-                await writer.write(event_of(number % keys, number // keys, size), f"key-{number % keys}")
+            await write_keyed(writer, len(numbers), keys, numbers.start, size)
     run(write())
 
 
@@ -53,8 +52,8 @@ def read_events(controller: str, scope: str, stream: str) -> list[tuple[int, int
 
 def number_of(payload: bytes, keys: int = 16) -> int:
     """The number ``write_events`` gave an event."""
-    key, _, sequence = bytes(payload).rstrip(b".").decode().partition(":")
-    return int(sequence) * keys + int(key[1:])
+    key, sequence = parse_event(payload)
+    return sequence * keys + int(key[1:])
 
 
 def open_transactions(store_port: int, scope: str, stream: str) -> list:

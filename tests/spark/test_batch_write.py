@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.support import number_of, open_transactions, read_events
-from tests.support.sdk import event_of
+from tests.support.sdk import event_of, parse_event
 
 pytestmark = pytest.mark.spark
 
@@ -20,23 +20,24 @@ def writer(frame, standalone, scope, stream="s", **options):
 
 
 def keyed_rows(spark, count: int, keys: int = 16, partitions: int = 4):
-    """Rows (event, routing_key) for numbers 0..count-1, as tests.spark.support.write_events makes them."""
-    rows = [(event_of(n % keys, n // keys), f"key-{n % keys}") for n in range(count)]
-    return spark.createDataFrame(rows, "event binary, routing_key string").repartition(partitions, "routing_key")
+    """Rows (event, routing_key) for numbers 0..count-1, as tests.spark.support.write_events makes them,
+    each key's rows in one partition in number order (a shuffle does not keep the order by itself)."""
+    rows = [(n, event_of(n % keys, n // keys), f"key-{n % keys}") for n in range(count)]
+    frame = spark.createDataFrame(rows, "n long, event binary, routing_key string")
+    return frame.repartition(partitions, "routing_key").sortWithinPartitions("n").select("event", "routing_key")
 
 
 @pytest.mark.parametrize("exactly_once", [True, False])
 def test_written_rows_are_read_back_once_with_per_key_order(spark, standalone, scope_name, exactly_once):
     """Every row becomes one event; rows of one key, written by one task, keep their order in the stream
     (the frame is repartitioned by key, so each key's rows are in one task, in order)."""
-    frame = keyed_rows(spark, 20_000).sortWithinPartitions(F.col("event").substr(1, 0))  # keep row order
+    frame = keyed_rows(spark, 20_000)
     writer(frame, standalone, scope_name, default_num_segments=3, exactly_once=exactly_once).save()
     events = read_events(standalone.controller_uri, scope_name, "s")
     assert sorted(number_of(payload) for _, _, payload in events) == list(range(20_000))
     last: dict[str, int] = {}
     for _, _, payload in sorted(events, key=lambda e: (e[0], e[1])):
-        key = bytes(payload).split(b":")[0].decode()
-        sequence = int(bytes(payload).rstrip(b".").split(b":")[1])
+        key, sequence = parse_event(payload)
         assert sequence > last.get(key, -1), f"{key}: {sequence} after {last[key]}"
         last[key] = sequence
     assert len({segment for segment, _, _ in events}) == 3

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from spark_io import faults
-from spark_io.examples import sensor_totals
 from tests.spark.support import (create_stream, number_of, open_transactions, read_events, sink_records,
                                  write_events)
 
@@ -152,7 +151,6 @@ def test_the_sensor_totals_pipeline_is_exactly_once_across_a_driver_kill(standal
         index = sensors.index(total["sensor"])
         values = [n for n in range(start, start + 60) if n % len(sensors) == index]
         assert (total["readings"], total["total"]) == (len(values), sum(values)), total
-    assert sensor_totals.start  # the module the driver ran is the documented example
 
 
 def test_a_failing_task_of_a_micro_batch_leaves_no_open_transaction(spark, standalone, scope_name, tmp_path):
