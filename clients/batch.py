@@ -22,11 +22,12 @@ from array import array
 from collections.abc import AsyncIterator
 
 from wire import commands as wc
+from wire.constants import EVENT_TYPE_CODE
+from wire.envelope import ENVELOPE_HEADER, envelope_bounds
 
 from .controller_client import ControllerClient
 from .errors import InvalidArgument, InvalidEvent
 from .model import Segment, check_scope_name, check_stream_name
-from .reader.segment_reader import envelope_bounds
 from .segment_stores import SegmentStores
 from .stream_cut import StreamCut
 from .stream_manager import current_tail
@@ -180,9 +181,8 @@ class BatchClient:
 
     @staticmethod
     def _check_envelope(name: str, data: bytes, position: int, base: int) -> None:
-        type_code = int.from_bytes(data[position:position + 4], "big", signed=True)
-        length = int.from_bytes(data[position + 4:position + 8], "big", signed=True)
-        if type_code != 0 or length < 0:
+        type_code, length = ENVELOPE_HEADER.unpack_from(data, position)
+        if type_code != EVENT_TYPE_CODE or length < 0:
             raise InvalidEvent(f"{name} at {base + position}: not an event (type {type_code}, length {length})")
 
     async def _read(self, name: str, offset: int, end: int):

@@ -96,3 +96,32 @@ def split_events(data, max_event_size: int = MAX_PAYLOAD_SIZE) -> tuple[list, in
         payloads.append(view[position + ENVELOPE_HEADER_SIZE:end])
         position = end
     return payloads, position
+
+
+def envelope_bounds(data: bytes, position: int, maximum: int, bounds) -> tuple[int, int]:
+    """Appends to ``bounds`` (an ``array('q')``), for each complete event of ``data[position:]``, the
+    position of its envelope and of its payload. Stops at the first incomplete event, at an envelope
+    that is not an event, or at one longer than ``maximum`` (the caller looks at what is there).
+
+    For bulk consumers (batch reads, Arrow) that want no object per event. The SDK's event reader
+    keeps its own single loop (``clients.reader.segment_reader.cut_events``, building its tuples
+    from these bounds instead costs it 0.25 us more per event, measured), and :func:`split_events`
+    is the strict form for whole buffers.
+
+    Returns:
+        (the position after the last complete event, the bytes an incomplete event there needs, or 0).
+    """
+    size = len(data)
+    unpack = ENVELOPE_HEADER.unpack_from
+    append = bounds.append
+    while size - position >= ENVELOPE_HEADER_SIZE:
+        type_code, length = unpack(data, position)
+        if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
+            return position, 0
+        end = position + ENVELOPE_HEADER_SIZE + length
+        if end > size:
+            return position, ENVELOPE_HEADER_SIZE + length
+        append(position)
+        append(position + ENVELOPE_HEADER_SIZE)
+        position = end
+    return position, 0

@@ -51,16 +51,16 @@ Theory of operation.
 from __future__ import annotations
 
 import bisect
-import struct
 from array import array
 from collections.abc import Awaitable, Callable
 
 from wire.constants import EVENT_TYPE_CODE, MAX_READ_SIZE
+from wire.envelope import ENVELOPE_HEADER, ENVELOPE_HEADER_SIZE
 
 from .metadata import SegmentMetadata, SegmentType
 
-ENVELOPE = struct.Struct(">ii")
-HEADER_SIZE = ENVELOPE.size
+ENVELOPE = ENVELOPE_HEADER
+HEADER_SIZE = ENVELOPE_HEADER_SIZE
 DEFAULT_SPACING = 256 * 1024  # at most one known boundary per this many bytes (it grows past capacity)
 DEFAULT_CAPACITY = 4096  # known boundaries kept per segment (8 bytes each)
 READ_SIZE = MAX_READ_SIZE  # bytes asked of the read path per read while walking

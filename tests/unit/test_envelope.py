@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wire
-from wire.envelope import EventSplitter, envelope, envelope_all, envelope_header, split_events
+from wire.envelope import EventSplitter, envelope, envelope_all, envelope_bounds, envelope_header, split_events
 
 
 def test_envelope_matches_the_reference_example():
@@ -41,3 +43,18 @@ def test_bad_envelopes_are_protocol_errors(data):
     """A type other than 0 or a negative length is a ProtocolError."""
     with pytest.raises(wire.ProtocolError):
         split_events(data)
+
+
+@given(st.lists(st.binary(max_size=300), max_size=30), st.integers(0, 40))
+def test_envelope_bounds_agree_with_split_events(events, cut):
+    """On any prefix of enveloped events the bounds name the same events split_events finds: headers at
+    the even places, payloads between the odd ones and the next header (or the end)."""
+    data = envelope_all(events)
+    prefix = data[:max(0, len(data) - cut)]
+    bounds = array("q")
+    position, needed = envelope_bounds(prefix, 0, 1 << 20, bounds)
+    payloads, consumed = split_events(prefix)
+    assert position == consumed and len(bounds) == 2 * len(payloads)
+    ends = [*bounds[2::2], position]
+    assert [prefix[bounds[2 * i + 1]:ends[i]] for i in range(len(payloads))] == [bytes(p) for p in payloads]
+    assert (needed > 0) == (len(prefix) - position >= 8)
