@@ -116,20 +116,29 @@ class WriterBase:
                                 f"use write_large()")
         return size
 
-    async def _write_many(self, events, routing_keys, route, check) -> None:
-        """``write`` for each event (with ``routing_keys[i]``, or no key), with the per-call work done once:
-        ``route(key)`` gives the segment writer, ``check()`` raises if writing must stop (after a wait)."""
-        serialize, sized = self._serialize, self._sized
+    async def write_many(self, events, routing_keys=None) -> None:
+        """Writes each of ``events`` as ``write`` would (with ``routing_keys[i]``, or without keys), doing
+        the per-call work once: for bulk loaders. ``flush()`` waits for them. Raises like ``write``."""
+        await self._ready()
+        serialize, sized, writer_for = self._serialize, self._sized, self._writer_for
         keys = itertools.repeat(None) if routing_keys is None else routing_keys
         for event, key in zip(events, keys):
             payload = event if serialize is None else serialize(event)
             size = sized(payload, key)
             if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
                 await self._wait_for_room(size)
-                await check()
-            route(key).add(payload, key)
+                await self._ready()
+            writer_for(key).add(payload, key)
             self._inflight_bytes += size
             self._inflight_events += 1
+
+    async def _ready(self) -> None:
+        """Returns when events may be added (raises when they may not)."""
+        raise NotImplementedError
+
+    def _writer_for(self, routing_key) -> SegmentWriter:
+        """The segment writer that takes events of ``routing_key``."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ window
 
@@ -266,28 +275,18 @@ class EventWriter(WriterBase):
             await self._wait_for_room(size)
             if self._phase is not _Phase.OPEN:
                 await self._ensure_open()
-        writer = self._key_writers.get(routing_key) if routing_key is not None else None
-        if writer is None:
-            writer = self._route(routing_key)
+        writer = self._writer_for(routing_key)
         self._inflight_bytes += size
         self._inflight_events += 1
         return writer.add(payload, routing_key)
 
-    async def write_many(self, events, routing_keys=None) -> None:
-        """Writes each of ``events`` as :meth:`write` would (with ``routing_keys[i]``, or without keys),
-        doing the per-call work once: for bulk loaders. ``flush()`` waits for them. Raises like ``write``."""
-        async def check():
-            if self._phase is not _Phase.OPEN:
-                await self._ensure_open()
+    async def _ready(self) -> None:
+        if self._phase is not _Phase.OPEN:
+            await self._ensure_open()
 
-        await check()
-        key_writers = self._key_writers
-
-        def route(key):
-            writer = key_writers.get(key) if key is not None else None
-            return writer if writer is not None else self._route(key)
-
-        await self._write_many(events, routing_keys, route, check)
+    def _writer_for(self, routing_key) -> SegmentWriter:
+        writer = self._key_writers.get(routing_key) if routing_key is not None else None
+        return writer if writer is not None else self._route(routing_key)
 
     async def write_batch(self, events: list, routing_key: str | None = None) -> WriteAck:
         """Writes ``events`` atomically, in order, into one segment: all become visible together, or none.

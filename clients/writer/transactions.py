@@ -132,30 +132,17 @@ class Transaction(WriterBase):
         if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
             await self._wait_for_room(size)
             self._check_open()
-        writer = self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
+        writer = self._writer_for(routing_key)
         self._inflight_bytes += size
         self._inflight_events += 1
         return writer.add(payload, routing_key)
 
-    async def write_many(self, events, routing_keys=None) -> None:
-        """Adds each of ``events`` as :meth:`write` would (with ``routing_keys[i]``, or without keys), doing
-        the per-call work once: for bulk loaders. ``flush()`` or ``commit()`` waits for them."""
+    async def _ready(self) -> None:
         self._check_open()
-        writers, segment_for, fraction = self._segment_writers, self._map.segment_for, self._hasher.fraction
-        by_key: dict = {}
 
-        def route(key):
-            if key is None:
-                return writers[segment_for(fraction(None))]
-            writer = by_key.get(key)
-            if writer is None:
-                writer = by_key[key] = writers[segment_for(fraction(key))]
-            return writer
-
-        async def check():
-            self._check_open()
-
-        await self._write_many(events, routing_keys, route, check)
+    def _writer_for(self, routing_key) -> SegmentWriter:
+        # a transaction's segments never change: no cache needed beyond the key hasher's own
+        return self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
 
     async def flush(self) -> None:
         """Waits until every event written so far is durable. Raises TransactionFailed if one failed."""
