@@ -26,7 +26,7 @@ from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Se
                     StreamConfiguration, Successors, TransactionState)
 from .reader.event_reader import EventRead, EventReader, LargeEventRead
 from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
-from .retry import Backoff
+from wire.retry import Backoff
 from .serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from .stream_cut import StreamCut
 from .writer.acks import WriteAck

@@ -13,7 +13,7 @@ from typing import Awaitable, Callable
 
 from .connection import ConnectionFailed, Endpoint, WireConnection
 from .errors import TributaryError
-from .retry import Backoff, is_retriable
+from wire.retry import Backoff, is_retriable
 
 
 class FlowAttacher:

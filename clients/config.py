@@ -11,7 +11,7 @@ import dataclasses
 from wire.constants import MAX_EVENT_SIZE, MAX_READ_SIZE
 
 from .errors import InvalidArgument
-from .retry import Backoff
+from wire.retry import Backoff
 
 MIB = 1024 * 1024
 

@@ -1,6 +1,6 @@
 """The Controller gRPC API as typed async calls (grpcio aio), with one retry policy.
 
-Every call runs under :func:`clients.retry.retry`: gRPC codes that mean "try
+Every call runs under :func:`wire.retry.retry`: gRPC codes that mean "try
 again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, FAILED_PRECONDITION,
 RESOURCE_EXHAUSTED, ABORTED) and status enums that mean the same (``FAILURE``)
 are retried with backoff; the rest become typed errors at once (controller
@@ -25,7 +25,7 @@ from .grpc_api import controller_pb2 as pb
 from .grpc_api import controller_pb2_grpc as pb_grpc
 from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Segment, SegmentRange,
                     StreamConfiguration, Successors, TransactionState)
-from .retry import Backoff, retry
+from wire.retry import Backoff, retry
 from .stream_cut import StreamCut
 
 T = TypeVar("T")

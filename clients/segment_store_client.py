@@ -16,7 +16,7 @@ from wire.constants import NO_VERSION
 
 from . import errors
 from .connection import ConnectionCache, Endpoint, next_request_id
-from .retry import Backoff, retry
+from wire.retry import Backoff, retry
 
 _ERRORS = {
     wc.NoSuchSegment: errors.NoSuchSegment,

@@ -37,7 +37,7 @@ from ..connection import WireConnection, next_request_id
 from ..controller_client import ControllerClient
 from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, OffsetConflict, ProtocolViolation,
                       StreamNotFound, StreamSealed)
-from ..retry import Backoff
+from wire.retry import Backoff
 from ..segment_stores import SegmentStores
 from ._segment import Change
 

@@ -26,7 +26,7 @@ from ..connection import WireConnection, next_request_id
 from ..controller_client import ControllerClient
 from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, ProtocolViolation, StreamNotFound,
                       TruncatedData)
-from ..retry import Backoff
+from wire.retry import Backoff
 from ..segment_stores import SegmentStores
 from ._segment import Change, locate_segment, segment_info
 

@@ -11,7 +11,7 @@ import asyncio
 from ..config import WriterConfig
 from ..controller_client import ControllerClient
 from ..errors import ClosedError, InvalidArgument, OffsetConflict, SegmentTruncated, StreamSealed
-from ..retry import Backoff
+from wire.retry import Backoff
 from ..segment_stores import SegmentStores
 from ._segment import locate_segment, segment_info
 from .pipeline import LIVE, AppendPipeline, State

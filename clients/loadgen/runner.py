@@ -22,7 +22,7 @@ from ..controller_client import parse_controller_uri
 from ..errors import ControllerUnavailable, TributaryError
 from ..model import ScalingPolicy, StreamConfiguration
 from ..reader.reader_group import ReaderGroupConfig
-from ..retry import Backoff
+from wire.retry import Backoff
 from .events import EventCodec
 from .options import LoadOptions
 from .progress import Progress, Snapshot

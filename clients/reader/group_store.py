@@ -26,7 +26,7 @@ from wire.constants import NO_VERSION, NOT_EXISTS
 
 from ..errors import (ConflictingOperation, NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion,
                       TableKeyDoesNotExist)
-from ..retry import Backoff, retry
+from wire.retry import Backoff, retry
 from ..segment_store_client import SegmentStoreClient
 from .group_state import GroupState
 

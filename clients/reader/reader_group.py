@@ -18,7 +18,7 @@ from ..controller_client import ControllerClient, cut_to
 from ..errors import CheckpointFailed, InvalidArgument, ReaderGroupNotFound
 from ..grpc_api import controller_pb2 as pb
 from ..model import check_scope_name, check_stream_name, check_user_name
-from ..retry import Backoff
+from wire.retry import Backoff
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import Serializer
 from ..stream_cut import StreamCut, cuts_by_stream, parse_stream_cut

@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 from typing import Callable
 
-from clients.retry import Backoff
+from wire.retry import Backoff
 from controller.store import AlreadyExists, NotFound, Versioned, VersionedKeyValueStore, Write, WriteConflict
 from controller.store.codec import Decoder, Encoder
 from controller.store.key_value import ABSENT, PAGE_ENTRIES_DEFAULT

@@ -1,4 +1,7 @@
-"""One retry policy for every client loop: exponential backoff, bounded by attempts and time.
+"""The one retry policy of every process: exponential backoff, bounded by attempts and time.
+
+Server, controller and clients all retry through this module, so units (seconds)
+and limits are set in one place.
 
 ``Backoff`` is pure (it yields delays); ``retry`` runs an operation under it and
 retries only failures whose ``retriable`` attribute is true (asyncio timeouts
@@ -13,7 +16,6 @@ import dataclasses
 import random
 from typing import Awaitable, Callable, Iterator, TypeVar
 
-from .errors import InvalidArgument
 
 T = TypeVar("T")
 
@@ -36,9 +38,9 @@ class Backoff:
 
     def __post_init__(self):
         if self.initial_seconds < 0 or self.multiplier < 1 or self.max_delay_seconds < 0:
-            raise InvalidArgument("backoff delays must be non-negative and grow")
+            raise ValueError("backoff delays must be non-negative and grow")
         if self.attempts is not None and self.attempts < 1:
-            raise InvalidArgument("attempts must be at least 1")
+            raise ValueError("attempts must be at least 1")
 
     def delays(self) -> Iterator[float]:
         """The delay before each retry (one fewer than ``attempts``), within ``total_seconds``."""
