@@ -30,7 +30,6 @@ from wire import commands as wc
 from wire.envelope import envelope
 
 from . import errors
-from .containers import attributes as attrs
 from .replies import CloseConnection
 
 
@@ -118,11 +117,8 @@ class AppendProcessor:
         if event_number <= state.last_stored:
             return self._duplicate(state, event_number, request_id, expected_offset is not None)
         previous, state.last_stored = state.last_stored, event_number
-        updates = (attrs.AttributeUpdate(writer_id, attrs.REPLACE_IF_EQUALS, event_number, previous),
-                   attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
-        segment = state.segment
-        future = state.container.submit(
-            lambda pending: pending.append(segment, data, updates, expected_offset))
+        future = state.container.submit_event_append(state.segment, data, writer_id, event_number, previous,
+                                                     event_count, expected_offset)
         append = _Append(event_number, request_id, expected_offset is not None, len(data))
         state.outstanding.append((future, append))
         future.add_done_callback(lambda _: self._drain(state))

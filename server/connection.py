@@ -272,7 +272,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         for name in list(self._transients):
             try:
                 container = self._container_for(name)
-                future = container.submit(lambda pending, name=name: pending.delete(name))
+                future = container.delete_soon(name)
                 future.add_done_callback(_ignore_outcome)
             except errors.SegmentStoreError:
                 pass

@@ -582,6 +582,23 @@ class SegmentContainer:
         await self.create_segment(name, SegmentType.TRANSIENT, {attrs.CREATION_EPOCH: self.epoch})
         return name
 
+    def submit_event_append(self, name: str, data, writer_id: uuid.UUID, event_number: int,
+                            previous_event_number: int, event_count: int,
+                            expected_offset: int | None = None) -> asyncio.Future:
+        """Decides a writer's append now; returns a future of the offset it lands at, once durable.
+
+        The writer's attribute moves from ``previous_event_number`` to ``event_number`` atomically
+        with the append (BadAttributeUpdate if another owner moved it: a zombie writer), and
+        EVENT_COUNT grows by ``event_count``. BadOffset if ``expected_offset`` is not the length.
+        """
+        updates = (attrs.AttributeUpdate(writer_id, attrs.REPLACE_IF_EQUALS, event_number, previous_event_number),
+                   attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
+        return self.submit(lambda pending: pending.append(name, data, updates, expected_offset))
+
+    def delete_soon(self, name: str) -> asyncio.Future:
+        """Decides the deletion of ``name`` now; returns a future of its outcome (for cleanups nobody awaits)."""
+        return self.submit(lambda pending: pending.delete(name))
+
     async def append(self, name: str, data, attribute_updates=(), expected_offset: int | None = None) -> int:
         """Appends ``data``; returns the segment length after it."""
         offset = await self._execute(lambda pending: pending.append(name, data, attribute_updates, expected_offset))
