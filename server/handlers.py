@@ -15,10 +15,8 @@ from wire import naming
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 from . import errors
-from .containers import attributes as attrs
-from .containers.metadata import SegmentType
-from .containers.table import (ENTRY_HEADER_SIZE, MAX_KEY_LENGTH, MAX_VALUE_LENGTH, check_key, complete_length,
-                               parse_entries)
+from . import containers
+from .containers import SegmentType
 from .replies import CloseConnection, error_reply
 
 MAX_TABLE_REPLY_BYTES = 2 * 1024 * 1024
@@ -112,15 +110,15 @@ class RequestHandlers:
 
     async def create_segment(self, command: wc.CreateSegment):
         name = command.segment
-        attributes = {attrs.SCALE_POLICY_TYPE: command.scale_type, attrs.SCALE_POLICY_RATE: command.target_rate,
-                      attrs.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}
+        attributes = {containers.SCALE_POLICY_TYPE: command.scale_type, containers.SCALE_POLICY_RATE: command.target_rate,
+                      containers.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}
         return await self._mutate(command, name, lambda container: container.create_segment(
             name, SegmentType.STREAM, attributes), wc.SegmentCreated(command.request_id, name), check_name=True)
 
     async def create_table_segment(self, command: wc.CreateTableSegment):
         name = command.segment
         return await self._mutate(command, name, lambda container: container.create_segment(
-            name, SegmentType.TABLE, {attrs.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}),
+            name, SegmentType.TABLE, {containers.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}),
             wc.SegmentCreated(command.request_id, name), check_name=True)
 
     async def seal_segment(self, command):
@@ -141,8 +139,8 @@ class RequestHandlers:
 
     async def update_segment_policy(self, command: wc.UpdateSegmentPolicy):
         name = command.segment
-        updates = (attrs.AttributeUpdate(attrs.SCALE_POLICY_TYPE, attrs.REPLACE, command.scale_type),
-                   attrs.AttributeUpdate(attrs.SCALE_POLICY_RATE, attrs.REPLACE, command.target_rate))
+        updates = (containers.AttributeUpdate(containers.SCALE_POLICY_TYPE, containers.REPLACE, command.scale_type),
+                   containers.AttributeUpdate(containers.SCALE_POLICY_RATE, containers.REPLACE, command.target_rate))
         return await self._mutate(command, name, lambda container: container.update_attributes(name, updates),
                                   wc.SegmentPolicyUpdated(command.request_id, name))
 
@@ -156,7 +154,7 @@ class RequestHandlers:
 
     async def update_segment_attribute(self, command: wc.UpdateSegmentAttribute):
         name = command.segment_name
-        update = attrs.AttributeUpdate(command.attribute_id, attrs.REPLACE_IF_EQUALS, command.new_value,
+        update = containers.AttributeUpdate(command.attribute_id, containers.REPLACE_IF_EQUALS, command.new_value,
                                        command.expected_value)
         return await self._mutate(command, name, lambda container: container.update_attributes(name, (update,)),
                                   wc.SegmentAttributeUpdated(command.request_id, True))
@@ -174,12 +172,12 @@ class RequestHandlers:
     async def merge_segments(self, command):
         target, source = command.target, command.source
         header = getattr(command, "header", b"")
-        updates = [attrs.AttributeUpdate(update.attribute_id, update.update_type, update.new_value,
+        updates = [containers.AttributeUpdate(update.attribute_id, update.update_type, update.new_value,
                                          update.old_value)
                    for update in getattr(command, "attribute_updates", ())]
         try:
             container = self._container_for(target)
-            updates.append(attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE,
+            updates.append(containers.AttributeUpdate(containers.EVENT_COUNT, containers.ACCUMULATE,
                                                  _source_event_count(container, source)))
             length = await container.merge(target, source, updates, header)
         except errors.SegmentStoreError as error:
@@ -195,7 +193,7 @@ class RequestHandlers:
             for source in command.source_segment_ids:
                 try:
                     count = _source_event_count(container, source)
-                    update = attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, count)
+                    update = containers.AttributeUpdate(containers.EVENT_COUNT, containers.ACCUMULATE, count)
                     length = await container.merge(target, source, (update,))
                 except errors.NoSuchSegment:
                     # Already merged (a retried commit) or never existed: counts as merged.
@@ -230,19 +228,16 @@ class RequestHandlers:
     async def get_table_segment_info(self, command: wc.GetTableSegmentInfo):
         name = command.segment_name
         try:
-            segment = self._container_for(name).table(name)
+            info = self._container_for(name).get_table_info(name)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="getTableSegmentInfo")
-        return wc.TableSegmentInfo(command.request_id, name, segment.start_offset, segment.length,
-                                   segment.table.entry_count, 0)
+        return wc.TableSegmentInfo(command.request_id, name, info.start_offset, info.length, info.table_entry_count,
+                                   0)
 
     async def update_table_entries(self, command: wc.UpdateTableEntries):
         name, offset = command.segment, command.table_segment_offset
         try:
-            entries = []
-            for entry in command.entries:
-                check_key(entry.key, entry.value)
-                entries.append((bytes(entry.key), entry.version, bytes(entry.value)))
+            entries = [(bytes(entry.key), entry.version, bytes(entry.value)) for entry in command.entries]
             versions = await self._container_for(name).update_table(name, entries, offset)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, offset, operation="updateTableEntries")
@@ -251,10 +246,7 @@ class RequestHandlers:
     async def remove_table_keys(self, command: wc.RemoveTableKeys):
         name, offset = command.segment, command.table_segment_offset
         try:
-            keys = []
-            for key in command.keys:
-                check_key(key.key)
-                keys.append((bytes(key.key), key.version))
+            keys = [(bytes(key.key), key.version) for key in command.keys]
             await self._container_for(name).remove_table_keys(name, keys, offset)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, offset, operation="removeTableKeys")
@@ -263,44 +255,32 @@ class RequestHandlers:
     async def read_table(self, command: wc.ReadTable):
         name = command.segment
         try:
-            index = self._container_for(name).table(name).table
+            found = self._container_for(name).read_table(name, [key.key for key in command.keys])
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="readTable")
-        entries = []
-        for key in command.keys:
-            found = index.get(bytes(key.key))
-            if found is None:
-                entries.append(wc.TableEntry(key.key, NOT_EXISTS, b""))
-            else:
-                entries.append(wc.TableEntry(key.key, found[0], found[1]))
+        entries = [wc.TableEntry(key.key, NOT_EXISTS, b"") if entry is None else wc.TableEntry(*entry)
+                   for key, entry in zip(command.keys, found)]
         return wc.TableRead(command.request_id, name, entries)
 
     async def read_table_keys(self, command: wc.ReadTableKeys):
-        items, token = self._table_page(command, command.suggested_key_count)
-        keys = [wc.TableKey(key, version) for key, version, _ in items]
+        entries, token = self._container_for(command.segment).read_table_page(
+            command.segment, command.continuation_token, command.suggested_key_count, MAX_TABLE_REPLY_BYTES)
+        keys = [wc.TableKey(entry.key, entry.version) for entry in entries]
         return wc.TableKeysRead(command.request_id, command.segment, keys, token)
 
     async def read_table_entries(self, command: wc.ReadTableEntries):
-        items, token = self._table_page(command, command.suggested_entry_count)
-        entries = [wc.TableEntry(key, version, value) for key, version, value in items]
-        return wc.TableEntriesRead(command.request_id, command.segment, entries, token)
-
-    def _table_page(self, command, count: int):
-        """(items, token) of the page after the command's continuation token (iteration in hash order)."""
-        index = self._container_for(command.segment).table(command.segment).table
-        return index.page(command.continuation_token, count, MAX_TABLE_REPLY_BYTES)
+        entries, token = self._container_for(command.segment).read_table_page(
+            command.segment, command.continuation_token, command.suggested_entry_count, MAX_TABLE_REPLY_BYTES)
+        return wc.TableEntriesRead(command.request_id, command.segment, [wc.TableEntry(*entry) for entry in entries],
+                                   token)
 
     async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
-        name, start = command.segment, command.from_position
-        container = self._container_for(name)
-        segment = container.table(name)
-        end = segment.length
-        if start > end or start < 0:
-            raise errors.IllegalArgument(name, f"position {start} is beyond the table's length {end}")
-        start = max(start, segment.start_offset)
-        data = await container.read_range(name, start, min(end, start + _DELTA_WINDOW))
-        data = memoryview(data)[:complete_length(data)]  # whole records only; the page ends before the rest
-        return _delta_page(command, name, data, start, end)
+        """The change-log page from the command's position (Java's semantics, protocol reference §3.8.8)."""
+        name = command.segment
+        delta = await self._container_for(name).read_table_delta(name, command.from_position,
+                                                                 command.suggested_entry_count, MAX_TABLE_REPLY_BYTES)
+        return wc.TableEntriesDeltaRead(command.request_id, name, [wc.TableEntry(*entry) for entry in delta.entries],
+                                        False, delta.reached_end, delta.last_position)
 
     # ------------------------------------------------------------------ admin
 
@@ -333,9 +313,6 @@ class RequestHandlers:
         return wc.OffsetLocated(command.request_id, name, offset)
 
 
-# Bytes of a table read for one delta page: a full page plus one largest record, so a page is never cut short.
-_DELTA_WINDOW = MAX_TABLE_REPLY_BYTES + ENTRY_HEADER_SIZE + MAX_KEY_LENGTH + MAX_VALUE_LENGTH
-
 _OPERATION_NAMES = {wc.ReadTableKeys: "readTableKeys", wc.ReadTableEntries: "readTableEntries",
                     wc.ReadTableEntriesDelta: "readTableEntriesDelta"}
 
@@ -345,28 +322,10 @@ def _source_event_count(container, source: str) -> int:
     if naming.is_transient_segment(source):
         return 1
     try:
-        count = container.get_attribute(source, attrs.EVENT_COUNT)
+        count = container.get_attribute(source, containers.EVENT_COUNT)
     except errors.NoSuchSegment:
         return 0
     return 0 if count == NULL_ATTRIBUTE_VALUE else count
-
-
-def _delta_page(command: wc.ReadTableEntriesDelta, name: str, data: bytes, base: int, end: int):
-    """The change-log page from ``base`` (Java's semantics, protocol reference §3.8.8)."""
-    page: dict = {}
-    page_bytes, last_position, reached_end = 0, 0, True
-    for entry in parse_entries(data, base):
-        if len(page) >= command.suggested_entry_count or page_bytes >= MAX_TABLE_REPLY_BYTES:
-            break
-        following = entry.version + entry.size
-        last_position, reached_end = following, following >= end
-        if entry.value is None:
-            page.pop(entry.key, None)
-        else:
-            page[entry.key] = wc.TableEntry(entry.key, entry.version, entry.value)
-            page_bytes += entry.size
-    return wc.TableEntriesDeltaRead(command.request_id, name, list(page.values()), False, reached_end,
-                                    last_position)
 
 
 __all__ = ["RequestHandlers", "check_segment_name"]

@@ -19,13 +19,12 @@ import urllib.parse
 from collections.abc import Awaitable, Callable
 
 from wire import naming
+from wire.retry import Backoff
 
 from . import errors
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
-from .containers.cache import CacheManager
-from .containers.container import ContainerStatus, SegmentContainer, Tier2Settings
-from .containers.storage_writer import StorageWriterConfig
+from .containers import CacheManager, ContainerStatus, SegmentContainer, StorageWriterConfig, Tier2Settings
 from .tier1 import LocalDurableDataLog
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
@@ -33,7 +32,9 @@ from .tier2.metadata_store import MetadataStoreError
 
 log = logging.getLogger("tributary.segmentstore")
 _LAYOUT_FILE = "segmentstore.json"
-_RESTART_DELAY_SECONDS = 0.5
+# A failed container, or a failed background task, is started again after these pauses (no bound: a store
+# serves for as long as it runs).
+RESTART_BACKOFF = Backoff(initial_seconds=0.5, multiplier=2.0, max_delay_seconds=10.0, attempts=None)
 
 
 class StartupError(Exception):
@@ -188,13 +189,16 @@ class SegmentStoreService:
             await failed.stop()
         except Exception:  # the failed log may refuse to close cleanly; the new owner fences it
             log.warning("failed container did not stop cleanly", extra={"container": failed.container_id})
-        while not self._stopping:
-            await asyncio.sleep(_RESTART_DELAY_SECONDS)
+        for delay in RESTART_BACKOFF.delays():
+            await asyncio.sleep(delay)
+            if self._stopping:
+                return
             try:
                 await self._start_container(failed.container_id)
                 return
             except Exception as error:
-                log.error("container restart failed", extra={"container": failed.container_id, "error": repr(error)})
+                log.error("container restart failed", extra={"container": failed.container_id, "error": repr(error),
+                                                              "retry_in": round(delay, 3)})
 
     # ------------------------------------------------------------------ routing
 
@@ -235,12 +239,13 @@ class SegmentStoreService:
         """Runs ``run()`` for as long as the service runs: when it fails (it is logged by ``_spawn``), it is
         started again after a pause."""
         async def forever() -> None:
+            delays = RESTART_BACKOFF.delays()
             while not self._stopping:
                 try:
                     await run()
                 except Exception:  # noqa: BLE001 - logged just below, then restarted
                     log.exception("background task failed; restarting it", extra={"task": name})
-                    await asyncio.sleep(_RESTART_DELAY_SECONDS)
+                    await asyncio.sleep(next(delays))
 
         self._spawn(forever(), name)
 

@@ -1,1 +1,19 @@
-"""Segment containers: metadata, operation log, read index, table segments, recovery."""
+"""Segment containers: metadata, operation log, read index, table segments, recovery.
+
+The package's public surface is what this module exports; the rest (pending
+state, segment metadata, table index and record format, the pipeline's frames)
+is private to it, and ``server/*.py`` imports only from here.
+"""
+
+from .attributes import (ACCUMULATE, EVENT_COUNT, REPLACE, REPLACE_IF_EQUALS, ROLLOVER_SIZE, SCALE_POLICY_RATE,
+                         SCALE_POLICY_TYPE, AttributeUpdate)
+from .cache import CacheManager
+from .container import SegmentContainer
+from .tier2_link import Tier2Settings
+from .metadata import SegmentType
+from .storage_writer import StorageWriterConfig
+from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEntry
+
+__all__ = ["ACCUMULATE", "EVENT_COUNT", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE", "SCALE_POLICY_RATE",
+           "SCALE_POLICY_TYPE", "AttributeUpdate", "CacheManager", "ContainerStatus", "ReadResult", "SegmentContainer",
+           "SegmentInfo", "SegmentType", "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]

@@ -30,7 +30,7 @@ class TableMetadataStore(MetadataStore):
         self.segment_name = segment_name
 
     def _index(self):
-        segment = self._container.committed_segment(self.segment_name)
+        segment = self._container._committed(self.segment_name)  # its own container: the package's internals
         return None if segment is None else segment.table
 
     async def get(self, key: str) -> Versioned | None:

@@ -34,6 +34,8 @@ import time
 from collections import deque
 from typing import Awaitable, Callable
 
+from wire.retry import Backoff
+
 from .. import errors
 from ..background import cancel_and_wait
 from ..tier2 import errors as storage_errors
@@ -54,7 +56,8 @@ class StorageWriterConfig:
     max_write_size: int = 128 * 1024 * 1024  # bytes per Tier-2 write (one fsync each)
     concurrency: int = 4  # segments flushed at the same time
     operation_timeout: float = 60.0  # a Tier-2 call slower than this counts as failed
-    retry_max_delay: float = 5.0
+    # Pauses between failed passes (Tier-2 down): no bound on attempts, appends go on meanwhile.
+    retry: Backoff = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=5.0, attempts=None)
 
 
 class _Kind(enum.Enum):
@@ -227,7 +230,7 @@ class StorageWriter(StateObserver):
     # ------------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
-        delay = 0.05
+        delays = self.config.retry.delays()
         while not self._stopping:
             try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (stop would hang)
                 async with asyncio.timeout(self.config.flush_interval / 2):
@@ -237,15 +240,15 @@ class StorageWriter(StateObserver):
             self._wake.clear()
             try:
                 await self._pass()
-                delay = 0.05
+                delays = self.config.retry.delays()
             except TIER2_TRANSIENT_ERRORS as error:
                 self.failures += 1
+                delay = next(delays)
                 log.warning("tier-2 operation failed; will retry",
                             extra={"container": self.container_id, "error": repr(error), "delay": delay})
                 for work in self._works.values():
                     work.known = False
                 await asyncio.sleep(delay)
-                delay = min(self.config.retry_max_delay, delay * 2)
                 self._wake.set()
             except asyncio.CancelledError:
                 raise

@@ -23,6 +23,7 @@ from sortedcontainers import SortedDict
 from wire.constants import NO_VERSION
 
 from ..errors import IllegalArgument
+from .views import TableDelta, TableEntry
 
 ENTRY_HEADER = struct.Struct(">Biiq")
 ENTRY_HEADER_SIZE = ENTRY_HEADER.size  # 17
@@ -146,8 +147,17 @@ class TableIndex:
                 # bytes are evicted from the cache once they are in Tier-2.
                 self._entries[entry.key] = (entry.version, bytes(entry.value))
 
-    def page(self, token: bytes, max_count: int, max_bytes: int) -> tuple[list, bytes]:
-        """Keys after ``token`` in hash order: ([(key, version, value)], next token).
+    def lookup(self, keys) -> list[TableEntry | None]:
+        """The entry of each key (None for a key the table does not hold)."""
+        found = []
+        for key in keys:
+            key = bytes(key)
+            hit = self._entries.get(key)
+            found.append(None if hit is None else TableEntry(key, hit[0], hit[1]))
+        return found
+
+    def page(self, token: bytes, max_count: int, max_bytes: int) -> tuple[list[TableEntry], bytes]:
+        """Entries after ``token`` in key-hash order, and the next token.
 
         An empty page comes with an empty token (the iteration is over).
         """
@@ -160,7 +170,33 @@ class TableIndex:
                 break
             key = self._by_hash[hash_value]
             version, value = self._entries[key]
-            items.append((key, version, value))
+            items.append(TableEntry(key, version, value))
             size += len(key) + len(value) + 32
             last_hash = hash_value
         return items, last_hash
+
+
+# Bytes of a table read for one delta page of at most ``max_bytes``: plus one largest record, so it is never cut short.
+DELTA_WINDOW_EXTRA = ENTRY_HEADER_SIZE + MAX_KEY_LENGTH + MAX_VALUE_LENGTH
+
+
+def delta_page(data, base: int, end: int, max_entries: int, max_bytes: int) -> TableDelta:
+    """The change-log page of the whole records in ``data`` (at ``base``; the table ends at ``end``).
+
+    Holds the latest live entry of each key changed, whether the page reaches the end, and the
+    position after its last record. Java's semantics, protocol reference §3.8.8.
+    """
+    data = memoryview(data)[:complete_length(data)]
+    page: dict = {}
+    page_bytes, last_position, reached_end = 0, 0, True
+    for entry in parse_entries(data, base):
+        if len(page) >= max_entries or page_bytes >= max_bytes:
+            break
+        following = entry.version + entry.size
+        last_position, reached_end = following, following >= end
+        if entry.value is None:
+            page.pop(entry.key, None)
+        else:
+            page[entry.key] = TableEntry(entry.key, entry.version, entry.value)
+            page_bytes += entry.size
+    return TableDelta(list(page.values()), reached_end, last_position)

@@ -215,7 +215,7 @@ async def test_a_segment_of_many_mib_walked_across_reads_in_cache(store, connect
     await create(connection, SEGMENT)
     await write_events(connection, segment, random_sizes(seed=31, count=6000, largest=2000), block_bytes=MiB)
     container = store.container_for(SEGMENT)
-    container._state.boundaries.removed(container.committed_segment(SEGMENT))  # white box: no hints at all
+    container._state.boundaries.removed(container._committed(SEGMENT))  # white box: no hints at all
     rng = random.Random(32)
     far = [rng.randint(segment.length // 2, segment.length - 1) for _ in range(5)]
     await check(connection, segment, far)  # the first walks from offset 0, over MiBs
@@ -240,7 +240,7 @@ async def test_flushed_evicted_and_after_a_restart(tmp_path):
             await check(connection, segment, segment.targets(every=5))
             await flush(connection)
             store.cache.evict()
-            data = store.container_for(SEGMENT).committed_segment(SEGMENT).data
+            data = store.container_for(SEGMENT)._committed(SEGMENT).data
             assert data.storage_length == segment.length
             assert not data.is_cached(0) and not data.is_cached(segment.length // 3)  # read back from Tier-2
             await check(connection, segment, segment.targets(every=3))
@@ -276,7 +276,7 @@ async def test_replayed_appends_feed_the_index_after_a_restart(tmp_path):
             await connection.close()
     async with running_segment_store(tmp_path, **config) as store:
         container = store.container_for(SEGMENT)
-        known = list(container._state.boundaries.index_of(container.committed_segment(SEGMENT)))  # white box
+        known = list(container._state.boundaries.index_of(container._committed(SEGMENT)))  # white box
         assert len(known) >= segment.length // (512 * 1024) and set(known) <= set(segment.boundaries)
         connection = await WireConnection.connect("127.0.0.1", store.port)
         try:

@@ -288,11 +288,10 @@ class ContainerMachine(RuleBasedStateMachine):
             for attribute, value in model.attributes.items():
                 assert info.attributes.get(attribute) == value
         for name, model in self.tables.items():
-            index = self.container.table(name).table
-            assert index.entry_count == len(model)
-            for key, (version, value) in model.items():
-                found = index.get(key)
-                assert found is not None and found[0] == version and bytes(found[1]) == value
+            assert self.container.get_table_info(name).table_entry_count == len(model)
+            found = self.container.read_table(name, list(model))
+            for (key, (version, value)), entry in zip(model.items(), found):
+                assert entry is not None and (entry.key, entry.version, bytes(entry.value)) == (key, version, value)
             assert self.container.get_info(name).length == self.table_lengths[name]
 
 

@@ -45,7 +45,7 @@ class Tier2ContainerMachine(ContainerMachine):
         """After FlushToStorage, Tier-2 holds every byte, seal and truncation of every segment, and the
         storage metadata table was compacted in that writer pass if its dead records outweighed the rest."""
         self.run(self.container.flush_to_storage())
-        metadata = self.container.committed_segment(self.container.storage_metadata_name)
+        metadata = self.container._committed(self.container.storage_metadata_name)
         dead = metadata.length - metadata.start_offset - metadata.table.live_bytes
         assert dead <= max(256, metadata.table.live_bytes)
         for name, model in self.segments.items():

@@ -52,3 +52,39 @@ def test_tributary_exports_exactly_the_sdk_names():
     namespace: dict = {}
     exec("from tributary import *", namespace)
     assert namespace["connect"] is clients.connect and namespace["StreamCut"] is clients.StreamCut
+
+
+def _server_module_imports(path: pathlib.Path, root: pathlib.Path = ROOT):
+    """The absolute names of the server modules ``path`` (a module of server/) imports."""
+    package = path.relative_to(root).with_suffix("").parts[:-1]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[:len(package) - node.level + 1])
+                module = ".".join(base + ([node.module] if node.module else []))
+                yield from ([module] if node.module else [f"{module}.{alias.name}" for alias in node.names])
+            elif node.module and node.module.startswith("server"):
+                yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.startswith("server"))
+
+
+SERVER_TOP = sorted((ROOT / "server").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", SERVER_TOP, ids=[path.name for path in SERVER_TOP])
+def test_server_uses_only_the_containers_public_surface(path):
+    """server/*.py imports ``server.containers`` itself (its public surface), never a module inside it:
+    the pending state, segment metadata, table index and record format stay private to the package."""
+    inside = [name for name in _server_module_imports(path) if name.startswith("server.containers.")]
+    assert not inside
+
+
+def test_the_containers_rule_sees_a_violation(tmp_path):
+    """The rule above resolves relative imports, so it finds a private module imported from server/."""
+    bad = tmp_path / "server" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text("from .containers.table import TableIndex\nfrom . import containers\nimport server.containers.state\n")
+    assert sorted(_server_module_imports(bad, root=tmp_path)) == [
+        "server.containers", "server.containers.state", "server.containers.table"]

@@ -1,0 +1,325 @@
+"""The operation pipeline of one container: decide -> frame -> log -> apply.
+
+Theory of operation.
+
+* **Decide.** A mutation is decided synchronously by :class:`PendingState` (the
+  container's serialization point; no await between validation, sequence
+  numbering and framing). The decided operation joins the *current frame*.
+* **Frame.** All operations decided in one event-loop turn share one frame: the
+  first decision schedules a flush for the end of the turn. The flush encodes the
+  frame and hands it to the Tier-1 log without waiting, so several frames can be
+  in flight and the log group-commits them.
+* **Apply.** Frames complete in order. When a frame is durable its operations are
+  applied to the committed state (the same ``apply`` recovery uses), their
+  overlays released, parked readers woken, and only then the callers' futures
+  resolved: every acknowledged mutation is already visible to reads.
+* **Failure is fail-stop.** If a log write fails, every operation in flight fails
+  and ``on_failure`` stops the container; a new instance recovers from the log.
+* **Checkpoints.** After enough operations (or logged bytes) the pipeline holds
+  new mutations (in arrival order), lets the frames in flight commit, and logs a
+  Checkpoint holding a snapshot of the metadata, then decides the held mutations.
+  Recovery (:meth:`replay`) skips to the log's first checkpoint, loads it, replays
+  the rest, and checks each later checkpoint against the replayed state. The
+  pipeline remembers where each checkpoint lies, so the log can be truncated
+  before one once Tier-2 holds everything it precedes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Callable
+
+from .. import errors
+from ..tier1 import DurableDataLog, LogAddress, LogError
+from . import operations as ops
+from .pending import Decision, PendingState
+from .state import ContainerState, InconsistentState, wake_readers
+
+log = logging.getLogger("tributary.container")
+FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
+
+Decide = Callable[[PendingState], Decision]
+
+
+class _Frame:
+    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence")
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+        self.futures: list[asyncio.Future] = []
+        self.size = 0
+        self.done = False
+        self.timestamp_ms = 0
+        self.first_sequence = 0
+
+
+class OperationPipeline:
+    """Turns decided mutations into durable, applied operations, in order."""
+
+    def __init__(self, container_id: int, durable_log: DurableDataLog, state: ContainerState, *,
+                 checkpoint_every_operations: int, checkpoint_every_bytes: int,
+                 wall_clock_ms: Callable[[], int], on_failure: Callable[[BaseException], None],
+                 on_checkpoint_logged: Callable[[], None] = lambda: None):
+        self._container_id = container_id
+        self._log = durable_log
+        self._state = state
+        self._checkpoint_every = checkpoint_every_operations
+        self._checkpoint_every_bytes = checkpoint_every_bytes
+        self._wall_clock_ms = wall_clock_ms
+        self._on_failure = on_failure
+        self.on_checkpoint_logged = on_checkpoint_logged
+        self._max_frame_bytes = durable_log.max_append_size - FRAME_HEADROOM
+        self._pending: PendingState  # made by open(), over the recovered state
+        self._unavailable: str | None = "new"  # why mutations are refused; None while accepting
+        self._frame: _Frame | None = None
+        self._in_flight: deque[_Frame] = deque()  # frames handed to the log, in order
+        self._next_sequence = 1  # of the first operation of the next frame
+        self._held: deque | None = None  # mutations waiting for a checkpoint, when one is due
+        self._checkpoint_started = False
+        self._operations_since_checkpoint = 0
+        self.logged_bytes = 0  # bytes of every frame so far (replayed ones included)
+        self._logged_bytes_at_checkpoint = 0
+        # (sequence, address, logged bytes before it) of each checkpoint still in the log
+        self.checkpoints: deque[tuple[int, LogAddress, int]] = deque()
+
+    # ------------------------------------------------------------------ recovery and lifecycle
+
+    async def replay(self, has_tier2: bool) -> bool:
+        """Replays the log into the committed state. Returns whether a checkpoint was found."""
+        started, records, operations_replayed = time.monotonic(), 0, 0
+        found_checkpoint = False
+        async for address, record in self._log.read():
+            records += 1
+            timestamp_ms, first_sequence, operations = ops.decode_frame(record)
+            for index, operation in enumerate(operations):
+                if isinstance(operation, ops.Checkpoint):
+                    self._replay_checkpoint(operation, found_checkpoint, has_tier2)
+                    found_checkpoint = True
+                    self.checkpoints.append((first_sequence + index, address, self.logged_bytes))
+                elif found_checkpoint:
+                    self._state.apply(operation, timestamp_ms, first_sequence + index)
+                    operations_replayed += 1
+                self._state.last_sequence = first_sequence + index
+            self.logged_bytes += len(record)
+            if records % 10_000 == 0:
+                log.info("recovery progress", extra={"container": self._container_id, "records": records,
+                                                      "operations": operations_replayed})
+        log.info("recovery done", extra={"container": self._container_id, "records": records,
+                                          "operations": operations_replayed,
+                                          "seconds": round(time.monotonic() - started, 3)})
+        return found_checkpoint
+
+    def _replay_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool, has_tier2: bool) -> None:
+        if not found_before:
+            self._state.restore(checkpoint.snapshot)
+            if not has_tier2 and any(segment.length != segment.start_offset
+                                     for segment in self._state.by_id.values()):
+                raise InconsistentState("the log begins with a checkpoint whose bytes are in Tier-2, "
+                                        "but no Tier-2 is configured")
+        elif self._state.describe() != self._state.describe_snapshot(checkpoint.snapshot):
+            raise InconsistentState("replayed state differs from a checkpoint in the log")
+
+    def open(self) -> None:
+        """Starts accepting mutations after the recovered state."""
+        self._next_sequence = self._state.last_sequence + 1
+        self._pending = PendingState(self._state, self._max_frame_bytes - FRAME_HEADROOM)
+        self._unavailable = None
+
+    async def close(self) -> None:
+        """Refuses new mutations and waits for the frames in flight."""
+        if self._unavailable is not None:
+            return
+        self._unavailable = "stopped"
+        if self._frame is not None:
+            self._flush()
+        in_flight = [future for frame in self._in_flight for future in frame.futures]
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    def fail(self, error: BaseException) -> None:
+        """Fails every mutation in flight or held with ContainerUnavailable; refuses new ones."""
+        self._unavailable = "failed"
+        unavailable = f"container failed: {error!r}"
+        frames = list(self._in_flight) + ([self._frame] if self._frame is not None else [])
+        self._in_flight, self._frame = deque(), None
+        for frame in frames:
+            for future in frame.futures:
+                if not future.done():
+                    future.set_exception(errors.ContainerUnavailable("", unavailable))
+        held, self._held = self._held or (), None
+        for _, future in held:
+            future.set_exception(errors.ContainerUnavailable("", unavailable))
+        for segment in self._state.by_id.values():
+            wake_readers(segment)
+
+    # ------------------------------------------------------------------ submission
+
+    def submit(self, decide: Decide) -> asyncio.Future:
+        """Decides a mutation now (or, while a checkpoint is due, in arrival order after it).
+
+        Returns a future resolved with the decision's result once the operation is
+        durable and applied, or failed with the operating error that rejected it.
+        """
+        future = asyncio.get_running_loop().create_future()
+        if self._unavailable is not None:
+            future.set_exception(errors.ContainerUnavailable("", f"container {self._container_id} is "
+                                                                 f"{self._unavailable}"))
+        elif self._held is not None:
+            self._held.append((decide, future))
+        else:
+            self._decide(decide, future)
+        return future
+
+    async def settled(self) -> None:
+        """Waits until every operation decided so far is durable and applied (or failed)."""
+        frame = self._frame if self._frame is not None else (self._in_flight[-1] if self._in_flight else None)
+        if frame is not None and frame.futures:
+            await asyncio.wait(frame.futures)  # frames commit in order: the newest one is the last
+
+    def _decide(self, decide: Decide, future: asyncio.Future) -> None:
+        try:
+            decision = decide(self._pending)
+        except errors.SegmentStoreError as error:
+            future.set_exception(error)
+            return
+        self._add_to_frame(decision, future)
+
+    def _add_to_frame(self, decision: Decision, future: asyncio.Future) -> None:
+        size = _operation_size(decision.operation)
+        frame = self._frame
+        if frame is not None and frame.size + size > self._max_frame_bytes:
+            self._flush()
+            frame = None
+        if frame is None:
+            frame = self._frame = _Frame()
+            asyncio.get_running_loop().call_soon(self._flush_if, frame)
+        frame.decisions.append(decision)
+        frame.futures.append(future)
+        frame.size += size
+
+    def _flush_if(self, frame: _Frame) -> None:
+        if self._frame is frame:
+            self._flush()
+
+    def _flush(self) -> None:
+        frame, self._frame = self._frame, None
+        if frame is None or self._unavailable == "failed":
+            return
+        frame.timestamp_ms = self._wall_clock_ms()
+        frame.first_sequence = self._next_sequence
+        self._next_sequence += len(frame.decisions)
+        parts = ops.encode_frame(frame.timestamp_ms, frame.first_sequence,
+                                 [decision.operation for decision in frame.decisions])
+        self._in_flight.append(frame)
+        asyncio.get_running_loop().create_task(self._write(frame, parts))
+
+    # ------------------------------------------------------------------ log and apply
+
+    async def _write(self, frame: _Frame, parts: list) -> None:
+        try:
+            address = await self._log.append(parts)
+        except (LogError, OSError) as error:
+            self._on_failure(error)
+            return
+        frame.done = True
+        if isinstance(frame.decisions[0].operation, ops.Checkpoint):
+            self.checkpoints.append((frame.first_sequence, address, self.logged_bytes))
+            self.on_checkpoint_logged()
+        try:
+            self._commit_ready_frames()
+        except InconsistentState as error:
+            self._on_failure(error)
+
+    def _commit_ready_frames(self) -> None:
+        """Applies durable frames in order (a frame never commits before the ones ahead of it)."""
+        while self._in_flight and self._in_flight[0].done:
+            frame = self._in_flight.popleft()
+            woken = set()
+            for index, decision in enumerate(frame.decisions):
+                segment = self._state.apply(decision.operation, frame.timestamp_ms, frame.first_sequence + index)
+                self._pending.release(decision)
+                if segment is not None:
+                    woken.add(segment)
+            for segment in woken:
+                wake_readers(segment)
+            for decision, future in zip(frame.decisions, frame.futures):
+                if not future.done():
+                    future.set_result(decision.result)
+            self._operations_since_checkpoint += len(frame.decisions)
+            self.logged_bytes += frame.size
+        if self._held is None and self._checkpoint_due():
+            self._held = deque()
+            if self._frame is not None:
+                self._flush()
+        if self._held is not None and not self._checkpoint_started and not self._in_flight and self._frame is None:
+            self._checkpoint_started = True
+            asyncio.get_running_loop().create_task(self._checkpoint_then_release())
+
+    def _checkpoint_due(self) -> bool:
+        return (self._operations_since_checkpoint >= self._checkpoint_every
+                or self.logged_bytes - self._logged_bytes_at_checkpoint >= self._checkpoint_every_bytes)
+
+    # ------------------------------------------------------------------ checkpoints and log truncation
+
+    async def _checkpoint_then_release(self) -> None:
+        """Runs once every frame before the checkpoint is durable; then decides the held mutations."""
+        try:
+            await self.write_checkpoint()
+        except errors.ContainerUnavailable:
+            return
+        held, self._held = self._held, None
+        self._checkpoint_started = False
+        for decide, future in held or ():
+            if self._unavailable is None:
+                self._decide(decide, future)
+            else:
+                future.set_exception(errors.ContainerUnavailable("", "container stopped"))
+
+    async def write_checkpoint(self) -> None:
+        """Logs a snapshot of the committed state (after every frame decided before it)."""
+        self._operations_since_checkpoint = 0
+        self._logged_bytes_at_checkpoint = self.logged_bytes
+        snapshot = self._state.snapshot()
+        if len(snapshot) + FRAME_HEADROOM > self._max_frame_bytes:
+            # Skipping one loses nothing (replay starts at the log's first checkpoint, and the log is
+            # only ever truncated before one that was written), but the log cannot be truncated past
+            # here until a checkpoint fits again: snapshots are not split across records yet.
+            log.warning("checkpoint too large for one log record; skipped",
+                        extra={"container": self._container_id, "bytes": len(snapshot)})
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._add_to_frame(Decision(ops.Checkpoint(snapshot), ()), future)
+        self._flush()
+        await future
+
+    def logged_since_first_checkpoint(self) -> int:
+        """Bytes the log holds after its first checkpoint (0 before one is logged)."""
+        return self.logged_bytes - self.checkpoints[0][2] if self.checkpoints else 0
+
+    async def truncate_log(self, lowest_pending: int | None) -> None:
+        """Truncates the log before the newest checkpoint that every operation still pending follows.
+
+        ``lowest_pending`` is the sequence of the oldest operation Tier-2 has not finished (None: none).
+        """
+        bound = self._state.last_sequence + 1 if lowest_pending is None else lowest_pending
+        checkpoints, chosen = self.checkpoints, None
+        while len(checkpoints) > 1 and checkpoints[1][0] < bound:
+            checkpoints.popleft()
+            chosen = checkpoints[0]
+        if chosen is not None and self._unavailable is None:
+            await self._log.truncate(LogAddress(chosen[1].sequence - 1))
+
+
+def _operation_size(operation) -> int:
+    if isinstance(operation, ops.Append):
+        return len(operation.data) + 64 + 24 * len(operation.attributes)
+    if isinstance(operation, ops.Checkpoint):
+        return len(operation.snapshot) + 16
+    if isinstance(operation, ops.Merge):
+        return len(operation.header) + 96 + 24 * len(operation.attributes)
+    if isinstance(operation, ops.CreateSegment):
+        return len(operation.name) * 3 + 64 + 24 * len(operation.attributes)
+    return 32

@@ -1,0 +1,100 @@
+"""A container's link to Tier-2: its SLTS instance, its storage writer, and what ties them to the log.
+
+The storage writer (``storage_writer.py``) follows every applied operation into
+Tier-2 (SLTS, ``server/tier2``), whose metadata is kept in the container's storage
+metadata table segment (``storage_metadata.py``). Once every operation before a
+checkpoint is in Tier-2 the log is truncated just before that checkpoint; when
+the log holds too much since its first checkpoint the writer is told to catch up
+now. On start, after replay, SLTS replays its system journal and table segments
+whose bytes lie in Tier-2 get their key index rebuilt from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Awaitable, Callable
+
+from ..tier2 import errors as storage_errors
+from ..tier2.chunk_storage import ChunkStorage
+from ..tier2.chunked_storage import ChunkedSegmentStorage
+from ..tier2.config import StorageConfig
+from . import table_maintenance
+from .cache import CacheManager
+from .pipeline import OperationPipeline
+from .state import ContainerState
+from .storage_metadata import TableMetadataStore, storage_metadata_segment
+from .storage_writer import StorageWriter, StorageWriterConfig
+
+
+@dataclasses.dataclass
+class Tier2Settings:
+    """What a container needs to use Tier-2; without it, every byte stays in memory and the log is never truncated."""
+
+    chunks: ChunkStorage
+    cache: CacheManager
+    storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
+    writer: StorageWriterConfig = dataclasses.field(default_factory=StorageWriterConfig)
+    owns_segment: Callable[[str], bool] = lambda name: True
+
+
+class Tier2Link:
+    """SLTS and the storage writer of one container, wired to its pipeline and state."""
+
+    def __init__(self, container, settings: Tier2Settings, state: ContainerState, pipeline: OperationPipeline, *,
+                 log_backlog_target: int, table_compaction_threshold: int,
+                 on_fatal: Callable[[BaseException], None], running: Callable[[], bool]):
+        self._container_id = container_id = container.container_id
+        self.metadata_name = storage_metadata_segment(container_id)
+        self._state = state
+        self._pipeline = pipeline
+        self._log_backlog_target = log_backlog_target
+        self._table_compaction_threshold = table_compaction_threshold
+        self._running = running
+        self.storage = ChunkedSegmentStorage(
+            container_id, settings.chunks, TableMetadataStore(container, self.metadata_name),
+            config=settings.storage, system_segments=(self.metadata_name,), owns_segment=settings.owns_segment)
+        self.writer = StorageWriter(container_id, self.storage, settings.cache, config=settings.writer,
+                                    truncate_log=pipeline.truncate_log, on_fatal=on_fatal,
+                                    log_pressure=self.log_pressure, maintain=self._compact_metadata)
+
+    async def recover(self, epoch: int) -> None:
+        """After replay: SLTS replays its journal (fencing older owners), then table indexes are rebuilt."""
+        await self.storage.bootstrap(epoch)
+        await table_maintenance.rebuild_indexes(self._container_id, self._state, self.storage, self.metadata_name)
+
+    async def start(self, create_metadata_table: Callable[[], Awaitable[None]]) -> None:
+        """Once the container accepts mutations: creates the metadata table if new, then starts flushing."""
+        if self.metadata_name not in self._state.by_name:
+            await create_metadata_table()
+        await self.storage.finish_bootstrap()
+        self.writer.start()
+
+    async def stop(self) -> None:
+        await self.writer.stop()
+        await self.storage.close()
+
+    def checkpoint_logged(self) -> None:
+        if self.log_pressure():
+            self.writer.wake()
+
+    def log_pressure(self) -> bool:
+        """Whether the log holds so much since its first checkpoint that Tier-2 should catch up now."""
+        return self._pipeline.logged_since_first_checkpoint() > self._log_backlog_target
+
+    async def flush(self) -> None:
+        """Returns once everything applied so far is in Tier-2."""
+        await self.writer.flush(self._state.last_sequence)
+
+    async def chunks(self, name: str) -> list:
+        """The Tier-2 chunks of ``name`` (empty before its first flush)."""
+        try:
+            return await self.storage.list_chunks(name)
+        except storage_errors.SegmentNotFound:
+            return []
+
+    async def _compact_metadata(self) -> None:
+        """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold)."""
+        if self._running():
+            await table_maintenance.compact_if_bloated(self._container_id, self._pipeline,
+                                                       self._state.by_name.get(self.metadata_name),
+                                                       self._table_compaction_threshold)

@@ -1,0 +1,67 @@
+"""What the container answers: read-only values, never its live state."""
+
+from __future__ import annotations
+
+import enum
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .metadata import SegmentMetadata
+
+
+class ContainerStatus(enum.Enum):
+    NEW = "new"
+    RECOVERING = "recovering"
+    RUNNING = "running"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class ReadResult:
+    """The answer to a read: views of the data plus the tail flags of SegmentRead."""
+
+    __slots__ = ("parts", "length", "at_tail", "end_of_segment")
+
+    def __init__(self, parts: list, at_tail: bool, end_of_segment: bool):
+        self.parts = parts
+        self.length = sum(map(len, parts))
+        self.at_tail = at_tail
+        self.end_of_segment = end_of_segment
+
+    def data(self):
+        """The data as one buffer (a view if it lies in one block, otherwise one copy)."""
+        if len(self.parts) == 1:
+            return self.parts[0]
+        return b"".join(self.parts)
+
+
+class SegmentInfo:
+    """A segment's properties when asked (GetStreamSegmentInfo, GetTableSegmentInfo)."""
+
+    __slots__ = ("name", "segment_type", "start_offset", "length", "sealed", "last_modified", "attributes",
+                 "table_entry_count")
+
+    def __init__(self, segment: SegmentMetadata):
+        self.name = segment.name
+        self.segment_type = segment.segment_type
+        self.start_offset = segment.start_offset
+        self.length = segment.length
+        self.sealed = segment.sealed
+        self.last_modified = segment.last_modified
+        self.attributes = MappingProxyType(segment.attributes)  # read-only view: no copy per info request
+        self.table_entry_count = segment.table.entry_count if segment.table is not None else 0
+
+
+class TableEntry(NamedTuple):
+    key: bytes
+    version: int
+    value: bytes
+
+
+class TableDelta(NamedTuple):
+    """A page of a table's change log (ReadTableEntriesDelta): the latest entry of each key changed."""
+
+    entries: list[TableEntry]
+    reached_end: bool
+    last_position: int
