@@ -10,14 +10,14 @@ one atomic operation.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Awaitable, Callable, Iterable
 
 from wire.constants import NO_VERSION, NOT_EXISTS as WIRE_NOT_EXISTS
 
 from .. import errors
-from ..tier1 import LogFenced
 from ..tier2.metadata_store import (NOT_EXISTS, MetadataStore, MetadataStoreUnavailable, StorageFenced, Versioned,
                                     VersionMismatch, Write)
+from .table import TableIndex
 
 
 def storage_metadata_segment(container_id: int) -> str:
@@ -25,13 +25,16 @@ def storage_metadata_segment(container_id: int) -> str:
 
 
 class TableMetadataStore(MetadataStore):
-    def __init__(self, container, segment_name: str):
-        self._container = container
-        self.segment_name = segment_name
+    """SLTS's metadata over one table segment of the container: ``index()`` gives its committed key index
+    (None before it exists), ``update(entries)`` updates it conditionally, ``fenced()`` says whether
+    the container lost its log to a newer owner."""
 
-    def _index(self):
-        segment = self._container._committed(self.segment_name)  # its own container: the package's internals
-        return None if segment is None else segment.table
+    def __init__(self, segment_name: str, index: Callable[[], TableIndex | None],
+                 update: Callable[[list], Awaitable[list[int]]], fenced: Callable[[], bool]):
+        self.segment_name = segment_name
+        self._index = index
+        self._update = update
+        self._fenced = fenced
 
     async def get(self, key: str) -> Versioned | None:
         index = self._index()
@@ -48,11 +51,11 @@ class TableMetadataStore(MetadataStore):
                     None if value is None else bytes(value))
                    for key, value, expected in writes]
         try:
-            versions = await self._container.update_table(self.segment_name, entries)
+            versions = await self._update(entries)
         except (errors.TableKeyBadVersion, errors.TableKeyDoesNotExist) as error:
             raise VersionMismatch(str(error)) from error
         except errors.ContainerUnavailable as error:
-            if isinstance(self._container.failure, LogFenced):
+            if self._fenced():
                 raise StorageFenced(str(error)) from error
             raise MetadataStoreUnavailable(str(error)) from error
         except errors.NoSuchSegment as error:

@@ -32,21 +32,35 @@ import enum
 import logging
 import time
 from collections import deque
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from wire.retry import Backoff
 
 from .. import errors
 from ..background import cancel_and_wait
 from ..tier2 import errors as storage_errors
-from ..tier2.chunk_storage import ChunkStorageUnavailable
+from ..tier2.chunk_storage import ChunkStorageUnavailable, WriteData
 from ..tier2.metadata_store import MetadataStoreUnavailable
+from ..tier2.records import StorageSegmentInfo
+from .cache import CacheManager
 from .metadata import SegmentMetadata
 from .state import InconsistentState, StateObserver
 
 log = logging.getLogger("tributary.storagewriter")
 
 TIER2_TRANSIENT_ERRORS = (ChunkStorageUnavailable, MetadataStoreUnavailable, asyncio.TimeoutError, OSError)
+
+
+class SegmentStorage(Protocol):
+    """What the storage writer needs of Tier-2: SLTS (``ChunkedSegmentStorage``) in the segment store."""
+
+    async def create(self, name: str) -> None: ...
+    async def get_info(self, name: str) -> StorageSegmentInfo: ...
+    async def write(self, name: str, offset: int, data: WriteData) -> None: ...
+    async def seal(self, name: str) -> None: ...
+    async def concat(self, target: str, offset: int, source: str) -> int: ...
+    async def truncate(self, name: str, offset: int) -> None: ...
+    async def delete(self, name: str) -> None: ...
 
 
 @dataclasses.dataclass
@@ -110,13 +124,13 @@ class _Work:
 
 
 class StorageWriter(StateObserver):
-    def __init__(self, container_id: int, storage, cache, *, config: StorageWriterConfig | None = None,
+    def __init__(self, container_id: int, storage: SegmentStorage, cache: CacheManager | None, *, config: StorageWriterConfig | None = None,
                  truncate_log: Callable[[int | None], Awaitable[None]] | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  log_pressure: Callable[[], bool] = lambda: False,
                  maintain: Callable[[], Awaitable[None]] | None = None):
         self.container_id = container_id
-        self.storage = storage  # a ChunkedSegmentStorage
+        self.storage = storage
         self.cache = cache
         self.config = config or StorageWriterConfig()
         self._truncate_log = truncate_log

@@ -12,8 +12,9 @@ whose bytes lie in Tier-2 get their key index rebuilt from there.
 from __future__ import annotations
 
 import dataclasses
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
+from ..tier1 import LogFenced
 from ..tier2 import errors as storage_errors
 from ..tier2.chunk_storage import ChunkStorage
 from ..tier2.chunked_storage import ChunkedSegmentStorage
@@ -24,6 +25,9 @@ from .pipeline import OperationPipeline
 from .state import ContainerState
 from .storage_metadata import TableMetadataStore, storage_metadata_segment
 from .storage_writer import StorageWriter, StorageWriterConfig
+
+if TYPE_CHECKING:
+    from .container import SegmentContainer
 
 
 @dataclasses.dataclass
@@ -40,7 +44,7 @@ class Tier2Settings:
 class Tier2Link:
     """SLTS and the storage writer of one container, wired to its pipeline and state."""
 
-    def __init__(self, container, settings: Tier2Settings, state: ContainerState, pipeline: OperationPipeline, *,
+    def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState, pipeline: OperationPipeline, *,
                  log_backlog_target: int, table_compaction_threshold: int,
                  on_fatal: Callable[[BaseException], None], running: Callable[[], bool]):
         self._container_id = container_id = container.container_id
@@ -50,12 +54,20 @@ class Tier2Link:
         self._log_backlog_target = log_backlog_target
         self._table_compaction_threshold = table_compaction_threshold
         self._running = running
+        self._container = container
         self.storage = ChunkedSegmentStorage(
-            container_id, settings.chunks, TableMetadataStore(container, self.metadata_name),
+            container_id, settings.chunks, self.metadata_store(),
             config=settings.storage, system_segments=(self.metadata_name,), owns_segment=settings.owns_segment)
         self.writer = StorageWriter(container_id, self.storage, settings.cache, config=settings.writer,
                                     truncate_log=pipeline.truncate_log, on_fatal=on_fatal,
                                     log_pressure=self.log_pressure, maintain=self._compact_metadata)
+
+    def metadata_store(self) -> TableMetadataStore:
+        """SLTS's metadata store over this container's storage metadata table."""
+        container, name = self._container, self.metadata_name
+        return TableMetadataStore(name, index=lambda: getattr(self._state.by_name.get(name), "table", None),
+                                  update=lambda entries: container.update_table(name, entries),
+                                  fenced=lambda: isinstance(container.failure, LogFenced))
 
     async def recover(self, epoch: int) -> None:
         """After replay: SLTS replays its journal (fencing older owners), then table indexes are rebuilt."""

@@ -7,7 +7,6 @@ import pytest
 
 from server.containers.cache import CacheManager
 from server.containers.container import SegmentContainer, Tier2Settings
-from server.containers.storage_metadata import TableMetadataStore
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
 from server.tier2 import errors as storage_errors
@@ -44,7 +43,7 @@ async def test_old_owner_tier2_writes_after_failover_are_never_visible(tmp_path)
     await old.flush_to_storage()
     old_epoch = old.epoch
     # The old owner's SLTS, as it was when the owner lost the container (its log now belongs to a newer owner).
-    zombie = ChunkedSegmentStorage(0, chunks, TableMetadataStore(old, old.storage_metadata_name),
+    zombie = ChunkedSegmentStorage(0, chunks, old._tier2.metadata_store(),
                                    system_segments=(old.storage_metadata_name,))
     await zombie.bootstrap(old_epoch)
     assert (await zombie.get_info(SEGMENT)).length == 1000
