@@ -285,9 +285,15 @@ class RequestHandlers:
     # ------------------------------------------------------------------ admin
 
     async def flush_to_storage(self, command: wc.FlushToStorage):
-        """Flushes one container (or every container for a negative id) to Tier-2."""
-        await asyncio.gather(*(container.flush_to_storage()
-                               for container in self._container_by_id(command.container_id)))
+        """Flushes one container (or every container for a negative id) to Tier-2.
+
+        A container this store does not run gets WrongHost, as any request about a container it
+        does not own (a controller checks its container count this way: ``controller/app.py``).
+        """
+        containers = self._container_by_id(command.container_id)
+        if not containers and command.container_id >= 0:
+            return wc.WrongHost(command.request_id, "", "", "")
+        await asyncio.gather(*(container.flush_to_storage() for container in containers))
         return wc.StorageFlushed(command.request_id)
 
     async def list_storage_chunks(self, command: wc.ListStorageChunks):

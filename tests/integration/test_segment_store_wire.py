@@ -106,14 +106,27 @@ async def test_invalid_segment_name_gets_error_message(client):
         assert isinstance(reply, c.ErrorMessage) and reply.error_code == 0, reply
 
 
+async def park_tail_read(reader, segment, suggested_length):
+    """Sends a ReadSegment at the tail and returns its reply's future once the server has taken the read.
+
+    A request sent after it on the same connection is answered: the server dispatches a connection's
+    frames in arrival order and never lets a waiting read block later ones, so by then the read is
+    being handled (instead of sleeping and hoping it is)."""
+    request_id = rid()
+    read = reader.expect(request_id)
+    reader.send(c.ReadSegment(segment, 0, suggested_length, "", request_id))
+    info = await reader.request(c.GetStreamSegmentInfo(rid(), segment, ""))
+    assert isinstance(info, c.StreamSegmentInfo) and info.write_offset == 0, info
+    return read
+
+
 async def test_tail_read_waits_for_data(client, store):
     """A read at the tail is held until an append arrives, then answered with the new bytes."""
     await create(client)
     reader = await WireConnection.connect("127.0.0.1", store.port)
     try:
-        read = asyncio.ensure_future(reader.request(c.ReadSegment(SEGMENT, 0, 1 << 20, "", rid())))
-        await asyncio.sleep(0.2)
-        assert not read.done()
+        read = await park_tail_read(reader, SEGMENT, 1 << 20)
+        assert not read.done()  # and an early answer could not carry the data checked below
         await append_events(client, SEGMENT, [b"late"])
         reply = await asyncio.wait_for(read, 5)
         assert bytes(reply.data) == envelope(b"late") and reply.at_tail
@@ -126,8 +139,7 @@ async def test_tail_read_is_answered_when_the_segment_is_sealed(client, store):
     await create(client)
     reader = await WireConnection.connect("127.0.0.1", store.port)
     try:
-        read = asyncio.ensure_future(reader.request(c.ReadSegment(SEGMENT, 0, 100, "", rid())))
-        await asyncio.sleep(0.1)
+        read = await park_tail_read(reader, SEGMENT, 100)
         assert isinstance(await client.request(c.SealSegment(rid(), SEGMENT, "")), c.SegmentSealed)
         reply = await asyncio.wait_for(read, 5)
         assert isinstance(reply, c.SegmentIsSealed) and reply.offset == 0
@@ -392,6 +404,7 @@ async def test_admin_and_v17_requests(client):
     await create(client)
     await append_events(client, SEGMENT, [b"abc", b"defgh"])  # events at 0 and 11; length 24
     assert isinstance(await client.request(c.FlushToStorage(0, "", rid())), c.StorageFlushed)
+    assert isinstance(await client.request(c.FlushToStorage(4096, "", rid())), c.WrongHost)  # not one of ours
     assert isinstance(await client.request(c.ListStorageChunks(SEGMENT, "", rid())), c.StorageChunksListed)
     located = {}
     for target in (-3, 0, 1, 5, 10, 11, 12, 23, 24, 99):
