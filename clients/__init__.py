@@ -16,17 +16,27 @@ The SDK in one breath::
 See ``docs/sdk.md`` for the guide.
 """
 
+from wire.retry import Backoff
+
 from . import errors
 from .batch import BatchClient, EventBatch, SegmentSlice
 from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .client import Client, connect
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .errors import *  # noqa: F403 - the error hierarchy is part of the public API
-from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Segment, SegmentRange,
-                    StreamConfiguration, Successors, TransactionState)
+from .model import (
+                    RetentionPolicy,
+                    RetentionType,
+                    ScaleType,
+                    ScalingPolicy,
+                    Segment,
+                    SegmentRange,
+                    StreamConfiguration,
+                    Successors,
+                    TransactionState,
+)
 from .reader.event_reader import EventRead, EventReader, LargeEventRead
 from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
-from wire.retry import Backoff
 from .serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from .stream_cut import StreamCut
 from .writer.acks import WriteAck
@@ -35,12 +45,12 @@ from .writer.large_events import LargeEventWriter
 from .writer.transactions import Transaction, TransactionalWriter
 
 __all__ = [
-    "Backoff", "BatchClient", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client", "ClientConfig",
-    "EventBatch", "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead", "LargeEventWriter",
-    "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "RetentionPolicy", "RetentionType", "ScaleType",
-    "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration", "StreamCut",
-    "StringSerializer", "Successors", "Transaction", "TransactionState", "TransactionalWriter", "WriteAck",
-    "WriterConfig", "connect", "errors",
+    "Backoff", "BatchClient", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client",
+    "ClientConfig", "EventBatch", "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead",
+    "LargeEventWriter", "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "RetentionPolicy", "RetentionType",
+    "ScaleType", "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration",
+    "StreamCut", "StringSerializer", "Successors", "Transaction", "TransactionState", "TransactionalWriter",
+    "WriteAck", "WriterConfig", "connect", "errors",
     *[name for name in dir(errors) if isinstance(getattr(errors, name), type)
       and issubclass(getattr(errors, name), Exception)],
 ]

@@ -9,11 +9,12 @@ the next delay of its backoff policy. :class:`FlowAttacher` is that loop, once.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Callable, Iterator
 
-from .connection import ConnectionFailed, Endpoint, WireConnection
-from .errors import TributaryError
 from wire.retry import Backoff, is_retriable
+
+from .connection import ConnectionFactory, EndpointResolver, Flow, WireConnection
+from .errors import ConnectionFailed, TributaryError
 
 
 class FlowAttacher:
@@ -26,8 +27,8 @@ class FlowAttacher:
     reply showed the flow works) restarts the budget.
     """
 
-    def __init__(self, segment: str, request_id: int, flow, *, endpoint_of: Callable[[str], Awaitable[Endpoint]],
-                 connection_for: Callable[[Endpoint], Awaitable[WireConnection]], policy: Backoff,
+    def __init__(self, segment: str, request_id: int, flow: Flow, *, endpoint_of: EndpointResolver,
+                 connection_for: ConnectionFactory, policy: Backoff,
                  on_attached: Callable[[WireConnection], None], on_failed: Callable[[BaseException], None],
                  purpose: str):
         self._segment = segment
@@ -39,8 +40,9 @@ class FlowAttacher:
         self._on_attached = on_attached
         self._on_failed = on_failed
         self._purpose = purpose
-        self._delays = None
-        self._task: asyncio.Task | None = None
+        self._delays: Iterator[float] | None = None
+        self._task: asyncio.Task[None] | None = None
+
 
     @property
     def pending(self) -> bool:

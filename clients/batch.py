@@ -19,13 +19,13 @@ import asyncio
 import dataclasses
 import logging
 from array import array
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from wire import commands as wc
 from wire.constants import EVENT_TYPE_CODE
 from wire.envelope import ENVELOPE_HEADER, envelope_bounds
 
-from .controller_client import ControllerClient
+from .controller_client import Controller
 from .errors import InvalidArgument, InvalidEvent
 from .model import Segment, check_scope_name, check_stream_name
 from .segment_stores import SegmentStores
@@ -61,7 +61,7 @@ class EventBatch:
 
     __slots__ = ("base", "bounds", "data", "segment")
 
-    def __init__(self, segment: Segment, data: bytes, base: int, bounds: array):
+    def __init__(self, segment: Segment, data: bytes, base: int, bounds: array[int]):
         self.segment = segment
         self.data = data
         self.base = base  # the segment offset of data[0]
@@ -87,7 +87,7 @@ class EventBatch:
 class BatchClient:
     """Splits streams into slices and reads them; made by ``client.create_batch_client()``."""
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, read_size: int):
+    def __init__(self, controller: Controller, stores: SegmentStores, read_size: int):
         self._controller = controller
         self._stores = stores
         self._read_size = read_size
@@ -120,18 +120,21 @@ class BatchClient:
         starts, ends = start.positions, end.positions
         sealed = [segment for segment in segments if segment.segment_id not in ends]
         infos = await asyncio.gather(*(self._stores.raw.segment_info(s.qualified_name) for s in sealed))
-        lengths = {segment.segment_id: info.write_offset for segment, info in zip(sealed, infos)}
+        lengths = {segment.segment_id: info.write_offset for segment, info in zip(sealed, infos, strict=True)}
         result = []
         for segment in sorted(segments, key=lambda s: s.segment_id):
             low = starts.get(segment.segment_id, 0)
-            high = ends.get(segment.segment_id, lengths.get(segment.segment_id))
+            high = ends.get(segment.segment_id)
+            if high is None:
+                high = lengths[segment.segment_id]  # a segment not in the end cut was sealed before it
             if high < low:
                 raise InvalidArgument(f"the end cut is before the start cut in {segment}")
             if high > low:
                 result.append(SegmentSlice(segment, low, high))
         return result
 
-    async def read(self, piece: SegmentSlice) -> AsyncIterator[EventBatch]:
+    async def read(self, piece: SegmentSlice) -> AsyncGenerator[EventBatch, None]:
+
         """The events of ``piece``, a read's worth (up to ``read_size`` bytes) per batch.
 
         Data truncated away meanwhile is skipped with a warning (as Pravega's batch
@@ -185,10 +188,13 @@ class BatchClient:
         if type_code != EVENT_TYPE_CODE or length < 0:
             raise InvalidEvent(f"{name} at {base + position}: not an event (type {type_code}, length {length})")
 
-    async def _read(self, name: str, offset: int, end: int):
+    async def _read(self, name: str, offset: int,
+                    end: int) -> wc.SegmentRead | wc.SegmentIsTruncated | wc.NoSuchSegment:
+
         length = min(self._read_size, end - offset)
         return await self._stores.raw.call(name, lambda rid: wc.ReadSegment(name, offset, length, "", rid),
                                            (wc.SegmentRead, wc.SegmentIsTruncated, wc.NoSuchSegment))
+
 
 
 __all__ = ["BatchClient", "EventBatch", "SegmentSlice"]

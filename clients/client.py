@@ -10,19 +10,27 @@ from it and owns its own sockets. Stream management lives on the client itself
 from __future__ import annotations
 
 import weakref
+from typing import Protocol, TypeVar
 
 from .batch import BatchClient
 from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .controller_client import ControllerClient
 from .errors import ClosedError
+from .reader.reader_group import ReaderGroupManagement
 from .segment_store_client import SegmentStoreClient
 from .segment_stores import SegmentStores
 from .serializers import Serializer
-from .reader.reader_group import ReaderGroupManagement
 from .stream_manager import StreamManagement
 from .writer.event_writer import EventWriter
 from .writer.transactions import TransactionalWriter
+
+
+class _Closeable(Protocol):
+    async def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closeable)
 
 
 class Client(StreamManagement, ReaderGroupManagement):
@@ -42,16 +50,16 @@ class Client(StreamManagement, ReaderGroupManagement):
                                      connect_timeout=self.config.connect_timeout_seconds,
                                      keepalive_seconds=self.config.keepalive_seconds)
         self._closed = False
-        self._children: weakref.WeakSet = weakref.WeakSet()
+        self._children: weakref.WeakSet[_Closeable] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"<Client {self.controller_uri}{' closed' if self._closed else ''}>"
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         self._controller.open()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -71,7 +79,8 @@ class Client(StreamManagement, ReaderGroupManagement):
         if self._closed:
             raise ClosedError(f"client of {self.controller_uri} is closed")
 
-    def _adopt(self, child):
+    def _adopt(self, child: _C) -> _C:
+
         self._children.add(child)
         return child
 

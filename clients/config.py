@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from wire.constants import MAX_EVENT_SIZE, MAX_READ_SIZE
+from wire.retry import Backoff
 
 from .errors import InvalidArgument
-from wire.retry import Backoff
 
 MIB = 1024 * 1024
 
@@ -71,7 +71,7 @@ class WriterConfig:
     transaction_lease_ms: int = 90_000
     large_event_buffer_bytes: int = 16 * MIB
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_inflight_events < 1 or self.max_inflight_bytes < MAX_EVENT_SIZE + 8:
             raise InvalidArgument("the in-flight window must hold at least one event of the largest size (8 MiB)")
         if not 1024 <= self.block_size_bytes <= MAX_EVENT_SIZE + 8:
@@ -99,7 +99,7 @@ class ReaderConfig:
     max_event_buffer_bytes: int = 16 * MIB
     retry: Backoff = dataclasses.field(default_factory=_reconnect_policy)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 8 <= self.read_size_bytes <= MAX_READ_SIZE:
             raise InvalidArgument(f"read_size_bytes must be between 8 and {MAX_READ_SIZE}")
         if self.max_event_buffer_bytes < MAX_EVENT_SIZE:

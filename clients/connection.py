@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeAlias, cast
 
 import wire
 from wire import commands as wc
+from wire.base import Command, Reply, Request
 
 from .errors import ConnectionFailed, ProtocolViolation, RequestTimeout
 
@@ -45,7 +47,7 @@ def next_request_id() -> int:
 class Flow(Protocol):
     """A long-lived receiver of the replies carrying one request id."""
 
-    def reply_received(self, reply) -> None: ...
+    def reply_received(self, reply: Reply) -> None: ...
 
     def connection_failed(self, error: ConnectionFailed) -> None: ...
 
@@ -60,13 +62,13 @@ class WireConnection(asyncio.Protocol):
         self._keepalive_timer: asyncio.TimerHandle | None = None
         self._last_received = 0.0
         self._decoder = wire.Decoder()
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[Reply]] = {}
         self._flows: dict[int, Flow] = {}
         self._abandoned: dict[int, None] = {}  # request ids given up (closed flows, timed-out requests)
         self._max_pending = max_pending
         self._failure: ConnectionFailed | None = None
         self._transport: asyncio.Transport | None = None
-        self._drain_waiter: asyncio.Future | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
         self._write_paused = False
         self.server_versions: tuple[int, int] | None = None
 
@@ -77,7 +79,7 @@ class WireConnection(asyncio.Protocol):
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 10.0,
-                      keepalive_seconds: float | None = None) -> "WireConnection":
+                      keepalive_seconds: float | None = None) -> WireConnection:
         """Connects and completes the Hello exchange.
 
         With ``keepalive_seconds``, a connection that received nothing for that long sends a
@@ -95,8 +97,9 @@ class WireConnection(asyncio.Protocol):
                     lambda: cls((host, port), keepalive_seconds=keepalive_seconds), host, port)
                 hello_future = connection._register(0)
                 connection.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
-                hello = await hello_future
-        except (OSError, asyncio.TimeoutError) as error:
+                hello = cast(wc.Hello, await hello_future)  # request id 0 is the handshake's
+
+        except (TimeoutError, OSError) as error:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {error!r}") from error
         connection.server_versions = (hello.high_version, hello.low_version)
         return connection
@@ -107,19 +110,19 @@ class WireConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ sending
 
-    def send(self, command) -> None:
+    def send(self, command: Command) -> None:
         """Writes one frame (no reply is awaited). Raises ConnectionFailed."""
         if self._failure is not None:
             raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
-        self._transport.writelines(wire.encode_parts(command))
+        self._live_transport.writelines(wire.encode_parts(command))
 
-    def expect(self, request_id: int) -> asyncio.Future:
+    def expect(self, request_id: int) -> asyncio.Future[Reply]:
         """Registers interest in the reply carrying ``request_id`` (before sending its request)."""
         if self._failure is not None:
             raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
         return self._register(request_id)
 
-    async def request(self, command, timeout: float | None = 30.0):
+    async def request(self, command: Request, timeout: float | None = 30.0) -> Reply:
         """Sends ``command`` and returns its reply (error replies are returned, not raised).
 
         Raises:
@@ -131,7 +134,7 @@ class WireConnection(asyncio.Protocol):
         try:
             async with asyncio.timeout(timeout):
                 return await future
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._pending.pop(command.request_id, None)
             self._abandon(command.request_id)
             raise RequestTimeout(f"no reply to {type(command).__name__} from {self._address} "
@@ -188,7 +191,8 @@ class WireConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # create_connection makes stream transports
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         if self._keepalive:
@@ -201,14 +205,15 @@ class WireConnection(asyncio.Protocol):
         if self._failure is not None:
             return
         loop = asyncio.get_running_loop()
+        period = cast(float, self._keepalive)  # only scheduled with keep-alives on
         silent = loop.time() - self._last_received
-        if silent >= 3 * self._keepalive:
+        if silent >= 3 * period:
             self._fail(ConnectionFailed(f"connection to {self._address} silent for {silent:.1f} s"))
-            self._transport.abort()
+            self._live_transport.abort()
             return
-        if silent >= self._keepalive:
-            self._transport.write(_KEEPALIVE_FRAME)
-        self._keepalive_timer = loop.call_later(self._keepalive, self._check_alive)
+        if silent >= period:
+            self._live_transport.write(_KEEPALIVE_FRAME)
+        self._keepalive_timer = loop.call_later(period, self._check_alive)
 
     def data_received(self, data: bytes) -> None:
         if self._keepalive:
@@ -216,7 +221,8 @@ class WireConnection(asyncio.Protocol):
         decoder = self._decoder
         decoder.feed(data)
         try:
-            while (reply := decoder.next_command()) is not None:
+            # A server sends replies only (a request frame would fail here, as any malformed stream).
+            while (reply := cast(Reply | None, decoder.next_command())) is not None:
                 flow = self._flows.get(reply.request_id)
                 if flow is not None:
                     flow.reply_received(reply)
@@ -224,12 +230,12 @@ class WireConnection(asyncio.Protocol):
                     self._deliver(reply)
         except wire.ProtocolError as error:
             self._fail(ProtocolViolation(f"undecodable reply from {self._address}: {error}"))
-            self._transport.close()
+            self._live_transport.close()
 
-    def eof_received(self):
+    def eof_received(self) -> bool:
         return False
 
-    def connection_lost(self, error) -> None:
+    def connection_lost(self, error: Exception | None) -> None:
         cause = f": {error!r}" if error is not None else ""
         self._fail(ConnectionFailed(f"connection to {self._address} lost{cause}"))
 
@@ -246,7 +252,12 @@ class WireConnection(asyncio.Protocol):
     def _address(self) -> str:
         return f"{self.endpoint[0]}:{self.endpoint[1]}"
 
-    def _register(self, request_id: int) -> asyncio.Future:
+    @property
+    def _live_transport(self) -> asyncio.Transport:
+        """The transport (set by connection_made before anything is sent or received)."""
+        return cast(asyncio.Transport, self._transport)
+
+    def _register(self, request_id: int) -> asyncio.Future[Reply]:
         if len(self._pending) >= self._max_pending:
             raise ProtocolViolation(f"more than {self._max_pending} requests pending")
         if request_id in self._pending or request_id in self._flows:
@@ -255,13 +266,13 @@ class WireConnection(asyncio.Protocol):
         self._pending[request_id] = future
         return future
 
-    def _deliver(self, reply) -> None:
+    def _deliver(self, reply: Reply) -> None:
         future = self._pending.pop(reply.request_id, None)
         if future is None:
             if isinstance(reply, wc.KeepAlive) or reply.request_id in self._abandoned:
                 return  # a ping's echo, or the answer to something this side gave up on
             self._fail(ProtocolViolation(f"unsolicited reply {reply!r} from {self._address}"))
-            self._transport.close()
+            self._live_transport.close()
             return
         if not future.done():
             future.set_result(reply)
@@ -294,7 +305,14 @@ class WireConnection(asyncio.Protocol):
             flow.connection_failed(error)
 
 
-Endpoint = tuple[str, int]
+Endpoint: TypeAlias = tuple[str, int]
+"""A segment store's (host, port)."""
+
+EndpointResolver: TypeAlias = Callable[[str], Awaitable[Endpoint]]
+"""The endpoint of the store owning a segment (by qualified segment name)."""
+
+ConnectionFactory: TypeAlias = Callable[[Endpoint], Awaitable["WireConnection"]]
+"""An open connection to an endpoint (a :class:`ConnectionCache`'s ``get``)."""
 
 
 class ConnectionCache:
@@ -308,7 +326,8 @@ class ConnectionCache:
         self._connect_timeout = connect_timeout
         self._keepalive = keepalive_seconds
         self._connections: dict[Endpoint, WireConnection] = {}
-        self._connecting: dict[Endpoint, asyncio.Future] = {}
+        self._connecting: dict[Endpoint, asyncio.Future[WireConnection]] = {}
+
 
     async def get(self, endpoint: Endpoint) -> WireConnection:
         """The open connection to ``endpoint``, connecting if there is none. Raises ConnectionFailed."""

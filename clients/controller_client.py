@@ -13,19 +13,44 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import AsyncIterator, Callable, Iterable, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Protocol, TypeVar, cast, overload
 
 import grpc
+from google.protobuf.message import Message
 
-from .errors import (AlreadyExists, ConflictingOperation, ControllerUnavailable, InvalidArgument, NotFound,
-                     OperationFailed, RequestTimeout, ScopeNotEmpty, ScopeNotFound,
-                     StreamNotFound, StreamNotSealed, StreamSealed, TransactionFailed, TransactionNotFound,
-                     TributaryError)
+from wire.retry import Backoff, retry
+
+from .errors import (
+    AlreadyExists,
+    ConflictingOperation,
+    ControllerUnavailable,
+    InvalidArgument,
+    NotFound,
+    OperationFailed,
+    RequestTimeout,
+    ScopeNotEmpty,
+    ScopeNotFound,
+    StreamNotFound,
+    StreamNotSealed,
+    StreamSealed,
+    TransactionFailed,
+    TransactionNotFound,
+    TributaryError,
+)
 from .grpc_api import controller_pb2 as pb
 from .grpc_api import controller_pb2_grpc as pb_grpc
-from .model import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, Segment, SegmentRange,
-                    StreamConfiguration, Successors, TransactionState)
-from wire.retry import Backoff, retry
+from .model import (
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    Segment,
+    SegmentRange,
+    StreamConfiguration,
+    Successors,
+    TransactionState,
+)
 from .stream_cut import StreamCut
 
 T = TypeVar("T")
@@ -86,13 +111,17 @@ def config_to(scope: str, stream: str, config: StreamConfiguration) -> pb.Stream
     scaling = config.scaling
     message = pb.StreamConfig(
         streamInfo=stream_info(scope, stream),
-        scalingPolicy=pb.ScalingPolicy(scaleType=int(scaling.scale_type), targetRate=scaling.target_rate,
-                                       scaleFactor=scaling.scale_factor, minNumSegments=scaling.min_num_segments),
+        scalingPolicy=pb.ScalingPolicy(
+            scaleType=cast(pb.ScalingPolicy.ScalingPolicyType, int(scaling.scale_type)),  # same numbers
+            targetRate=scaling.target_rate, scaleFactor=scaling.scale_factor,
+            minNumSegments=scaling.min_num_segments),
         tags=pb.Tags(tag=list(config.tags)), rolloverSizeBytes=config.rollover_size_bytes,
         timestampAggregationTimeout=config.timestamp_aggregation_timeout_ms)
     if config.retention is not None:
         message.retentionPolicy.CopyFrom(pb.RetentionPolicy(
-            retentionType=int(config.retention.retention_type), retentionParam=config.retention.minimum,
+            retentionType=cast(pb.RetentionPolicy.RetentionPolicyType, int(config.retention.retention_type)),
+            retentionParam=config.retention.minimum,
+
             retentionMax=config.retention.maximum or _NO_MAXIMUM))
     return message
 
@@ -124,14 +153,60 @@ def txn_id_from(message: pb.TxnId) -> uuid.UUID:
     return uuid.UUID(int=((message.highBits % 2**64) << 64) | (message.lowBits % 2**64))
 
 
+# ---------------------------------------------------------------------- the seam
+
+
+class Controller(Protocol):
+    """The controller as the SDK's writers, readers, byte streams and segment stores use it.
+
+    :class:`ControllerClient` is the implementation; the pieces take this protocol so that a test
+    can hand them any object with these calls. (Stream and scope administration, in
+    :class:`~clients.stream_manager.StreamManagement`, uses the whole client.)
+    """
+
+    async def get_current_segments(self, scope: str, stream: str) -> list[SegmentRange]: ...
+
+    async def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]: ...
+
+    async def get_head_cut(self, scope: str, stream: str) -> StreamCut: ...
+
+    async def get_successors(self, segment: Segment) -> Successors: ...
+
+    async def get_segments_between(self, scope: str, stream: str, start: StreamCut,
+                                   end: StreamCut) -> list[Segment]: ...
+
+    async def get_endpoint(self, segment: Segment) -> tuple[str, int]: ...
+
+    async def create_transaction(self, scope: str, stream: str,
+                                 lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]: ...
+
+    async def commit_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID, writer_id: str = "",
+                                 timestamp: int = -(2**63)) -> None: ...
+
+    async def abort_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID) -> None: ...
+
+    async def ping_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID,
+                               lease_ms: int) -> TransactionState: ...
+
+    async def transaction_state(self, scope: str, stream: str, transaction_id: uuid.UUID) -> TransactionState: ...
+
+    async def note_timestamp(self, writer_id: str, position: StreamCut, timestamp: int) -> None: ...
+
+    async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration: ...
+
+    async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool: ...
+
+
 # ---------------------------------------------------------------------- the client
+
 
 
 class ControllerClient:
     """Typed calls of the Controller API. Open with :meth:`connect`; close with :meth:`close`."""
 
     def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0):
-        self.address = "%s:%d" % parse_controller_uri(uri)
+        host, port = parse_controller_uri(uri)
+        self.address = f"{host}:{port}"
         self._retry = retry_policy or Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=2.0,
                                               attempts=None, total_seconds=30.0)
         self._rpc_timeout = rpc_timeout_seconds
@@ -141,7 +216,7 @@ class ControllerClient:
     def __repr__(self) -> str:
         return f"<ControllerClient {self.address}>"
 
-    def open(self) -> "ControllerClient":
+    def open(self) -> ControllerClient:
         """Creates the gRPC channel (it connects lazily, on the first call)."""
         if self._channel is None:
             self._channel = grpc.aio.insecure_channel(self.address, options=[
@@ -156,14 +231,25 @@ class ControllerClient:
 
     # ------------------------------------------------------------------ the call
 
-    async def _call(self, rpc: str, request, check: Callable[[object], T] = lambda reply: reply, *,
-                    not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> T:
-        """Calls ``rpc`` under the retry policy; ``check`` turns the reply into a result or raises."""
+    @overload
+    async def _call(self, rpc: str, request: Message, check: Callable[[Any], T], *,
+                    not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> T: ...
+
+    @overload
+    async def _call(self, rpc: str, request: Message, *,
+                    not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> Any: ...
+
+    async def _call(self, rpc: str, request: Message, check: Callable[[Any], Any] = lambda reply: reply, *,
+                    not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> Any:
+        """Calls ``rpc`` under the retry policy; ``check`` turns the reply into a result or raises.
+
+        The reply is the message ``rpc`` answers with (see controller.proto); each ``check`` names it.
+        """
         if self._stub is None:
             self.open()
         method = getattr(self._stub, rpc)
 
-        async def attempt():
+        async def attempt() -> Any:
             try:
                 reply = await method(request, timeout=self._rpc_timeout)
             except grpc.aio.AioRpcError as error:
@@ -198,7 +284,7 @@ class ControllerClient:
     async def create_scope(self, scope: str) -> bool:
         S = pb.CreateScopeStatus
 
-        def check(reply):
+        def check(reply: pb.CreateScopeStatus) -> bool:
             if reply.status == S.INVALID_SCOPE_NAME:
                 raise InvalidArgument(f"invalid scope name {scope!r}")
             _retry_on(reply.status == S.FAILURE, "createScope")
@@ -207,12 +293,12 @@ class ControllerClient:
         return await self._call("createScope", pb.ScopeInfo(scope=scope), check)
 
     async def scope_exists(self, scope: str) -> bool:
-        return await self._call("checkScopeExists", pb.ScopeInfo(scope=scope), lambda reply: reply.exists)
+        return await self._call("checkScopeExists", pb.ScopeInfo(scope=scope), _exists)
 
     async def delete_scope(self, scope: str, recursive: bool = False) -> bool:
         S = pb.DeleteScopeStatus
 
-        def check(reply):
+        def check(reply: pb.DeleteScopeStatus) -> bool:
             if reply.status == S.SCOPE_NOT_EMPTY:
                 raise ScopeNotEmpty(f"scope {scope!r} still holds streams, reader groups or tables")
             _retry_on(reply.status == S.FAILURE, "deleteScope")
@@ -224,8 +310,8 @@ class ControllerClient:
     async def list_scopes(self) -> AsyncIterator[str]:
         token = ""
         while True:
-            reply = await self._call("listScopes", pb.ScopesRequest(continuationToken=pb.ContinuationToken(
-                token=token)))
+            reply: pb.ScopesResponse = await self._call("listScopes", pb.ScopesRequest(
+                continuationToken=pb.ContinuationToken(token=token)))
             if not reply.scopes:
                 return
             for scope in reply.scopes:
@@ -237,7 +323,7 @@ class ControllerClient:
     async def create_stream(self, scope: str, stream: str, config: StreamConfiguration) -> bool:
         S = pb.CreateStreamStatus
 
-        def check(reply):
+        def check(reply: pb.CreateStreamStatus) -> bool:
             if reply.status == S.INVALID_STREAM_NAME:
                 raise InvalidArgument(f"invalid stream name {stream!r}")
             if reply.status == S.SCOPE_NOT_FOUND:
@@ -262,7 +348,7 @@ class ControllerClient:
     async def delete_stream(self, scope: str, stream: str) -> bool:
         S = pb.DeleteStreamStatus
 
-        def check(reply):
+        def check(reply: pb.DeleteStreamStatus) -> bool:
             if reply.status == S.STREAM_NOT_SEALED:
                 raise StreamNotSealed(f"stream {scope}/{stream} must be sealed before it is deleted")
             _retry_on(reply.status == S.FAILURE, "deleteStream")
@@ -271,7 +357,7 @@ class ControllerClient:
         return await self._call("deleteStream", stream_info(scope, stream), check)
 
     async def stream_exists(self, scope: str, stream: str) -> bool:
-        return await self._call("checkStreamExists", stream_info(scope, stream), lambda reply: reply.exists)
+        return await self._call("checkStreamExists", stream_info(scope, stream), _exists)
 
     async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
         return await self._call("getStreamConfiguration", stream_info(scope, stream), config_from,
@@ -280,6 +366,7 @@ class ControllerClient:
     async def list_streams(self, scope: str, tag: str | None = None) -> AsyncIterator[str]:
         token = ""
         while True:
+            request: pb.StreamsInScopeRequest | pb.StreamsInScopeWithTagRequest
             if tag is None:
                 request = pb.StreamsInScopeRequest(scope=pb.ScopeInfo(scope=scope),
                                                    continuationToken=pb.ContinuationToken(token=token))
@@ -298,42 +385,51 @@ class ControllerClient:
 
     async def get_current_segments(self, scope: str, stream: str) -> list[SegmentRange]:
         """The active segments, sorted by key range; empty once the stream is sealed."""
-        return await self._call("getCurrentSegments", stream_info(scope, stream),
-                                lambda reply: [segment_range_from(r) for r in reply.segmentRanges],
+        return await self._call("getCurrentSegments", stream_info(scope, stream), _segment_ranges,
                                 not_found=StreamNotFound)
 
     async def get_epoch_segments(self, scope: str, stream: str, epoch: int) -> list[SegmentRange]:
         request = pb.GetEpochSegmentsRequest(streamInfo=stream_info(scope, stream), epoch=epoch)
-        return await self._call("getEpochSegments", request,
-                                lambda reply: [segment_range_from(r) for r in reply.segmentRanges],
-                                not_found=StreamNotFound)
+        return await self._call("getEpochSegments", request, _segment_ranges, not_found=StreamNotFound)
 
     async def get_head_cut(self, scope: str, stream: str) -> StreamCut:
         """The stream's head: the first readable offset of each segment at the truncation point."""
         request = pb.GetSegmentsRequest(streamInfo=stream_info(scope, stream), timestamp=0)
-        return await self._call("getSegments", request, lambda reply: StreamCut(
-            scope, stream, {location.segmentId.segmentId: location.offset for location in reply.segments}),
-            not_found=StreamNotFound)
+
+        def check(reply: pb.SegmentsAtTime) -> StreamCut:
+            return StreamCut(scope, stream,
+                             {location.segmentId.segmentId: location.offset for location in reply.segments})
+
+        return await self._call("getSegments", request, check, not_found=StreamNotFound)
 
     async def get_successors(self, segment: Segment) -> Successors:
         request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
-        return await self._call("getSegmentsImmediatelyFollowing", request, lambda reply: Successors(tuple(
-            (segment_range_from(entry.segment), frozenset(entry.value)) for entry in reply.segments)),
-            not_found=StreamNotFound)
+
+        def check(reply: pb.SuccessorResponse) -> Successors:
+            return Successors(tuple((segment_range_from(entry.segment), frozenset(entry.value))
+                                    for entry in reply.segments))
+
+        return await self._call("getSegmentsImmediatelyFollowing", request, check, not_found=StreamNotFound)
 
     async def get_segments_between(self, scope: str, stream: str, start: StreamCut,
                                    end: StreamCut) -> list[Segment]:
         """Every segment between two cuts of one stream (an unbounded cut: the head / the tail)."""
         request = pb.StreamCutRange(streamInfo=stream_info(scope, stream), **{"from": start.positions},
                                     to=end.positions)
-        return await self._call("getSegmentsBetween", request,
-                                lambda reply: [segment_from(segment) for segment in reply.segments],
-                                not_found=StreamNotFound)
+
+        def check(reply: pb.StreamCutRangeResponse) -> list[Segment]:
+            return [segment_from(segment) for segment in reply.segments]
+
+        return await self._call("getSegmentsBetween", request, check, not_found=StreamNotFound)
 
     async def get_endpoint(self, segment: Segment) -> tuple[str, int]:
         """The segment store that owns ``segment`` (getURI)."""
         request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
-        return await self._call("getURI", request, lambda reply: (reply.endpoint, reply.port))
+
+        def check(reply: pb.NodeUri) -> tuple[str, int]:
+            return reply.endpoint, reply.port
+
+        return await self._call("getURI", request, check)
 
     # ------------------------------------------------------------------ scaling
 
@@ -347,9 +443,10 @@ class ControllerClient:
         """
         R = pb.ScaleResponse
         request = pb.ScaleRequest(streamInfo=stream_info(scope, stream), sealedSegments=list(sealed),
-                                  newKeyRanges=[pb.ScaleRequest.KeyRangeEntry(start=low, end=high) for low, high in new_ranges])
+                                  newKeyRanges=[pb.ScaleRequest.KeyRangeEntry(start=low, end=high)
+                                                for low, high in new_ranges])
 
-        def check(reply):
+        def check(reply: pb.ScaleResponse) -> pb.ScaleResponse:
             if reply.status == R.PRECONDITION_FAILED:
                 raise InvalidArgument(f"cannot scale {scope}/{stream}: a sealed segment is not active, or the "
                                       f"result would have too few segments")
@@ -367,8 +464,8 @@ class ControllerClient:
         delay = _SCALE_POLL_SECONDS
         async with asyncio.timeout(timeout_seconds):
             while True:
-                reply = await self._call("checkScale", pb.ScaleStatusRequest(streamInfo=stream_info(scope, stream),
-                                                                             epoch=epoch))
+                reply: pb.ScaleStatusResponse = await self._call(
+                    "checkScale", pb.ScaleStatusRequest(streamInfo=stream_info(scope, stream), epoch=epoch))
                 if reply.status == S.SUCCESS:
                     return
                 if reply.status != S.IN_PROGRESS:
@@ -381,7 +478,7 @@ class ControllerClient:
     async def create_transaction(self, scope: str, stream: str,
                                  lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
         request = pb.CreateTxnRequest(streamInfo=stream_info(scope, stream), lease=lease_ms)
-        reply = await self._call("createTransaction", request, not_found=StreamNotFound)
+        reply: pb.CreateTxnResponse = await self._call("createTransaction", request, not_found=StreamNotFound)
         return txn_id_from(reply.txnId), [segment_range_from(r) for r in reply.activeSegments]
 
     async def commit_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID, writer_id: str = "",
@@ -406,7 +503,7 @@ class ControllerClient:
         request = pb.PingTxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id),
                                     lease=lease_ms)
 
-        def check(reply):
+        def check(reply: pb.PingTxnStatus) -> TransactionState:
             if reply.status == P.OK:
                 return TransactionState.OPEN
             if reply.status == P.COMMITTED:
@@ -421,8 +518,11 @@ class ControllerClient:
 
     async def transaction_state(self, scope: str, stream: str, transaction_id: uuid.UUID) -> TransactionState:
         request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id))
-        return await self._call("checkTransactionState", request, lambda reply: _TRANSACTION_STATES.get(
-            reply.state, TransactionState.UNKNOWN))
+
+        def check(reply: pb.TxnState) -> TransactionState:
+            return _TRANSACTION_STATES.get(reply.state, TransactionState.UNKNOWN)
+
+        return await self._call("checkTransactionState", request, check)
 
     # ------------------------------------------------------------------ writer marks
 
@@ -430,7 +530,7 @@ class ControllerClient:
         """Reports a writer's time mark (watermarking). Raises InvalidArgument for a time or position behind."""
         T_ = pb.TimestampResponse
 
-        def check(reply):
+        def check(reply: pb.TimestampResponse) -> None:
             if reply.result == T_.INVALID_TIME:
                 raise InvalidArgument(f"time {timestamp} is behind writer {writer_id}'s previous mark")
             if reply.result == T_.INVALID_POSITION:
@@ -445,7 +545,7 @@ class ControllerClient:
     async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration:
         S = pb.CreateReaderGroupResponse
 
-        def check(reply):
+        def check(reply: pb.CreateReaderGroupResponse) -> pb.ReaderGroupConfiguration:
             if reply.status == S.INVALID_RG_NAME:
                 raise InvalidArgument(f"invalid reader group name {message.readerGroupName!r}")
             if reply.status == S.SCOPE_NOT_FOUND:
@@ -458,7 +558,7 @@ class ControllerClient:
     async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool:
         S = pb.DeleteReaderGroupStatus
 
-        def check(reply):
+        def check(reply: pb.DeleteReaderGroupStatus) -> bool:
             _retry_on(reply.status == S.FAILURE, "deleteReaderGroup")
             return reply.status == S.SUCCESS
 
@@ -471,10 +571,18 @@ def _retry_on(condition: bool, rpc: str) -> None:
         raise _Retry(f"{rpc} answered FAILURE")
 
 
-def _update_check(scope: str, stream: str, what: str):
+def _exists(reply: pb.ExistsResponse) -> bool:
+    return reply.exists
+
+
+def _segment_ranges(reply: pb.SegmentRanges) -> list[SegmentRange]:
+    return [segment_range_from(r) for r in reply.segmentRanges]
+
+
+def _update_check(scope: str, stream: str, what: str) -> Callable[[pb.UpdateStreamStatus], None]:
     S = pb.UpdateStreamStatus
 
-    def check(reply):
+    def check(reply: pb.UpdateStreamStatus) -> None:
         if reply.status in (S.STREAM_NOT_FOUND, S.SCOPE_NOT_FOUND):
             raise StreamNotFound(f"stream {scope}/{stream} does not exist")
         if reply.status == S.STREAM_SEALED:
@@ -484,10 +592,10 @@ def _update_check(scope: str, stream: str, what: str):
     return check
 
 
-def _listing_check(scope: str):
+def _listing_check(scope: str) -> Callable[[pb.StreamsInScopeResponse], pb.StreamsInScopeResponse]:
     S = pb.StreamsInScopeResponse
 
-    def check(reply):
+    def check(reply: pb.StreamsInScopeResponse) -> pb.StreamsInScopeResponse:
         if reply.status == S.SCOPE_NOT_FOUND:
             raise ScopeNotFound(f"scope {scope!r} does not exist")
         _retry_on(reply.status == S.FAILURE, "listStreams")
@@ -496,10 +604,11 @@ def _listing_check(scope: str):
     return check
 
 
-def _txn_check(transaction_id: uuid.UUID, what: str):
+def _txn_check(transaction_id: uuid.UUID, what: str) -> Callable[[pb.TxnStatus], None]:
     S = pb.TxnStatus
 
-    def check(reply):
+    def check(reply: pb.TxnStatus) -> None:
+
         if reply.status == S.TRANSACTION_NOT_FOUND:
             raise TransactionNotFound(f"transaction {transaction_id} is unknown (finished long ago, or never existed)")
         if reply.status == S.STREAM_NOT_FOUND:

@@ -18,6 +18,11 @@ Three families:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wire.base import Command
+
 
 class TributaryError(Exception):
     """Base of every error raised by Tributary's clients.
@@ -150,7 +155,8 @@ class CheckpointFailed(TributaryError):
 class ServerError(TributaryError):
     """The server answered a request with an error reply (kept in ``reply``)."""
 
-    def __init__(self, reply):
+    def __init__(self, reply: Command):
+
         super().__init__(repr(reply))
         self.reply = reply
 

@@ -34,24 +34,24 @@ class ScalingPolicy:
     scale_factor: int = 0
     min_num_segments: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.min_num_segments < 1:
             raise InvalidArgument(f"a stream needs at least one segment, not {self.min_num_segments}")
         if self.scale_type != ScaleType.FIXED_NUM_SEGMENTS and (self.target_rate <= 0 or self.scale_factor < 1):
             raise InvalidArgument("an auto-scaling policy needs a positive target rate and a scale factor >= 1")
 
     @classmethod
-    def fixed(cls, segments: int) -> "ScalingPolicy":
+    def fixed(cls, segments: int) -> ScalingPolicy:
         """Exactly ``segments`` segments, never scaled automatically."""
         return cls(ScaleType.FIXED_NUM_SEGMENTS, 0, 0, segments)
 
     @classmethod
-    def by_event_rate(cls, events_per_second: int, scale_factor: int, min_segments: int) -> "ScalingPolicy":
+    def by_event_rate(cls, events_per_second: int, scale_factor: int, min_segments: int) -> ScalingPolicy:
         """Split a segment above ``events_per_second`` (into up to ``scale_factor``), merge cold ones."""
         return cls(ScaleType.BY_RATE_IN_EVENTS_PER_SEC, events_per_second, scale_factor, min_segments)
 
     @classmethod
-    def by_data_rate(cls, kbytes_per_second: int, scale_factor: int, min_segments: int) -> "ScalingPolicy":
+    def by_data_rate(cls, kbytes_per_second: int, scale_factor: int, min_segments: int) -> ScalingPolicy:
         """Split a segment above ``kbytes_per_second`` KiB/s (into up to ``scale_factor``), merge cold ones."""
         return cls(ScaleType.BY_RATE_IN_KBYTES_PER_SEC, kbytes_per_second, scale_factor, min_segments)
 
@@ -69,16 +69,16 @@ class RetentionPolicy:
     minimum: int
     maximum: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.minimum < 0 or self.maximum < 0 or (self.maximum and self.maximum < self.minimum):
             raise InvalidArgument(f"invalid retention bounds {self.minimum}..{self.maximum}")
 
     @classmethod
-    def by_time(cls, minimum_ms: int, maximum_ms: int = 0) -> "RetentionPolicy":
+    def by_time(cls, minimum_ms: int, maximum_ms: int = 0) -> RetentionPolicy:
         return cls(RetentionType.TIME, minimum_ms, maximum_ms)
 
     @classmethod
-    def by_size(cls, minimum_bytes: int, maximum_bytes: int = 0) -> "RetentionPolicy":
+    def by_size(cls, minimum_bytes: int, maximum_bytes: int = 0) -> RetentionPolicy:
         return cls(RetentionType.SIZE, minimum_bytes, maximum_bytes)
 
 
@@ -92,7 +92,7 @@ class StreamConfiguration:
     rollover_size_bytes: int = 0
     timestamp_aggregation_timeout_ms: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))
         if self.rollover_size_bytes < 0 or self.timestamp_aggregation_timeout_ms < 0:
             raise InvalidArgument("rollover size and timestamp aggregation timeout cannot be negative")

@@ -13,8 +13,10 @@ that neighbour until its own seal is seen (which keeps per-key order in merges).
 from __future__ import annotations
 
 import bisect
+import itertools
 import random
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TypeAlias
 
 from wire import naming
 
@@ -35,7 +37,7 @@ class SegmentMap:
         self._segments = [segment for _, segment in ordered]
 
     @classmethod
-    def of_ranges(cls, ranges: Iterable[SegmentRange]) -> "SegmentMap":
+    def of_ranges(cls, ranges: Iterable[SegmentRange]) -> SegmentMap:
         """The map of a stream's current segments. Raises InvalidArgument if they do not cover [0, 1)."""
         ranges = sorted(ranges, key=lambda r: r.high)
         if not ranges:
@@ -48,7 +50,7 @@ class SegmentMap:
         return len(self._segments)
 
     def __repr__(self) -> str:
-        return f"SegmentMap({list(zip(self._uppers, self._segments))})"
+        return f"SegmentMap({list(zip(self._uppers, self._segments, strict=True))})"
 
     @property
     def segments(self) -> set[Segment]:
@@ -59,15 +61,15 @@ class SegmentMap:
         index = bisect.bisect_left(self._uppers, fraction)
         return self._segments[min(index, len(self._segments) - 1)]
 
-    def replace(self, sealed: Segment, successors: Successors) -> "SegmentMap":
+    def replace(self, sealed: Segment, successors: Successors) -> SegmentMap:
         """The map after ``sealed`` is replaced by its successors, clipped to its own range."""
         covering = sorted(((r.high, r.low, r.segment) for r, predecessors in successors.successors
                            if sealed.segment_id in predecessors), reverse=True)
-        for (_, low, _), (next_high, _, _) in zip(covering, covering[1:]):
+        for (_, low, _), (next_high, _, _) in itertools.pairwise(covering):
             if next_high != low:
                 raise InvalidArgument(f"successors of {sealed} are not contiguous: {successors}")
         entries = []
-        for index, (upper, segment) in enumerate(zip(self._uppers, self._segments)):
+        for index, (upper, segment) in enumerate(zip(self._uppers, self._segments, strict=True)):
             if segment != sealed:
                 entries.append((upper, segment))
                 continue
@@ -80,7 +82,7 @@ class SegmentMap:
 
 def _collapse(entries: list[tuple[float, Segment]]) -> list[tuple[float, Segment]]:
     """Drops an entry whose next entry names the same segment (Java collapses such runs)."""
-    kept = []
+    kept: list[tuple[float, Segment]] = []
     for index, (upper, segment) in enumerate(entries):
         if index + 1 < len(entries) and entries[index + 1][1] == segment:
             continue
@@ -90,13 +92,19 @@ def _collapse(entries: list[tuple[float, Segment]]) -> list[tuple[float, Segment
     return kept
 
 
+RoutingKey: TypeAlias = str | None
+"""An event's routing key: events with one key stay in order; None places an event anywhere."""
+
+
 class KeyHasher:
+
     """Routing key -> key-space fraction, with a bounded cache (hashing a key costs about a microsecond)."""
 
     __slots__ = ("_cache", "_random")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cache: dict[str, float] = {}
+
         self._random = random.random
 
     def fraction(self, routing_key: str | None) -> float:

@@ -9,16 +9,28 @@ Error replies become typed exceptions (``clients.errors``); calls retry
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TypeAlias, TypeVar
 
 from wire import commands as wc
+from wire.base import Reply, Request
 from wire.constants import NO_VERSION
+from wire.fields import BytesLike
+from wire.retry import Backoff, retry
 
 from . import errors
 from .connection import ConnectionCache, Endpoint, next_request_id
-from wire.retry import Backoff, retry
 
-_ERRORS = {
+R = TypeVar("R", bound=Reply)
+
+Expected: TypeAlias = type[R] | tuple[type[R], ...]
+"""The reply class (or classes) that mean success."""
+
+EndpointFor: TypeAlias = Callable[[str], Endpoint | Awaitable[Endpoint]] | Endpoint
+"""Where a segment lives: a fixed endpoint, or a function of the segment name (maybe async)."""
+
+_ERRORS: dict[type[Reply], type[errors.ServerError]] = {
     wc.NoSuchSegment: errors.NoSuchSegment,
     wc.SegmentIsSealed: errors.SegmentSealed,
     wc.SegmentIsTruncated: errors.SegmentTruncated,
@@ -32,7 +44,7 @@ _ERRORS = {
 }
 
 
-def raise_for(reply, expected: tuple):
+def raise_for(reply: Reply, expected: Expected[R]) -> R:
     """Returns ``reply`` if it is one of ``expected``; raises its typed error otherwise."""
     if isinstance(reply, expected):
         return reply
@@ -45,11 +57,12 @@ class SegmentStoreClient:
     """Raw segment and table-segment calls. ``endpoint_for(segment)`` says where a segment lives: an
     endpoint, or a function of the segment name returning one (or an awaitable of one)."""
 
-    def __init__(self, endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] | Endpoint, *,
+    def __init__(self, endpoint_for: EndpointFor, *,
                  attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
                  on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0,
                  keepalive_seconds: float | None = None):
-        self._endpoint_for = endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for)
+        self._endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] = (
+            endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for))
         self._connections = ConnectionCache(connect_timeout, keepalive_seconds)
         self._retry = Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
                               attempts=attempts, jitter=0.0)
@@ -59,7 +72,7 @@ class SegmentStoreClient:
     async def close(self) -> None:
         await self._connections.close()
 
-    async def call(self, segment: str, make_request: Callable[[int], object], expected: tuple):
+    async def call(self, segment: str, make_request: Callable[[int], Request], expected: Expected[R]) -> R:
         """Sends ``make_request(request_id)`` to the store owning ``segment``, retrying retriable failures.
 
         Returns:
@@ -67,7 +80,7 @@ class SegmentStoreClient:
         Raises:
             The typed error of an error reply (clients.errors), or the last retriable failure.
         """
-        async def attempt():
+        async def attempt() -> R:
             endpoint = self._endpoint_for(segment)
             if not isinstance(endpoint, tuple):
                 endpoint = await endpoint
@@ -81,7 +94,8 @@ class SegmentStoreClient:
 
     # ------------------------------------------------------------------ segments
 
-    async def _call_unless(self, already_done: type, segment: str, make_request, expected: tuple) -> bool:
+    async def _call_unless(self, already_done: type[errors.ServerError], segment: str,
+                           make_request: Callable[[int], Request], expected: Expected[R]) -> bool:
         """``call``, where the error ``already_done`` means the work was done before: returns False then."""
         try:
             await self.call(segment, make_request, expected)
@@ -130,7 +144,7 @@ class SegmentStoreClient:
                                 (wc.SegmentsBatchMerged,))
         return [merged.new_target_write_offset for merged in reply.merged]
 
-    async def get_attribute(self, name: str, attribute_id) -> int:
+    async def get_attribute(self, name: str, attribute_id: uuid.UUID) -> int:
         reply = await self.call(name, lambda rid: wc.GetSegmentAttribute(rid, name, attribute_id, ""),
                                 (wc.SegmentAttribute,))
         return reply.value
@@ -147,7 +161,8 @@ class SegmentStoreClient:
         return await self._call_unless(errors.NoSuchSegment, name, lambda rid: wc.DeleteTableSegment(
             rid, name, must_be_empty, ""), (wc.SegmentDeleted,))
 
-    async def update_table(self, name: str, entries, table_offset: int = -1) -> list[int]:
+    async def update_table(self, name: str, entries: Iterable[tuple[BytesLike, int, BytesLike]],
+                           table_offset: int = -1) -> list[int]:
         """Writes (key, version, value) entries atomically; returns their new versions.
 
         Raises TableKeyBadVersion / TableKeyDoesNotExist when a versioned key does not match.
@@ -158,26 +173,28 @@ class SegmentStoreClient:
                                 (wc.TableEntriesUpdated,))
         return list(reply.updated_versions)
 
-    async def remove_table_keys(self, name: str, keys, table_offset: int = -1) -> None:
+    async def remove_table_keys(self, name: str, keys: Iterable[tuple[BytesLike, int]], table_offset: int = -1) -> None:
         """Removes (key, version) pairs atomically (NO_VERSION: unconditionally)."""
         table_keys = [wc.TableKey(key, version) for key, version in keys]
         await self.call(name, lambda rid: wc.RemoveTableKeys(rid, name, "", table_keys, table_offset),
                         (wc.TableKeysRemoved,))
 
-    async def read_table(self, name: str, keys) -> list[tuple[int, bytes] | None]:
+    async def read_table(self, name: str, keys: Iterable[BytesLike]) -> list[tuple[int, bytes] | None]:
         """The (version, value) of each key, or None where it is absent."""
         table_keys = [wc.TableKey(key, NO_VERSION) for key in keys]
         reply = await self.call(name, lambda rid: wc.ReadTable(rid, name, "", table_keys), (wc.TableRead,))
         return [None if entry.version < 0 else (entry.version, bytes(entry.value)) for entry in reply.entries]
 
-    async def read_table_entries(self, name: str, token: bytes = b"", count: int = 1000):
+    async def read_table_entries(self, name: str, token: bytes = b"",
+                                 count: int = 1000) -> tuple[list[tuple[bytes, int, bytes]], bytes]:
         """A page of (key, version, value) and the token to resume after it (empty when done)."""
         reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, "", count, token),
                                 (wc.TableEntriesRead,))
         entries = [(bytes(e.key), e.version, bytes(e.value)) for e in reply.entries]
         return entries, bytes(reply.continuation_token)
 
-    async def table_entries(self, name: str, page_size: int = 1000):
+    async def table_entries(self, name: str, page_size: int = 1000) -> AsyncIterator[tuple[bytes, int, bytes]]:
+
         """Every (key, version, value) of a table, page by page."""
         token = b""
         while True:

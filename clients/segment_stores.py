@@ -14,7 +14,7 @@ import asyncio
 from wire import naming
 
 from .connection import ConnectionCache, Endpoint
-from .controller_client import ControllerClient
+from .controller_client import Controller
 from .errors import InvalidArgument
 from .model import Segment
 from .segment_store_client import SegmentStoreClient
@@ -32,7 +32,7 @@ def segment_of(name: str) -> Segment:
 class SegmentStores:
     """Endpoint lookup with a cache, plus the shared raw-call client."""
 
-    def __init__(self, controller: ControllerClient, *, cache_seconds: float = 60.0,
+    def __init__(self, controller: Controller, *, cache_seconds: float = 60.0,
                  request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 10.0):
         self._controller = controller
         self._connect_timeout = connect_timeout

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+from wire.fields import BytesLike
+
 from .errors import InvalidArgument
 
 
 class Serializer(Protocol):
-    def serialize(self, value: Any) -> bytes: ...
+    """Turns application values into event payloads (``serialize``) and back (``deserialize``)."""
+
+    def serialize(self, value: Any) -> BytesLike: ...
 
     def deserialize(self, data: bytes) -> Any: ...
 
@@ -22,8 +26,9 @@ class Serializer(Protocol):
 class BytesSerializer:
     """Events are bytes as they are."""
 
-    def serialize(self, value) -> bytes:
+    def serialize(self, value: object) -> BytesLike:
         if not isinstance(value, (bytes, bytearray, memoryview)):
+
             raise InvalidArgument(f"the bytes serializer takes bytes, not {type(value).__name__}")
         return value
 

@@ -17,7 +17,7 @@ import binascii
 import gzip
 import struct
 import zlib
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from wire import naming
 
@@ -39,7 +39,7 @@ class StreamCut:
 
     __slots__ = ("scope", "stream", "_positions")
 
-    UNBOUNDED: "StreamCut"
+    UNBOUNDED: StreamCut
 
     def __init__(self, scope: str, stream: str, positions: Mapping[int, int]):
         self.scope = scope
@@ -47,7 +47,7 @@ class StreamCut:
         self._positions = tuple(sorted((int(segment), int(offset)) for segment, offset in positions.items()))
 
     @classmethod
-    def of_segments(cls, positions: Mapping[Segment, int]) -> "StreamCut":
+    def of_segments(cls, positions: Mapping[Segment, int]) -> StreamCut:
         """A cut from ``{Segment: offset}`` (every segment of one stream)."""
         streams = {(segment.scope, segment.stream) for segment in positions}
         if len(streams) != 1:
@@ -73,7 +73,7 @@ class StreamCut:
     def scoped_stream(self) -> str:
         return f"{self.scope}/{self.stream}"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, StreamCut):
             return NotImplemented
         return (self.scope, self.stream, self._positions) == (other.scope, other.stream, other._positions)
@@ -101,7 +101,7 @@ class StreamCut:
         return base64.b64encode(bytes(compressed)).decode("ascii")
 
     @classmethod
-    def from_text(cls, text: str) -> "StreamCut":
+    def from_text(cls, text: str) -> StreamCut:
         """Parses :meth:`as_text` output (also Java's).
 
         Raises:
@@ -128,7 +128,7 @@ class StreamCut:
             raise InvalidArgument(f"stream cut lists differ in length: {plain!r}")
         try:
             positions = {naming.segment_id(number, epoch): offset
-                         for number, epoch, offset in zip(numbers, epochs, offsets)}
+                         for number, epoch, offset in zip(numbers, epochs, offsets, strict=True)}
         except ValueError as error:
             raise InvalidArgument(f"not a stream cut: {error}") from None
         return cls(scope, stream, positions)
@@ -147,7 +147,7 @@ class StreamCut:
         return _SERIALIZER_HEADER + struct.pack(">i", len(body)) + bytes(body)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "StreamCut":
+    def from_bytes(cls, data: bytes) -> StreamCut:
         """Parses :meth:`to_bytes` output (also Java's, versions 0 and 1).
 
         Raises:
@@ -259,8 +259,11 @@ class _BytesReader:
         if first & 0x80 == 0:
             return self._take(1)[0]
         if first & 0x40 == 0:
-            return struct.unpack(">H", self._take(2))[0] & 0x3FFF
-        return struct.unpack(">I", self._take(4))[0] & 0x3FFFFFFF
+            short: int = struct.unpack(">H", self._take(2))[0]
+            return short & 0x3FFF
+        long: int = struct.unpack(">I", self._take(4))[0]
+        return long & 0x3FFFFFFF
+
 
     def _compact_long(self) -> int:
         selector = self._data[self._position] >> 6
@@ -276,7 +279,7 @@ class _BytesReader:
         return -magnitude - 1 if negative else magnitude
 
 
-def parse_stream_cut(value: "StreamCut | str | bytes") -> StreamCut:
+def parse_stream_cut(value: StreamCut | str | bytes) -> StreamCut:
     """A StreamCut from itself, its text form, or its binary form. Raises InvalidArgument."""
     if isinstance(value, StreamCut):
         return value

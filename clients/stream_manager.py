@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 
-from .controller_client import ControllerClient
+from .controller_client import Controller, ControllerClient
 from .errors import InvalidArgument
 from .model import Segment, SegmentRange, StreamConfiguration, Successors, check_scope_name, check_stream_name
 from .segment_stores import SegmentStores
@@ -20,11 +20,12 @@ from .stream_cut import StreamCut, parse_stream_cut
 _INTERNAL_STREAM_PREFIXES = ("_MARK", "_RG")
 
 
-async def current_tail(controller: ControllerClient, stores: SegmentStores, scope: str, stream: str) -> StreamCut:
+async def current_tail(controller: Controller, stores: SegmentStores, scope: str, stream: str) -> StreamCut:
     """The stream cut at the tail now: the length of every active segment (empty once sealed)."""
     ranges = await controller.get_current_segments(scope, stream)
     infos = await asyncio.gather(*(stores.raw.segment_info(r.segment.qualified_name) for r in ranges))
-    return StreamCut(scope, stream, {r.segment.segment_id: info.write_offset for r, info in zip(ranges, infos)})
+    positions = {r.segment.segment_id: info.write_offset for r, info in zip(ranges, infos, strict=True)}
+    return StreamCut(scope, stream, positions)
 
 
 class StreamManagement:

@@ -19,8 +19,8 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from clients.client import Client
 
@@ -38,11 +38,11 @@ class Bridge:
         try:
             import uvloop
 
-            self._loop = uvloop.new_event_loop()
+            self._loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover - uvloop is a dependency; the plain loop works too
             self._loop = asyncio.new_event_loop()
         self._clients: dict[str, Client] = {}
-        self._cache: dict[tuple, object] = {}
+        self._cache: dict[tuple, Any] = {}
         self._thread = threading.Thread(target=self._loop.run_forever, name="tributary-spark-bridge", daemon=True)
         self._thread.start()
 
@@ -58,7 +58,7 @@ class Bridge:
                 _bridge = cls()
             return _bridge
 
-    def run(self, coroutine: Awaitable[T], timeout: float | None = None) -> T:
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Runs ``coroutine`` on the bridge's loop and returns its result (raises what it raises)."""
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
@@ -73,11 +73,12 @@ class Bridge:
     def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
         """The items of an async iterator, one loop hop each, the next one fetched while the caller
         works on the current one; closing the generator closes the async iterator."""
-        task = self.run(_next(iterator))
+        task: asyncio.Future | None = self.run(_next(iterator))
         try:
-            while True:
+            while task is not None:  # always, until the end returns
                 try:
                     item, task = self.run(_take(task, iterator))
+
                 except StopAsyncIteration:
                     task = None
                     return
@@ -99,7 +100,8 @@ class Bridge:
             value = self._cache[key] = self.run(_call(make))
         return value
 
-    def once(self, key: tuple, make: Callable[[], Awaitable[object]]) -> None:
+    def once(self, key: tuple, make: Callable[[], Coroutine[Any, Any, object]]) -> None:
+
         """Runs ``make()`` the first time ``key`` is asked for in this process (later calls do nothing)."""
         if key not in self._cache:
             self.run(make())

@@ -35,13 +35,15 @@ class MetadataReader(DataSourceReader):
         async def rows():
             if self.kind == "streams":
                 return [(self.scope, stream) async for stream in client.list_streams(self.scope)]
+            assert self.stream is not None, "the cuts of a scope's stream"
             head = await client.head_cut(self.scope, self.stream)
+
             tail = await client.tail_cut(self.scope, self.stream)
             return [(head.as_text(), tail.as_text())]
 
         return [RowsPartition(bridge.run(rows()))]
 
-    def read(self, partition: RowsPartition) -> Iterator[tuple]:
+    def read(self, partition: RowsPartition) -> Iterator[tuple]:  # type: ignore[override]  # gets our partitions
         yield from partition.rows
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from typing import overload
 
 from clients.errors import InvalidArgument
 from clients.model import RetentionPolicy, ScalingPolicy, StreamConfiguration, check_scope_name, check_stream_name
@@ -22,6 +23,14 @@ METADATA_KINDS = ("streaminfo", "streams")
 
 # transaction leases the SDK accepts (WriterConfig.transaction_lease_ms)
 _LEASE_MIN_MS, _LEASE_MAX_MS = 10_000, 600_000
+
+
+@overload
+def _text(options: Mapping[str, str], name: str, default: str) -> str: ...
+
+
+@overload
+def _text(options: Mapping[str, str], name: str, default: None = None) -> str | None: ...
 
 
 def _text(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -43,8 +52,19 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"option {name}: expected true or false, not {value!r}")
 
 
+@overload
+def _number(options: Mapping[str, str], name: str, default: int, *, minimum: int = 0,
+            maximum: int | None = None) -> int: ...
+
+
+@overload
+def _number(options: Mapping[str, str], name: str, default: None = None, *, minimum: int = 0,
+            maximum: int | None = None) -> int | None: ...
+
+
 def _number(options: Mapping[str, str], name: str, default: int | None = None, *, minimum: int = 0,
             maximum: int | None = None) -> int | None:
+
     value = _text(options, name)
     if value is None:
         return default

@@ -133,7 +133,8 @@ class BatchReader(DataSourceReader):
 
         return partitions_of(target.controller, bridge.run(plan()))
 
-    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # gets our partitions
+
         return read_partition(partition)
 
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import NamedTuple
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -126,7 +126,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
         return partitions_of(self.options.target.controller, slices_between(cut_of(start), cut_of(end)))
 
-    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # gets our partitions
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
@@ -186,7 +186,7 @@ async def _infos(client: Client, scope: str, stream: str, segment_ids) -> dict:
             return _Gone()
 
     ids = list(segment_ids)
-    return dict(zip(ids, await asyncio.gather(*(info(i) for i in ids))))
+    return dict(zip(ids, await asyncio.gather(*(info(i) for i in ids)), strict=True))
 
 
 async def _past_sealed(client: Client, start: StreamCut, bounds: list[_Bound]) -> tuple[dict[int, int], dict]:
@@ -222,7 +222,8 @@ def _shares(budget: int, backlog: dict[int, int]) -> dict[int, int]:
     total = sum(backlog.values())
     shares = {i: budget * amount // total for i, amount in backlog.items() if amount > 0}
     if not any(shares.values()):
-        largest = max(backlog, key=backlog.get)
+        largest = max(backlog, key=backlog.__getitem__)
+
         shares[largest] = 1
     return shares
 

@@ -26,7 +26,7 @@ async def abort_transactions(coordinator: TransactionalWriter, transaction_ids: 
     """Aborts every transaction, logging (not raising) those that cannot be aborted."""
     results = await asyncio.gather(*(coordinator.abort_transaction(transaction_id)
                                      for transaction_id in transaction_ids), return_exceptions=True)
-    for transaction_id, result in zip(transaction_ids, results):
+    for transaction_id, result in zip(transaction_ids, results, strict=True):
         if isinstance(result, BaseException):
             log.warning("could not abort a transaction", extra={"transaction": str(transaction_id),
                                                                  "error": repr(result)})

@@ -257,13 +257,13 @@ class _Writer:
 class BatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("tributary")``: one transaction per task, all committed at the end."""
 
-    def commit(self, messages: list[WriterCommitMessage]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         async def commit(coordinator, reported):
             await commit_transactions(coordinator, [uuid.UUID(t) for t in reported.values()], self.options)
 
         self._end(messages, 0, commit)
 
-    def abort(self, messages: list[WriterCommitMessage]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self._end(messages, 0, None)
 
 
@@ -273,7 +273,7 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
 
     keep_alive_seconds = 3600.0
 
-    def commit(self, messages: list[WriterCommitMessage], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         query_ids = {m.query_id for m in messages if isinstance(m, TransactionCommit)}
         if len(query_ids) > 1 or None in query_ids:
             raise RuntimeError(f"tasks of batch {batchId} report query ids {sorted(map(str, query_ids))}")
@@ -281,20 +281,24 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
 
         async def commit(coordinator, reported):
             fence = SinkFence(self._client(Bridge.get()), target.scope, target.stream)
-            await fence.commit_batch(query_ids.pop(), batchId, reported, coordinator, self.options)
+            query_id = query_ids.pop()
+            assert query_id is not None, "checked above"
+            await fence.commit_batch(query_id, batchId, reported, coordinator, self.options)
 
         self._end(messages, batchId, commit)
         faults.reach("sink-committed", batchId)
 
-    def abort(self, messages: list[WriterCommitMessage], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self._end(messages, batchId, None)
-        if self.options.exactly_once and self.group is not None:  # tasks that did not report, or not yet
+        group = self.group
+        if self.options.exactly_once and group is not None:  # tasks that did not report, or not yet
             bridge = Bridge.get()
             target = self.options.target
 
             async def sweep():
-                strays = await WriteJob.close_group(self._client(bridge), target.scope, target.stream, self.group,
+                strays = await WriteJob.close_group(self._client(bridge), target.scope, target.stream, group,
                                                     batchId)
+
                 await abort_transactions(self._transactional_writer(bridge), strays)
 
             bridge.run(sweep())

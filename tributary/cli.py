@@ -228,7 +228,7 @@ async def _start_controller(host, port, segment_store, container_count, wait_sec
             return app
         except GrpcStartupError as error:
             raise CommandFailed(str(error)) from None
-        except (ClientError, OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, ClientError, OSError) as error:
             if loop.time() >= deadline:
                 raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "
                                     f"{error}") from None

@@ -53,7 +53,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.app import ControllerApp
+    from server.service import SegmentStoreService
 
 __all__ = ["ProcessServer", "Server", "ServerStartupError", "ThreadedServer"]
 
@@ -131,13 +135,14 @@ class Server(_Endpoints):
 
         if not 0 <= controller_port <= 65535:
             raise ValueError("controller_port must be in [0, 65535]")
-        self.config = SegmentStoreConfig(data_dir=data_dir, host=host, port=port, container_count=containers,
-                                         log_file_size=log_file_size, cache_size=cache_size, tier2=tier2,
-                                         **store_options)
+        self.config = SegmentStoreConfig(data_dir=pathlib.Path(data_dir), host=host, port=port,
+                                         container_count=containers, log_file_size=log_file_size,
+                                         cache_size=cache_size, tier2=tier2, **store_options)
+
         self._controller_port = controller_port
         self.startup_timeout = startup_timeout
-        self._store = None  # server.service.SegmentStoreService while running
-        self._controller = None  # controller.app.ControllerApp while running
+        self._store: SegmentStoreService | None = None  # while running
+        self._controller: ControllerApp | None = None  # while running
 
     # ------------------------------------------------------------------ what clients need
 
@@ -145,15 +150,15 @@ class Server(_Endpoints):
     def data_dir(self):
         return self.config.data_dir
 
-    @property
-    def _endpoints(self) -> tuple[tuple[str, int], tuple[str, int]] | None:
-        if self._controller is None:
+    @property  # computed here; the other servers keep it as a field, hence the ignore
+    def _endpoints(self) -> tuple[tuple[str, int], tuple[str, int]] | None:  # type: ignore[override]
+        if self._controller is None or self._store is None:
             return None
         return (self.config.host, self._controller.port), (self.config.host, self._store.port)
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> "Server":
+    async def start(self) -> Server:
         """Starts the segment store, then the controller; returns once both accept connections.
 
         Raises:
@@ -212,7 +217,7 @@ class Server(_Endpoints):
         if failure is not None:
             raise failure
 
-    async def __aenter__(self) -> "Server":
+    async def __aenter__(self) -> Server:
         return await self.start()
 
     async def __aexit__(self, *exc_info) -> None:
@@ -268,7 +273,7 @@ class ThreadedServer(_Endpoints):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout: float | None = None) -> "ThreadedServer":
+    def start(self, timeout: float | None = None) -> ThreadedServer:
         """Starts the thread and the server in it; returns once both listeners accept connections.
 
         Args:
@@ -330,6 +335,7 @@ class ThreadedServer(_Endpoints):
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:  # the loop has already closed
                 pass
+        assert thread is not None, "a start made the thread"
         thread.join(DEFAULT_STOP_TIMEOUT)
         self._thread = self._loop = self._stop_requested = self._main_task = None
         self._endpoints = None
@@ -363,7 +369,7 @@ class ThreadedServer(_Endpoints):
         finally:
             await self._server.stop()
 
-    def __enter__(self) -> "ThreadedServer":
+    def __enter__(self) -> ThreadedServer:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:
@@ -414,7 +420,7 @@ class ProcessServer(_Endpoints):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout: float | None = None) -> "ProcessServer":
+    def start(self, timeout: float | None = None) -> ProcessServer:
         """Starts the child process; returns once both its listeners accept connections.
 
         Args:
@@ -429,7 +435,7 @@ class ProcessServer(_Endpoints):
                 raise RuntimeError("the server is already running")
             try:
                 self._data_dir.mkdir(parents=True, exist_ok=True)
-                log = open(self.log_path, "ab")
+                log = open(self.log_path, "ab")  # noqa: SIM115 - closed by the with-block below
             except OSError as error:
                 raise ServerStartupError(f"data dir {self._data_dir} is not usable: {error}") from error
             options = json.dumps({"data_dir": str(self._data_dir), **self._options}, default=str)
@@ -464,6 +470,7 @@ class ProcessServer(_Endpoints):
             process, self._process, self._endpoints = self._process, None, None
             if process is None:
                 return
+            assert process.stdin is not None and process.stdout is not None  # made with both piped
             try:
                 process.stdin.close()
             except OSError:  # it is gone already
@@ -486,7 +493,7 @@ class ProcessServer(_Endpoints):
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> "ProcessServer":
+    def __enter__(self) -> ProcessServer:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:
@@ -499,6 +506,7 @@ class ProcessServer(_Endpoints):
 
 def _read_status(process: subprocess.Popen, deadline: float) -> tuple[str, Any]:
     """The child's first status line: ("READY", endpoints), ("FAILED", message) or ("EXITED", text)."""
+    assert process.stdout is not None, "made with stdout=PIPE"
     descriptor, received = process.stdout.fileno(), b""
     with selectors.DefaultSelector() as selector:
         selector.register(descriptor, selectors.EVENT_READ)
@@ -524,8 +532,11 @@ def _kill(process: subprocess.Popen) -> None:
         process.kill()
     process.wait()
     for stream in (process.stdin, process.stdout):
+        if stream is None:
+            continue  # not piped (never the case here)
         try:
             stream.close()
+
         except OSError:
             pass
 

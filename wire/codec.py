@@ -14,13 +14,14 @@ from . import commands as _commands  # noqa: F401 - importing registers every co
 from .base import REGISTRY, Command
 from .constants import MAX_PAYLOAD_SIZE
 from .errors import ProtocolError
+from .fields import BytesLike
 
 FRAME_HEADER = struct.Struct(">ii")
 
 _DECODE_FAILURES = (struct.error, UnicodeDecodeError, ValueError, IndexError, OverflowError)
 
 
-def encode_parts(command: Command) -> list:
+def encode_parts(command: Command) -> list[BytesLike]:
     """Encodes ``command`` as a list of byte chunks, frame header first.
 
     Payload buffers are included as they are (no copy), so a large SegmentRead
@@ -29,7 +30,7 @@ def encode_parts(command: Command) -> list:
     Raises:
         ValueError: the frame would exceed the protocol's maximum frame size.
     """
-    parts: list = [b""]
+    parts: list[BytesLike] = [b""]
     command._write(command, parts)
     size = sum(map(len, parts))
     if size > MAX_PAYLOAD_SIZE:
@@ -47,7 +48,7 @@ def encode(command: Command) -> bytes:
     return b"".join(encode_parts(command))
 
 
-def decode_frame(type_code: int, payload) -> Command:
+def decode_frame(type_code: int, payload: BytesLike) -> Command:
     """Decodes one frame's payload (bytes-like) into its command.
 
     Buffers in the result are memoryview slices of ``payload``.

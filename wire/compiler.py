@@ -27,13 +27,24 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import construct as c
 
 from . import fields as f
 from .constants import MAX_PAYLOAD_SIZE
 from .errors import ProtocolError
+
+if TYPE_CHECKING:
+    from .base import WireValue
+
+W = TypeVar("W", bound="WireValue")
+
+Reader = Callable[[memoryview, int, int], tuple[Any, int]]
+"""A generated ``read(view, position, end) -> (value, position after it)``."""
+Writer = Callable[[Any, list[f.BytesLike]], None]
+"""A generated ``write(value, out)`` appending the encoded chunks to ``out``."""
 
 _SIGNED_FORMATS = {">b": "b", ">l": "i", ">i": "i", ">q": "q"}  # construct's spelling -> ours
 _INT_RANGES = {"b": (-(2**7), 2**7 - 1), "i": (-(2**31), 2**31 - 1), "q": (-(2**63), 2**63 - 1)}
@@ -48,14 +59,21 @@ class Kind:
 
     name: str  # scalar | bool | uuid | utf | buffer | rest | list | trailing | event | composite | size
     fmt: str = ""
-    item: "Kind | None" = None
+    item: Kind | None = None
     default: Any = None
     min_bytes: int = 0
     covered_fields: int = 0
     value_class: Any = None
 
+    @property
+    def inner(self) -> Kind:
+        """The element kind of a list, or the kind of a trailing field's value."""
+        if self.item is None:
+            raise TypeError(f"a {self.name} field has no inner kind")
+        return self.item
 
-def kind_of(con) -> Kind:
+
+def kind_of(con: Any) -> Kind:
     """Classifies a construct field. Raises TypeError for constructs the codec does not use."""
     if con is f.Bool:
         return Kind("bool", fmt="?")
@@ -78,7 +96,7 @@ def kind_of(con) -> Kind:
     raise TypeError(f"the wire compiler does not know construct {con!r}")
 
 
-def python_type(kind: Kind):
+def python_type(kind: Kind) -> Any:
     """The annotation a value class gets for a field of this kind."""
     return {"scalar": int, "bool": bool, "uuid": uuid.UUID, "utf": str, "buffer": bytes, "rest": bytes,
             "event": bytes, "list": tuple, "composite": kind.value_class}.get(
@@ -91,7 +109,7 @@ def python_type(kind: Kind):
 class _Source:
     """Accumulates generated lines and the constants they refer to."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lines: list[str] = []
         self.namespace: dict[str, Any] = {
             "_PE": ProtocolError, "_UUID": uuid.UUID, "_dutf": f.decode_utf, "_eutf": f.encode_utf,
@@ -102,7 +120,7 @@ class _Source:
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
 
-    def constant(self, value) -> str:
+    def constant(self, value: object) -> str:
         name = f"_K{len(self.namespace)}"
         self.namespace[name] = value
         return name
@@ -111,9 +129,10 @@ class _Source:
         self._counter += 1
         return f"_t{self._counter}"
 
-    def compile(self, function_name: str) -> Callable:
-        exec("\n".join(self.lines), self.namespace)  # noqa: S102 - generated from our own layouts
-        return self.namespace[function_name]
+    def compile(self, function_name: str) -> Callable[..., Any]:
+        exec("\n".join(self.lines), self.namespace)  # source generated from our own layouts, never from input
+        function: Callable[..., Any] = self.namespace[function_name]
+        return function
 
 
 class _ReaderGen:
@@ -165,11 +184,11 @@ class _ReaderGen:
             src.emit(ind, f"{target} = mv[pos:end]")
             src.emit(ind, "pos = end")
         elif name == "list":
-            self._list(target, kind.item, ind)
+            self._list(target, kind.inner, ind)
         elif name == "trailing":
             self.flush(ind)
             src.emit(ind, f"if end - pos >= {kind.min_bytes}:")
-            self.field(target, kind.item, ind + 1)
+            self.field(target, kind.inner, ind + 1)
             self.flush(ind + 1)
             src.emit(ind, "else:")
             src.emit(ind + 1, f"{target} = {src.constant(kind.default)}")
@@ -251,15 +270,15 @@ class _WriterGen:
         elif name == "list":
             self.run.append(("i", f"len({expr})"))
             self.flush(ind)
-            if kind.item.name == "scalar":
-                src.emit(ind, f"out.append(_pack('>%d{kind.item.fmt}' % len({expr}), *{expr}))")
+            if kind.inner.name == "scalar":
+                src.emit(ind, f"out.append(_pack('>%d{kind.inner.fmt}' % len({expr}), *{expr}))")
             else:
                 element = src.temporary()
                 src.emit(ind, f"for {element} in {expr}:")
-                self.field(element, kind.item, ind + 1)
+                self.field(element, kind.inner, ind + 1)
                 self.flush(ind + 1)
         elif name == "trailing":
-            self.field(expr, kind.item, ind)
+            self.field(expr, kind.inner, ind)
         elif name == "composite":
             self.flush(ind)
             src.emit(ind, f"{src.constant(kind.value_class._write)}({expr}, out)")
@@ -267,7 +286,7 @@ class _WriterGen:
             raise TypeError(name)
 
 
-def _compile_reader(cls, layout: list[tuple[str, Kind]]) -> Callable:
+def _compile_reader(cls: type, layout: list[tuple[str, Kind]]) -> Reader:
     src = _Source()
     gen = _ReaderGen(src)
     src.namespace["_cls"] = cls
@@ -283,7 +302,7 @@ def _compile_reader(cls, layout: list[tuple[str, Kind]]) -> Callable:
     return src.compile("read")
 
 
-def _compile_writer(layout: list[tuple[str, Kind]]) -> Callable:
+def _compile_writer(layout: list[tuple[str, Kind]]) -> Writer:
     src = _Source()
     gen = _WriterGen(src)
     src.emit(0, "def write(o, out):")
@@ -312,7 +331,7 @@ def _compile_writer(layout: list[tuple[str, Kind]]) -> Callable:
 # --------------------------------------------------------------------------- validation
 
 
-def _validate_value(kind: Kind, value, field_name: str):
+def _validate_value(kind: Kind, value: Any, field_name: str) -> Any:
     """Checks one field value; returns it, normalised (lists to tuples, buffers to bytes views)."""
     name = kind.name
     if name == "scalar":
@@ -339,9 +358,10 @@ def _validate_value(kind: Kind, value, field_name: str):
     if name == "list":
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise ValueError(f"{field_name}: {value!r} is not a sequence")
-        return tuple(_validate_value(kind.item, item, field_name) for item in value)
+        item_kind = cast(Kind, kind.item)
+        return tuple(_validate_value(item_kind, item, field_name) for item in value)
     if name == "trailing":
-        return _validate_value(kind.item, value, field_name)
+        return _validate_value(cast(Kind, kind.item), value, field_name)
     if name == "composite":
         if not isinstance(value, kind.value_class):
             raise ValueError(f"{field_name}: {value!r} is not a {kind.value_class.__name__}")
@@ -349,7 +369,8 @@ def _validate_value(kind: Kind, value, field_name: str):
     raise TypeError(name)
 
 
-def _validate_buffer(value, field_name: str):
+def _validate_buffer(value: object, field_name: str) -> f.BytesLike:
+    data: f.BytesLike
     if isinstance(value, bytes):
         data = value
     elif isinstance(value, (bytearray, memoryview)):
@@ -364,15 +385,20 @@ def _validate_buffer(value, field_name: str):
 # --------------------------------------------------------------------------- class building
 
 
-def build(cls, layout_fields: tuple, extra_check: Callable | None = None):
+def build(cls: type[W], layout_fields: tuple[Any, ...], extra_check: Callable[[Any], None] | None = None) -> type[W]:
     """Turns ``cls`` into the value class of ``layout_fields`` and attaches its codec.
 
     Sets on the returned class: ``LAYOUT`` (the construct Struct), ``FIELD_NAMES``,
     ``KINDS``, ``_read`` and ``_write``. ``extra_check(instance)`` runs after the
     per-field validation of the constructor.
+
+    Raises:
+        TypeError: a construct the codec does not know, or field annotations in ``cls``
+            that disagree with the layout (see :func:`_check_declaration`).
     """
     layout = [(field.name, kind_of(field.subcon)) for field in layout_fields]
     value_fields = [(name, kind) for name, kind in layout if kind.name != "size"]
+    _check_declaration(cls, value_fields)
     annotations = {name: python_type(kind) for name, kind in value_fields}
     namespace = dict(cls.__dict__)
     namespace.pop("__dict__", None)
@@ -381,27 +407,53 @@ def build(cls, layout_fields: tuple, extra_check: Callable | None = None):
     for name, kind in value_fields:
         if kind.name == "trailing":
             namespace[name] = kind.default
-    new_cls = type(cls.__name__, cls.__bases__, namespace)
+    new_cls = cast("type[W]", type(cls.__name__, cls.__bases__, namespace))
     new_cls = dataclasses.dataclass(frozen=True, slots=True, repr=False, init=False)(new_cls)
     new_cls.LAYOUT = c.Struct(*layout_fields)
     new_cls.FIELD_NAMES = tuple(name for name, _ in value_fields)
     new_cls.KINDS = tuple(kind for _, kind in value_fields)
-    new_cls.__init__ = _make_init(new_cls, value_fields, extra_check)
-    new_cls._read = staticmethod(_compile_reader(new_cls, layout))
-    new_cls._write = staticmethod(_compile_writer(layout))
+    new_cls.__init__ = _make_init(new_cls, value_fields, extra_check)  # type: ignore[method-assign]
+    new_cls._read = staticmethod(_compile_reader(new_cls, layout))  # type: ignore[method-assign,assignment]
+    new_cls._write = staticmethod(_compile_writer(layout))  # type: ignore[method-assign,assignment]
     return new_cls
 
 
-def _make_init(cls, value_fields, extra_check):
+def _check_declaration(cls: type, value_fields: list[tuple[str, Kind]]) -> None:
+    """Checks the field annotations of a declared class against its layout, if it has any.
+
+    Type checkers see only the annotations (the decorators are dataclass transforms), so they
+    must name the layout's fields in order, and exactly the trailing fields must have defaults,
+    equal to the layout's. Their types are checked against the layouts by the static-check tests.
+    """
+    declared = [name for name, text in cls.__dict__.get("__annotations__", {}).items()
+                if not str(text).startswith(("ClassVar", "typing.ClassVar"))]
+    if not declared:
+        return
+    names = [name for name, _ in value_fields]
+    if declared != names:
+        raise TypeError(f"{cls.__name__} annotates the fields {declared}, but its layout has {names}")
+    for name, kind in value_fields:
+        declared_default = cls.__dict__.get(name, _NO_DEFAULT)
+        if kind.name == "trailing" and (declared_default is _NO_DEFAULT or declared_default != kind.default):
+            raise TypeError(f"{cls.__name__}.{name} must default to its layout's default {kind.default!r}")
+        if kind.name != "trailing" and declared_default is not _NO_DEFAULT:
+            raise TypeError(f"{cls.__name__}.{name} is not a trailing field, so it has no default")
+
+
+_NO_DEFAULT = object()
+
+
+def _make_init(cls: type, value_fields: list[tuple[str, Kind]],
+               extra_check: Callable[[Any], None] | None) -> Callable[..., None]:
     defaults = {name: kind.default for name, kind in value_fields if kind.name == "trailing"}
     names = [name for name, _ in value_fields]
     kinds = dict(value_fields)
     setter = object.__setattr__
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) > len(names):
             raise TypeError(f"{cls.__name__} takes {len(names)} fields, got {len(args)}")
-        values = dict(zip(names, args))
+        values = dict(zip(names, args, strict=False))  # fewer args than fields: the rest are named or defaulted
         for key, value in kwargs.items():
             if key not in kinds or key in values:
                 raise TypeError(f"{cls.__name__}: unexpected or repeated field {key!r}")

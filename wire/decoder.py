@@ -35,8 +35,9 @@ bad one, then closes. After a ProtocolError the decoder stays failed.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator
+from collections.abc import Iterator
 
+from .base import Command
 from .codec import FRAME_HEADER, decode_frame
 from .commands import (
     AppendBlock,
@@ -50,6 +51,7 @@ from .commands import (
 )
 from .constants import FRAME_HEADER_SIZE, MAX_WIRECOMMAND_SIZE
 from .errors import ProtocolError
+from .fields import BytesLike
 
 _APPEND_FRAMES = frozenset(
     {SetupAppend.TYPE, AppendBlock.TYPE, ConditionalAppend.TYPE, ConditionalBlockEnd.TYPE, Padding.TYPE})
@@ -69,7 +71,7 @@ class Decoder:
         self._pieces: list[memoryview] = []  # views of the payload bytes received so far
         self._pieces_size = 0
         self._block: AppendBlock | None = None  # an AppendBlock awaiting its AppendBlockEnd
-        self._ready: deque = deque()  # decoded commands not yet taken
+        self._ready: deque[Command] = deque()  # decoded commands not yet taken
         self._failure: ProtocolError | None = None
 
     def __repr__(self) -> str:
@@ -87,7 +89,7 @@ class Decoder:
         """True while an AppendBlock waits for its AppendBlockEnd."""
         return self._block is not None
 
-    def feed(self, data) -> None:
+    def feed(self, data: BytesLike) -> None:
         """Consumes ``data`` (bytes-like). Decoded commands wait for :meth:`next_command`.
 
         Decoding stops at the first malformed frame; the error is raised by
@@ -106,7 +108,7 @@ class Decoder:
         except ProtocolError as error:
             self._failure = error
 
-    def next_command(self):
+    def next_command(self) -> Command | None:
         """Returns the next decoded command, or None if more bytes are needed.
 
         Raises:
@@ -118,12 +120,12 @@ class Decoder:
             raise self._failure
         return None
 
-    def commands(self) -> Iterator:
+    def commands(self) -> Iterator[Command]:
         """Yields every command decoded so far (raising ProtocolError where the stream broke)."""
         while (command := self.next_command()) is not None:
             yield command
 
-    def receive(self, data) -> list:
+    def receive(self, data: BytesLike) -> list[Command]:
         """``feed(data)`` then take every command it completed.
 
         Raises:
@@ -133,7 +135,7 @@ class Decoder:
         self.feed(data)
         return list(self.commands())
 
-    def _feed(self, view: memoryview, commands: deque) -> None:
+    def _feed(self, view: memoryview, commands: deque[Command]) -> None:
         position, size = 0, len(view)
         if self._header or self._payload_length is not None:
             position = self._resume(view, commands)
@@ -155,7 +157,7 @@ class Decoder:
         if position < size:
             self._header += view[position:]
 
-    def _resume(self, view: memoryview, commands: deque) -> int:
+    def _resume(self, view: memoryview, commands: deque[Command]) -> int:
         """Continues a frame split across feeds; returns how many bytes of ``view`` it used."""
         used = 0
         if self._payload_length is None:
@@ -184,17 +186,18 @@ class Decoder:
         self._payload_type = type_code
 
     def _add_piece(self, view: memoryview) -> int:
+        assert self._payload_length is not None, "a payload is begun before its pieces come"
         taken = min(self._payload_length - self._pieces_size, len(view))
         if taken:
             self._pieces.append(view[:taken])
             self._pieces_size += taken
         return taken
 
-    def _dispatch(self, type_code: int, payload: memoryview, commands: deque) -> None:
+    def _dispatch(self, type_code: int, payload: memoryview, commands: deque[Command]) -> None:
         command = decode_frame(type_code, payload)
-        if type_code == AppendBlockEnd.TYPE:
+        if isinstance(command, AppendBlockEnd):
             commands.append(self._close_block(command))
-        elif type_code == AppendBlock.TYPE:
+        elif isinstance(command, AppendBlock):
             if self._block is not None:
                 raise ProtocolError("AppendBlock while another block is open")
             self._block = command
@@ -220,7 +223,7 @@ class Decoder:
                               end.request_id)
 
 
-def _reassemble(block_data: memoryview, whole_size: int, end_data: memoryview):
+def _reassemble(block_data: BytesLike, whole_size: int, end_data: BytesLike) -> BytesLike:
     """Joins an AppendBlock's data with its AppendBlockEnd into the appended bytes (§1.7)."""
     if not 0 <= whole_size <= len(block_data):
         raise ProtocolError(f"sizeOfWholeEvents {whole_size} outside the block of {len(block_data)} bytes")

@@ -8,10 +8,11 @@ to back. Byte streams store raw bytes without envelopes.
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from collections.abc import Iterable, MutableSequence
 
 from .constants import EVENT_TYPE_CODE, FRAME_HEADER_SIZE, MAX_PAYLOAD_SIZE
 from .errors import ProtocolError
+from .fields import BytesLike
 
 ENVELOPE_HEADER = struct.Struct(">ii")
 ENVELOPE_HEADER_SIZE = FRAME_HEADER_SIZE
@@ -24,14 +25,14 @@ def envelope_header(payload_length: int) -> bytes:
     return ENVELOPE_HEADER.pack(EVENT_TYPE_CODE, payload_length)
 
 
-def envelope(payload) -> bytes:
+def envelope(payload: BytesLike) -> bytes:
     """One event with its envelope (one copy of the payload)."""
     return b"".join((envelope_header(len(payload)), payload))
 
 
-def envelope_all(payloads: Iterable) -> bytes:
+def envelope_all(payloads: Iterable[BytesLike]) -> bytes:
     """Many events, each in its envelope, back to back (one copy of each payload)."""
-    parts = []
+    parts: list[BytesLike] = []
     for payload in payloads:
         parts.append(ENVELOPE_HEADER.pack(EVENT_TYPE_CODE, len(payload)))
         parts.append(payload)
@@ -55,7 +56,7 @@ class EventSplitter:
         """Bytes of an event not yet complete."""
         return len(self._pending)
 
-    def feed(self, data) -> list:
+    def feed(self, data: BytesLike) -> list[memoryview]:
         """Returns the payloads completed by ``data``.
 
         Raises:
@@ -72,7 +73,7 @@ class EventSplitter:
         return payloads
 
 
-def split_events(data, max_event_size: int = MAX_PAYLOAD_SIZE) -> tuple[list, int]:
+def split_events(data: BytesLike, max_event_size: int = MAX_PAYLOAD_SIZE) -> tuple[list[memoryview], int]:
     """Splits whole enveloped events off the front of ``data``.
 
     Returns:
@@ -81,7 +82,7 @@ def split_events(data, max_event_size: int = MAX_PAYLOAD_SIZE) -> tuple[list, in
         ProtocolError: an envelope with a type other than 0 or a bad length.
     """
     view = memoryview(data)
-    payloads = []
+    payloads: list[memoryview] = []
     position, size = 0, len(view)
     unpack = ENVELOPE_HEADER.unpack_from
     while size - position >= ENVELOPE_HEADER_SIZE:
@@ -98,7 +99,7 @@ def split_events(data, max_event_size: int = MAX_PAYLOAD_SIZE) -> tuple[list, in
     return payloads, position
 
 
-def envelope_bounds(data: bytes, position: int, maximum: int, bounds) -> tuple[int, int]:
+def envelope_bounds(data: BytesLike, position: int, maximum: int, bounds: MutableSequence[int]) -> tuple[int, int]:
     """Appends to ``bounds`` (an ``array('q')``), for each complete event of ``data[position:]``, the
     position of its envelope and of its payload. Stops at the first incomplete event, at an envelope
     that is not an event, or at one longer than ``maximum`` (the caller looks at what is there).

@@ -31,10 +31,21 @@ from __future__ import annotations
 
 import io
 import uuid
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 import construct as c
 
 from .errors import ProtocolError
+
+if TYPE_CHECKING:
+    from .base import WireValue
+
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+"""A buffer field's value: what a constructor accepts (decoded buffers are memoryview slices)."""
+
+# construct ships no type information: its objects (and so these field declarations) are Any to mypy.
+Context: TypeAlias = Any
 
 I8 = c.Int8sb
 I32 = c.Int32sb
@@ -59,7 +70,7 @@ def encode_utf(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-def decode_utf(data) -> str:
+def decode_utf(data: BytesLike) -> str:
     """Decodes protocol UTF-8 text leniently (standard or Java modified UTF-8).
 
     Raises:
@@ -71,7 +82,7 @@ def decode_utf(data) -> str:
         return bytes(data).replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
 
 
-def _remaining(stream) -> int:
+def _remaining(stream: IO[bytes]) -> int:
     here = stream.tell()
     end = stream.seek(0, io.SEEK_END)
     stream.seek(here)
@@ -81,11 +92,11 @@ def _remaining(stream) -> int:
 class JavaUtf(c.Construct):
     """A ``utf`` field: u16 byte count then the text."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> str:
         length = c.Int16ub._parsereport(stream, context, path)
         return decode_utf(c.stream_read(stream, length, path))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: str, stream: IO[bytes], context: Context, path: str) -> str:
         data = encode_utf(obj)
         c.Int16ub._build(len(data), stream, context, path)
         c.stream_write(stream, data, len(data), path)
@@ -95,13 +106,14 @@ class JavaUtf(c.Construct):
 class BufferField(c.Construct):
     """A ``bytes`` field: i32 byte count (never negative) then the bytes."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> bytes:
         length = c.Int32sb._parsereport(stream, context, path)
         if length < 0:
             raise ProtocolError(f"negative buffer length {length}")
-        return c.stream_read(stream, length, path)
+        data: bytes = c.stream_read(stream, length, path)
+        return data
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: BytesLike, stream: IO[bytes], context: Context, path: str) -> BytesLike:
         data = bytes(obj)
         c.Int32sb._build(len(data), stream, context, path)
         c.stream_write(stream, data, len(data), path)
@@ -111,10 +123,10 @@ class BufferField(c.Construct):
 class UuidField(c.Construct):
     """A ``uuid`` field: 16 bytes, most significant half first."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> uuid.UUID:
         return uuid.UUID(bytes=c.stream_read(stream, 16, path))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: uuid.UUID, stream: IO[bytes], context: Context, path: str) -> uuid.UUID:
         c.stream_write(stream, obj.bytes, 16, path)
         return obj
 
@@ -122,13 +134,13 @@ class UuidField(c.Construct):
 class ListOf(c.Subconstruct):
     """A ``list<T>`` field: i32 element count then the elements. Parses to a tuple."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> tuple[Any, ...]:
         count = c.Int32sb._parsereport(stream, context, path)
         if count < 0:
             raise ProtocolError(f"negative list count {count}")
         return tuple(self.subcon._parsereport(stream, context, path) for _ in range(count))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: tuple[Any, ...], stream: IO[bytes], context: Context, path: str) -> tuple[Any, ...]:
         c.Int32sb._build(len(obj), stream, context, path)
         for item in obj:
             self.subcon._build(item, stream, context, path)
@@ -143,23 +155,24 @@ class Trailing(c.Subconstruct):
     read when any byte remains (then fewer than 8 is malformed).
     """
 
-    def __init__(self, subcon, default, min_bytes: int | None = None):
+    def __init__(self, subcon: Any, default: Any, min_bytes: int | None = None):
         super().__init__(subcon)
         self.default = default
         self.min_bytes = min_bytes if min_bytes is not None else _natural_min_bytes(subcon)
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> Any:
         if _remaining(stream) >= self.min_bytes:
             return self.subcon._parsereport(stream, context, path)
         return self.default
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Context, path: str) -> Any:
         return self.subcon._build(obj, stream, context, path)
 
 
-def _natural_min_bytes(subcon) -> int:
+def _natural_min_bytes(subcon: Any) -> int:
     if isinstance(subcon, c.FormatField):
-        return subcon.length
+        length: int = subcon.length
+        return length
     if isinstance(subcon, BufferField):
         return 4
     if subcon is Bool:
@@ -173,13 +186,13 @@ class EventEnvelope(c.Construct):
     Used by ConditionalAppend, whose event carries its own envelope on the wire.
     """
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> bytes:
         type_code = c.Int32sb._parsereport(stream, context, path)
         if type_code != 0:
             raise ProtocolError(f"embedded event has type {type_code}, expected 0")
         return Buffer._parse(stream, context, path)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: BytesLike, stream: IO[bytes], context: Context, path: str) -> BytesLike:
         c.Int32sb._build(0, stream, context, path)
         return Buffer._build(obj, stream, context, path)
 
@@ -191,16 +204,17 @@ class PayloadSize(c.Construct):
     at all). ``size_of(context)`` computes it for the construct reference codec.
     """
 
-    def __init__(self, field_count: int, size_of):
+    def __init__(self, field_count: int, size_of: Callable[[Context], int]):
         super().__init__()
         self.field_count = field_count
         self.size_of = size_of
         self.flagbuildnone = True  # computed: construct builds it without a value
 
-    def _parse(self, stream, context, path):
-        return c.Int32sb._parsereport(stream, context, path)
+    def _parse(self, stream: IO[bytes], context: Context, path: str) -> int:
+        size: int = c.Int32sb._parsereport(stream, context, path)
+        return size
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Context, path: str) -> Any:
         c.Int32sb._build(self.size_of(context), stream, context, path)
         return obj
 
@@ -208,15 +222,15 @@ class PayloadSize(c.Construct):
 class CompositeField(c.Adapter):
     """A nested structure (TableKey, ChunkInfo, ...) mapped to its value class."""
 
-    def __init__(self, value_class):
+    def __init__(self, value_class: type[WireValue]):
         super().__init__(value_class.LAYOUT)
         self.value_class = value_class
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Context, context: Context, path: str) -> WireValue:
         names = self.value_class.FIELD_NAMES
         return self.value_class(*(obj[name] for name in names))
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: WireValue, context: Context, path: str) -> dict[str, Any]:
         return {name: getattr(obj, name) for name in self.value_class.FIELD_NAMES}
 
 

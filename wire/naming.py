@@ -236,4 +236,5 @@ def routing_key_fraction(routing_key: str) -> float:
     """Where a routing key falls in the key space [0, 1), as Pravega clients compute it."""
     h1 = _murmur_h1(routing_key, ROUTING_KEY_HASH_SEED) & 0xFFFFFFFFFFFFFFFF
     bits = 0x3FF0000000000000 | ((h1 >> 12) & 0x000FFFFFFFFFFFFF)
-    return struct.unpack(">d", struct.pack(">Q", bits))[0] - 1.0
+    value: float = struct.unpack(">d", struct.pack(">Q", bits))[0]
+    return value - 1.0

@@ -36,7 +36,7 @@ class Backoff:
     total_seconds: float | None = None
     jitter: float = 0.2
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.initial_seconds < 0 or self.multiplier < 1 or self.max_delay_seconds < 0:
             raise ValueError("backoff delays must be non-negative and grow")
         if self.attempts is not None and self.attempts < 1:

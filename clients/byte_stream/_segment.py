@@ -6,12 +6,12 @@ import asyncio
 
 from wire import commands as wc
 
-from ..controller_client import ControllerClient
+from ..controller_client import Controller
 from ..errors import InvalidArgument, NoSuchSegment, StreamNotFound
 from ..segment_stores import SegmentStores
 
 
-async def locate_segment(controller: ControllerClient, scope: str, stream: str) -> str:
+async def locate_segment(controller: Controller, scope: str, stream: str) -> str:
     """The qualified name of the one segment of byte stream ``scope/stream``.
 
     Returns:
@@ -51,7 +51,8 @@ class Change:
     Checking and waiting happen in one step of the event loop, so no notification is lost.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
+
         self._event = asyncio.Event()
 
     def notify(self) -> None:

@@ -29,15 +29,23 @@ import uuid
 from collections import deque
 
 from wire import commands as wc
+from wire.base import Reply
 from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
-
-from ..config import WriterConfig
-from ..attach import FlowAttacher
-from ..connection import WireConnection, next_request_id
-from ..controller_client import ControllerClient
-from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, OffsetConflict, ProtocolViolation,
-                      StreamNotFound, StreamSealed)
 from wire.retry import Backoff
+
+from ..attach import FlowAttacher
+from ..config import WriterConfig
+from ..connection import WireConnection, next_request_id
+from ..controller_client import Controller
+from ..errors import (
+    ClosedError,
+    ConnectionFailed,
+    InvalidArgument,
+    OffsetConflict,
+    ProtocolViolation,
+    StreamNotFound,
+    StreamSealed,
+)
 from ..segment_stores import SegmentStores
 from ._segment import Change
 
@@ -80,7 +88,7 @@ class AppendPipeline:
     The base of :class:`~clients.byte_stream.ByteStreamWriter`, which adds the public calls.
     """
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str, *,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str, *,
                  config: WriterConfig | None = None, retry_policy: Backoff | None = None,
                  max_inflight_bytes: int | None = None):
         config = config or WriterConfig()
@@ -114,10 +122,22 @@ class AppendPipeline:
         self._last_answered = 0  # the highest event number the server has answered on this connection
         self._connection: WireConnection | None = None
         self._attacher: FlowAttacher | None = None  # made once the segment is known
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._flush_scheduled = False
         self._last_progress = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def _segment(self) -> str:
+        """The segment's qualified name (known once the writer is open)."""
+        assert self.segment is not None, "the byte writer is open"
+        return self.segment
+
+    @property
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the writer was opened on."""
+        assert self._loop is not None, "the byte writer is open"
+        return self._loop
 
     def _check_writable(self) -> None:
         if self._state is State.CLOSED:
@@ -128,7 +148,9 @@ class AppendPipeline:
             raise StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed")
 
     def _raise_error(self) -> BaseException:
+        """The sticky error to raise (callers check there is one), now reported."""
         self._error_reported = True
+        assert self._error is not None, "there is an error to raise"
         return self._error
 
     def _add(self, view: memoryview) -> None:
@@ -151,7 +173,7 @@ class AppendPipeline:
                 buffer = self._buffer
         if buffer and not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush_soon)
+            self._event_loop.call_soon(self._flush_soon)
         self._pump()
 
     def _flush_soon(self) -> None:
@@ -174,11 +196,12 @@ class AppendPipeline:
         while self._unsent:
             piece = self._unsent.popleft()
             if not self._inflight:
-                self._last_progress = self._loop.time()
+                self._last_progress = self._event_loop.time()
             self._inflight.append(piece)
             self._send(piece)
 
     def _send(self, piece: _Piece) -> None:
+        assert self._connection is not None, "pieces are sent only while set up"
         try:
             self._connection.send(wc.ConditionalBlockEnd(self.writer_id, piece.event_number, piece.offset,
                                                          piece.data, self._request_id))
@@ -212,26 +235,25 @@ class AppendPipeline:
 
     # ------------------------------------------------------------------ replies (the connection's flow)
 
-    def reply_received(self, reply) -> None:
+    def reply_received(self, reply: Reply) -> None:
         """Handles a reply about this writer's appends (called by the connection)."""
-        kind = type(reply)
-        if kind is wc.DataAppended:
+        if isinstance(reply, wc.DataAppended):
             self._answered(reply.event_number)
             self._acknowledge(reply.event_number)
-        elif kind is wc.AppendSetup:
+        elif isinstance(reply, wc.AppendSetup):
             self._setup_done(reply.last_event_number)
-        elif kind is wc.ConditionalCheckFailed:
+        elif isinstance(reply, wc.ConditionalCheckFailed):
             self._answered(reply.event_number)
             self._conflict(reply.event_number)
-        elif kind is wc.SegmentIsSealed:
+        elif isinstance(reply, wc.SegmentIsSealed):
             self._end(StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed"), State.SEALED)
-        elif kind is wc.NoSuchSegment:
+        elif isinstance(reply, wc.NoSuchSegment):
             self._end(StreamNotFound(f"segment {self.segment} no longer exists"), State.FAILED)
-        elif kind is wc.WrongHost:
-            self._stores.forget(self.segment)
+        elif isinstance(reply, wc.WrongHost):
+            self._stores.forget(self._segment)
             self._drop_connection()
             self._connect_later(None)
-        elif kind is wc.InvalidEventNumber:
+        elif isinstance(reply, wc.InvalidEventNumber):
             self._answered(reply.event_number)  # the server closes the connection; we set up again
         else:
             self._end(ProtocolViolation(f"unexpected reply on the byte writer of {self.segment}: {reply!r}"),
@@ -258,7 +280,7 @@ class AppendPipeline:
             released += len(inflight.popleft().data)
         if released:
             self._pending -= released
-            self._last_progress = self._loop.time()
+            self._last_progress = self._event_loop.time()
             self._changed.notify()
         elif self._acked < event_number <= self._failed_upto:
             log.warning("a byte-stream append failed by a conflict was acknowledged anyway (a later piece "
@@ -280,8 +302,9 @@ class AppendPipeline:
         if last_event_number != NULL_ATTRIBUTE_VALUE:
             self._acknowledge(last_event_number)
         self._state = State.READY
+        assert self._attacher is not None, "set up through the attacher"
         self._attacher.progress()
-        self._last_progress = self._loop.time()
+        self._last_progress = self._event_loop.time()
         for piece in self._inflight:
             self._send(piece)
         self._pump()
@@ -294,7 +317,7 @@ class AppendPipeline:
         if self._state is not State.CONNECTING:
             return
         if self._attacher is None:
-            self._attacher = FlowAttacher(self.segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
+            self._attacher = FlowAttacher(self._segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
                                           connection_for=self._connections.get, policy=self._retry,
                                           on_attached=self._attached, purpose="append",
                                           on_failed=lambda error: self._end(error, State.FAILED))
@@ -306,8 +329,8 @@ class AppendPipeline:
             return
         self._connection = connection
         self._state = State.SETTING_UP
-        self._last_progress = self._loop.time()
-        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self.segment, ""))
+        self._last_progress = self._event_loop.time()
+        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self._segment, ""))
 
     def _drop_connection(self) -> None:
         connection, self._connection = self._connection, None
@@ -324,7 +347,7 @@ class AppendPipeline:
             await asyncio.sleep(period)
             waiting = self._state is State.SETTING_UP or (self._state is State.READY and self._inflight)
             if waiting and self._connection is not None and \
-                    self._loop.time() - self._last_progress > self._ack_timeout:
+                    self._event_loop.time() - self._last_progress > self._ack_timeout:
                 log.warning("byte writer got no acknowledgement in time; reconnecting",
                             extra={"segment": self.segment})
                 self._connection.abort()

@@ -18,15 +18,15 @@ import os
 from collections import deque
 
 from wire import commands as wc
+from wire.base import Reply
 from wire.constants import MAX_READ_SIZE
-
-from ..config import ReaderConfig
-from ..attach import FlowAttacher
-from ..connection import WireConnection, next_request_id
-from ..controller_client import ControllerClient
-from ..errors import (ClosedError, ConnectionFailed, InvalidArgument, ProtocolViolation, StreamNotFound,
-                      TruncatedData)
 from wire.retry import Backoff
+
+from ..attach import FlowAttacher
+from ..config import ReaderConfig
+from ..connection import WireConnection, next_request_id
+from ..controller_client import Controller
+from ..errors import ClosedError, ConnectionFailed, InvalidArgument, ProtocolViolation, StreamNotFound, TruncatedData
 from ..segment_stores import SegmentStores
 from ._segment import Change, locate_segment, segment_info
 
@@ -46,7 +46,7 @@ class ByteStreamReader:
     how long the reader keeps reconnecting without getting a reply.
     """
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str, *,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str, *,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, retry_policy: Backoff | None = None):
         if buffer_size < 16:
             raise InvalidArgument(f"buffer_size must be at least 16 bytes, not {buffer_size}")
@@ -78,18 +78,30 @@ class ByteStreamReader:
         self._paused: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @property
+    def _segment(self) -> str:
+        """The segment's qualified name (known once the reader is open)."""
+        assert self.segment is not None, "the byte reader is open"
+        return self.segment
+
+    @property
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the reader was opened on."""
+        assert self._loop is not None, "the byte reader is open"
+        return self._loop
+
     def __repr__(self) -> str:
         return (f"<ByteStreamReader {self.scope}/{self.stream} at {self._position} buffered={self._buffered} "
                 f"outstanding={self._outstanding}>")
 
-    async def __aenter__(self) -> "ByteStreamReader":
+    async def __aenter__(self) -> ByteStreamReader:
         await self.open()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def __aiter__(self) -> "ByteStreamReader":
+    def __aiter__(self) -> ByteStreamReader:
         return self
 
     async def __anext__(self) -> bytes:
@@ -170,7 +182,7 @@ class ByteStreamReader:
         self._check_open()
         if whence not in (os.SEEK_SET, os.SEEK_CUR, os.SEEK_END):
             raise InvalidArgument(f"invalid whence {whence}")
-        info = await segment_info(self._stores, self.segment)
+        info = await segment_info(self._stores, self._segment)
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: info.write_offset}[whence]
         target = base + offset
         if not info.start_offset <= target <= info.write_offset:
@@ -193,13 +205,13 @@ class ByteStreamReader:
         """The segment's first readable offset now. Raises StreamNotFound, ConnectionFailed."""
         if not self._opened:
             await self.open()
-        return (await segment_info(self._stores, self.segment)).start_offset
+        return (await segment_info(self._stores, self._segment)).start_offset
 
     async def current_tail_offset(self) -> int:
         """The segment's length now. Raises StreamNotFound, ConnectionFailed."""
         if not self._opened:
             await self.open()
-        return (await segment_info(self._stores, self.segment)).write_offset
+        return (await segment_info(self._stores, self._segment)).write_offset
 
     async def close(self) -> None:
         """Stops reading and releases the connection; later calls raise ClosedError."""
@@ -242,6 +254,7 @@ class ByteStreamReader:
 
     def _skip_truncated(self) -> TruncatedData:
         head, self._truncated_to = self._truncated_to, None
+        assert head is not None, "called after a truncation was found"
         skipped = self._position
         self._reset_to(max(head, self._position))
         return TruncatedData(f"{self.segment}: the data at offset {skipped} was truncated; the reader "
@@ -272,7 +285,7 @@ class ByteStreamReader:
             return
         self._outstanding = self._read_offset
         try:
-            self._connection.send(wc.ReadSegment(self.segment, self._read_offset, self._read_size, "",
+            self._connection.send(wc.ReadSegment(self._segment, self._read_offset, self._read_size, "",
                                                  self._request_id))
         except ConnectionFailed:
             self._outstanding = None  # connection_failed follows and reconnects
@@ -281,13 +294,13 @@ class ByteStreamReader:
         """True if a reply about ``offset`` (-1: not given) answers the outstanding read."""
         return self._outstanding is not None and (offset < 0 or offset == self._outstanding)
 
-    def reply_received(self, reply) -> None:
+    def reply_received(self, reply: Reply) -> None:
         """Handles a reply to this reader's reads (called by the connection)."""
-        kind = type(reply)
-        if kind is wc.SegmentRead:
+        if isinstance(reply, wc.SegmentRead):
             if not self._answers(reply.offset):
                 return
             self._outstanding = None
+            assert self._attacher is not None, "reads go out once attached"
             self._attacher.progress()
             data = reply.data
             if data:
@@ -297,24 +310,24 @@ class ByteStreamReader:
             if reply.end_of_segment:
                 self._end_of_segment = True
             elif not data:  # an empty reply at the tail: ask again shortly rather than spin
-                self._paused = self._loop.call_later(_EMPTY_REPLY_PAUSE, self._resume)
+                self._paused = self._event_loop.call_later(_EMPTY_REPLY_PAUSE, self._resume)
                 return
             self._request()
             self._changed.notify()
-        elif kind is wc.SegmentIsTruncated:
+        elif isinstance(reply, wc.SegmentIsTruncated):
             if self._answers(reply.offset):
                 self._outstanding = None
                 self._truncated_to = reply.start_offset
                 self._changed.notify()
-        elif kind is wc.SegmentIsSealed:
+        elif isinstance(reply, wc.SegmentIsSealed):
             if self._answers(reply.offset):  # a read at or past the end of a sealed segment
                 self._outstanding = None
                 self._end_of_segment = True
                 self._changed.notify()
-        elif kind is wc.NoSuchSegment:
+        elif isinstance(reply, wc.NoSuchSegment):
             self._fail(StreamNotFound(f"segment {self.segment} no longer exists"))
-        elif kind is wc.WrongHost:
-            self._stores.forget(self.segment)
+        elif isinstance(reply, wc.WrongHost):
+            self._stores.forget(self._segment)
             self._drop_connection()
             self._connect_later(None)
         else:
@@ -324,8 +337,9 @@ class ByteStreamReader:
         """Reconnects and re-issues the read after the connection was lost (called by the connection)."""
         self._connection = None
         self._outstanding = None
-        if self._loop.time() - self._connected_at >= _LONG_LIVED:
+        if self._event_loop.time() - self._connected_at >= _LONG_LIVED and self._attacher is not None:
             self._attacher.progress()  # e.g. the server ended a long tail read: not a run of failures
+
         self._connect_later(None)
 
     def _resume(self) -> None:
@@ -345,7 +359,7 @@ class ByteStreamReader:
         if self._closed or self._error is not None:
             return
         if self._attacher is None:
-            self._attacher = FlowAttacher(self.segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
+            self._attacher = FlowAttacher(self._segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
                                           connection_for=self._connections.get, policy=self._retry,
                                           on_attached=self._attached, on_failed=self._fail, purpose="read")
         self._attacher.attach(delay)
@@ -355,7 +369,7 @@ class ByteStreamReader:
             connection.close_flow(self._request_id)
             return
         self._connection = connection
-        self._connected_at = self._loop.time()
+        self._connected_at = self._event_loop.time()
         self._outstanding = None
         self._request()
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
-from ..config import WriterConfig
-from ..controller_client import ControllerClient
-from ..errors import ClosedError, InvalidArgument, OffsetConflict, SegmentTruncated, StreamSealed
+from wire.fields import BytesLike
 from wire.retry import Backoff
+
+from ..config import WriterConfig
+from ..controller_client import Controller
+from ..errors import ClosedError, InvalidArgument, OffsetConflict, SegmentTruncated, StreamSealed
 from ..segment_stores import SegmentStores
 from ._segment import locate_segment, segment_info
 from .pipeline import LIVE, AppendPipeline, State
@@ -27,7 +29,7 @@ class ByteStreamWriter(AppendPipeline):
     ``retry_policy`` and ``max_inflight_bytes`` override those two.
     """
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str, *,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str, *,
                  config: WriterConfig | None = None, retry_policy: Backoff | None = None,
                  max_inflight_bytes: int | None = None):
         super().__init__(controller, stores, scope, stream, config=config, retry_policy=retry_policy,
@@ -42,11 +44,11 @@ class ByteStreamWriter(AppendPipeline):
         """The offset after the last byte written (acknowledged or not); where the next write goes."""
         return self._offset
 
-    async def __aenter__(self) -> "ByteStreamWriter":
+    async def __aenter__(self) -> ByteStreamWriter:
         await self.open()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def open(self) -> None:
@@ -81,7 +83,7 @@ class ByteStreamWriter(AppendPipeline):
 
     # ------------------------------------------------------------------ writing
 
-    async def write(self, data) -> None:
+    async def write(self, data: BytesLike) -> None:
         """Queues ``data`` to be appended at :attr:`offset`; waits only while the in-flight window is full.
 
         The bytes are durable once :meth:`flush` returns. A cancelled write queued nothing.
@@ -115,8 +117,10 @@ class ByteStreamWriter(AppendPipeline):
             raise ClosedError(f"byte writer of {self.scope}/{self.stream} is closed")
         self._flush_buffer()
         while True:
-            if self._state is State.CLOSED:
+            # mypy keeps the narrowing of the check above across the await below, hence the ignore
+            if self._state is State.CLOSED:  # type: ignore[comparison-overlap]
                 raise ClosedError(f"byte writer of {self.scope}/{self.stream} was closed during flush")
+
             if self._error is not None:
                 raise self._raise_error()
             if not self._pending:
@@ -140,13 +144,13 @@ class ByteStreamWriter(AppendPipeline):
                 await self.flush()
             except OffsetConflict:
                 pass
-        deadline = self._loop.time() + self._ack_timeout
+        deadline = self._event_loop.time() + self._ack_timeout
         while self._last_answered < self._last_sent and self._state is State.READY:
-            remaining = deadline - self._loop.time()
+            remaining = deadline - self._event_loop.time()
             if remaining <= 0:
                 break
             await self._changed.wait(remaining)
-        info = await segment_info(self._stores, self.segment)
+        info = await segment_info(self._stores, self._segment)
         if isinstance(self._error, OffsetConflict):
             self._error, self._error_reported = None, True
         self._check_writable()
@@ -166,9 +170,9 @@ class ByteStreamWriter(AppendPipeline):
         if offset < 0:
             raise InvalidArgument(f"cannot truncate at negative offset {offset}")
         try:
-            await self._stores.raw.truncate_segment(self.segment, offset)
+            await self._stores.raw.truncate_segment(self._segment, offset)
         except SegmentTruncated:
-            info = await segment_info(self._stores, self.segment)
+            info = await segment_info(self._stores, self._segment)
             if offset > info.write_offset:
                 raise InvalidArgument(f"cannot truncate {self.segment} at {offset}: its tail is at "
                                       f"{info.write_offset}") from None
@@ -182,7 +186,7 @@ class ByteStreamWriter(AppendPipeline):
         if self._state is State.NEW:
             await self.open()
         await self.flush()
-        await self._stores.raw.seal_segment(self.segment)
+        await self._stores.raw.seal_segment(self._segment)
         if self._state in LIVE:
             self._state = State.SEALED
             self._drop_connection()
@@ -215,11 +219,11 @@ class ByteStreamWriter(AppendPipeline):
         """The segment's first readable offset. Raises StreamNotFound, ConnectionFailed."""
         if self._state is State.NEW:
             await self.open()
-        return (await segment_info(self._stores, self.segment)).start_offset
+        return (await segment_info(self._stores, self._segment)).start_offset
 
     async def current_tail_offset(self) -> int:
         """The segment's length as the server sees it now. Raises StreamNotFound, ConnectionFailed."""
         if self._state is State.NEW:
             await self.open()
-        return (await segment_info(self._stores, self.segment)).write_offset
+        return (await segment_info(self._stores, self._segment)).write_offset
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 from rich.console import Console
 
@@ -31,7 +32,7 @@ def progress_mode(progress: bool | None, quiet: bool, console: Console) -> str:
     return "live" if progress else "plain"
 
 
-def problems(results: dict) -> list[str]:
+def problems(results: dict[str, Any]) -> list[str]:
     """What went wrong in a finished run (empty: nothing)."""
     found = []
     if results["errors"]["count"]:

@@ -56,7 +56,7 @@ def key_name(key: int) -> str | None:
     return None if key == NO_KEY else f"key-{key}"
 
 
-def decode(data: bytes) -> Header | None:
+def decode(data: bytes | bytearray) -> Header | None:
     """The header of a loadgen event, or None if ``data`` is not one (too short, wrong magic)."""
     if len(data) < HEADER_SIZE:
         return None

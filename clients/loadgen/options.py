@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+from typing import Any
 
 from wire.constants import MAX_EVENT_SIZE
 
@@ -62,7 +63,7 @@ class LoadOptions:
     drain_timeout: float = 30.0
     connect_timeout: float = 10.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         try:
             parse_controller_uri(self.controller)
         except InvalidArgument as error:
@@ -118,7 +119,7 @@ class LoadOptions:
         """Each writer's share of ``rate`` (0: unlimited)."""
         return self.rate / self.writers if self.writers and self.rate else 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The options as JSON-ready values."""
         values = dataclasses.asdict(self)
         values["output"] = None if self.output is None else str(self.output)
@@ -126,14 +127,15 @@ class LoadOptions:
         return values
 
 
-def _count(option: str, value, lowest: int, highest: int, message: str | None = None) -> None:
+def _count(option: str, value: object, lowest: int, highest: int, message: str | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise OptionError(option, f"must be a whole number, not {value!r}")
     if not lowest <= value <= highest:
         raise OptionError(option, (message or f"must be between {lowest} and {highest}") + f" (got {value})")
 
 
-def _number(option: str, value, message: str, *, minimum: float, strict: bool = False) -> None:
+def _number(option: str, value: object, message: str, *, minimum: float, strict: bool = False) -> None:
+
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value < minimum or (strict and value == minimum):
         raise OptionError(option, f"{message} (got {value!r})")

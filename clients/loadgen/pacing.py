@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 
 class TokenBucket:
     """Hands out permits to write at ``rate`` events per second on average."""
 
-    def __init__(self, rate: float, burst_seconds: float = 0.1, clock=time.monotonic):
+    def __init__(self, rate: float, burst_seconds: float = 0.1, clock: Callable[[], float] = time.monotonic):
+
         if rate <= 0:
             raise ValueError("a token bucket needs a positive rate")
         self.rate = rate

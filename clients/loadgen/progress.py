@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -127,14 +128,16 @@ def make_progress(mode: str, console: Console) -> Progress:
     return Progress(console)
 
 
-def summary_table(results: dict) -> Table:
+def summary_table(results: dict[str, Any]) -> Table:
     """The final table: throughput and latency percentiles of each measurement."""
     table = Table(title="tributary loadgen", title_justify="left")
     for column in ("", "events", "events/s", "MB/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"):
         table.add_column(column, justify="left" if not column else "right")
     totals, rates, latency = results["totals"], results["rates"], results["latency_ms"]
 
-    def row(name: str, events, events_per_second, mb_per_second, summary: dict | None) -> None:
+    def row(name: str, events: int, events_per_second: float | None, mb_per_second: float | None,
+            summary: dict[str, Any] | None) -> None:
+
         cells = [_ms(summary.get(f"{field}_ms")) if summary else "" for field in ("p50", "p90", "p99", "p99_9", "max")]
         table.add_row(name, f"{events:,}", "" if events_per_second is None else f"{events_per_second:,.0f}",
                       "" if mb_per_second is None else f"{mb_per_second:.2f}", *cells)
@@ -153,7 +156,7 @@ def summary_table(results: dict) -> Table:
     return table
 
 
-def summary_lines(results: dict) -> list[str]:
+def summary_lines(results: dict[str, Any]) -> list[str]:
     """The lines under the table: the sequence check, drain, errors."""
     lines = []
     sequence = results.get("sequence")
@@ -176,7 +179,7 @@ def summary_lines(results: dict) -> list[str]:
     return lines
 
 
-def print_summary(console: Console, results: dict) -> None:
+def print_summary(console: Console, results: dict[str, Any]) -> None:
     """Prints the table and the lines under it."""
     console.print(summary_table(results))
     for line in summary_lines(results):

@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from wire.retry import Backoff
 
 from ..client import connect
 from ..config import ClientConfig
@@ -22,13 +25,18 @@ from ..controller_client import parse_controller_uri
 from ..errors import ControllerUnavailable, TributaryError
 from ..model import ScalingPolicy, StreamConfiguration
 from ..reader.reader_group import ReaderGroupConfig
-from wire.retry import Backoff
 from .events import EventCodec
 from .options import LoadOptions
 from .progress import Progress, Snapshot
 from .sequence import SequenceChecker
 from .stats import RunStats, Timings, results_document
 from .workload import AckSampler, LoadReader, LoadWriter, TransactionalLoadWriter
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..reader.reader_group import ReaderGroup
+
+T = TypeVar("T")
 
 _POLL_SECONDS = 0.02
 OPEN_TIMEOUT_SECONDS = 60.0  # connecting writers and readers, on top of --connect-timeout
@@ -47,7 +55,7 @@ class Interrupted(LoadError):
 class StopSignal:
     """Stop requests (Ctrl-C): the first ends writing early, the second skips flushing and draining."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.soft = asyncio.Event()
         self.hard = asyncio.Event()
         self.requests = 0
@@ -74,14 +82,14 @@ class LoadRun:
         self.tag = random.getrandbits(32)
         self.writers: list[LoadWriter] = []
         self.readers: list[LoadReader] = []
-        self.groups: list = []
+        self.groups: list[ReaderGroup] = []
         self._sampler: AckSampler | None = None
         self._stop_writing = asyncio.Event()
         self._started = 0.0
 
     # ------------------------------------------------------------------ the run
 
-    async def run(self) -> dict:
+    async def run(self) -> dict[str, Any]:
         """Runs the load; returns the results document.
 
         Raises:
@@ -100,7 +108,7 @@ class LoadRun:
                     await self._sampler.close(timeout=0)
                 await self._close_readers(client)
 
-    async def _setup(self, client) -> None:
+    async def _setup(self, client: Client) -> None:
         options = self.options
         host, port = parse_controller_uri(options.controller)
         address = f"{host}:{port}"
@@ -121,7 +129,7 @@ class LoadRun:
             elif not await client.stream_exists(options.scope, name):
                 raise LoadError(f"stream {options.scope}/{name} does not exist (leave out --no-create to create it)")
 
-    async def _open(self, client) -> None:
+    async def _open(self, client: Client) -> None:
         """Makes the reader groups, readers and writers, and connects them all."""
         options, names = self.options, self.options.stream_names
         codec = EventCodec(options.event_size)
@@ -153,7 +161,7 @@ class LoadRun:
             raise LoadError(f"the writers and readers could not connect within "
                             f"{options.connect_timeout + OPEN_TIMEOUT_SECONDS:g} s") from None
 
-    async def _load(self) -> dict:
+    async def _load(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         options = self.options
         self.timings = Timings(time.time_ns())
@@ -165,7 +173,8 @@ class LoadRun:
         progress_task = loop.create_task(self.progress.run(self.snapshot)) if self.progress else None
         drained = False
         try:
-            await self._until(lambda: self.stop.soft.is_set() or (writer_tasks and all(t.done() for t in writer_tasks)),
+            await self._until(lambda: self.stop.soft.is_set()
+                              or (bool(writer_tasks) and all(t.done() for t in writer_tasks)),
                               self._started + options.duration)
             self._stop_writing.set()
             deadline = loop.time() + options.drain_timeout
@@ -188,7 +197,7 @@ class LoadRun:
                 self.progress.close()
         return self.results(drained)
 
-    async def _finish_writers(self, writer_tasks: list[asyncio.Task], deadline: float) -> None:
+    async def _finish_writers(self, writer_tasks: list[asyncio.Task[None]], deadline: float) -> None:
         loop = asyncio.get_running_loop()
         for task in writer_tasks:
             task.cancel()  # any still stuck in a write
@@ -205,7 +214,7 @@ class LoadRun:
 
     # ------------------------------------------------------------------ helpers
 
-    async def _guard(self, coroutine, where: str) -> None:
+    async def _guard(self, coroutine: Awaitable[object], where: str) -> None:
         """Runs a worker; a failure is recorded (the run goes on without it)."""
         try:
             await coroutine
@@ -224,7 +233,7 @@ class LoadRun:
                                 max(0.0, min(_POLL_SECONDS, deadline - loop.time())))
         return True
 
-    async def _unless_stopped(self, coroutine):
+    async def _unless_stopped(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Runs a setup step; a stop request abandons it (raises Interrupted)."""
         loop = asyncio.get_running_loop()
         task, stopped = loop.create_task(coroutine), loop.create_task(self.stop.soft.wait())
@@ -255,7 +264,7 @@ class LoadRun:
             read[reader.stream] += reader.own_read
         return all(read[name] >= count for name, count in self._expected().items())
 
-    async def _close_readers(self, client) -> None:
+    async def _close_readers(self, client: Client) -> None:
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
                 await asyncio.gather(*(reader.close() for reader in self.readers if hasattr(reader, "reader")),
@@ -277,18 +286,21 @@ class LoadRun:
                         max(0, written - own) if self.readers else 0, stats.write_ack.percentile_ms(99),
                         stats.end_to_end.percentile_ms(99), stats.error_count)
 
-    def results(self, drained: bool) -> dict:
+    def results(self, drained: bool) -> dict[str, Any]:
         """The results document of the run (also of one cut short)."""
         sequence = None
         if self.readers:
             expected = {source: count for writer in self.writers for source, count in writer.expected().items()}
             sequence = self.checker.result(expected, {writer.writer_id for writer in self.writers})
+        assert self.timings is not None, "results come after the load started"
         return results_document(self.options.as_dict(), self.stats, self.timings, sequence,
                                 readers=len(self.readers), drained=drained,
                                 interrupted=self.stop.requests > 0, target_rate=self.options.rate)
 
 
-async def run_load(options: LoadOptions, stop: StopSignal | None = None, progress: Progress | None = None) -> dict:
+async def run_load(options: LoadOptions, stop: StopSignal | None = None,
+                   progress: Progress | None = None) -> dict[str, Any]:
+
     """Runs one load (see :class:`LoadRun`) and returns its results document."""
     return await LoadRun(options, stop, progress).run()
 

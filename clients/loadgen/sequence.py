@@ -16,6 +16,7 @@ sorted list of disjoint ranges (one range when all is well), so it notices:
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Any
 
 
 class _Source:
@@ -54,13 +55,13 @@ class _Source:
 
     def count(self) -> int:
         """Distinct sequence numbers seen."""
-        return sum(end - start for start, end in zip(self.starts, self.ends))
+        return sum(end - start for start, end in zip(self.starts, self.ends, strict=True))
 
     def holes(self, expected: int | None) -> tuple[int, int, int]:
         """(gaps, missing events, events numbered ``expected`` or more) given the writer's count.
 
         With ``expected`` None (not written here) only the holes between what was seen count."""
-        pairs = list(zip(self.starts, self.ends))
+        pairs = list(zip(self.starts, self.ends, strict=True))
         if expected is None:
             return len(pairs) - 1, sum(pairs[i + 1][0] - pairs[i][1] for i in range(len(pairs) - 1)), 0
         beyond = sum(end - max(start, expected) for start, end in pairs if end > expected)
@@ -104,7 +105,7 @@ class SequenceChecker:
         """Counts an event that is not in the loadgen's format (someone else's data)."""
         self.foreign += 1
 
-    def result(self, expected: dict[tuple[int, int], int], local_writers: set[int]) -> dict:
+    def result(self, expected: dict[tuple[int, int], int], local_writers: set[int]) -> dict[str, Any]:
         """The verdict, given how many events each local source wrote (``expected``)."""
         gaps = missing = unexpected = 0
         for key, source in self._sources.items():

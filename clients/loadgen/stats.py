@@ -11,6 +11,7 @@ import dataclasses
 import json
 import pathlib
 import time
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -23,7 +24,7 @@ MB = 1_000_000  # MB/s are decimal megabytes, as in Pravega's benchmarks
 class Latency:
     """One latency distribution (an HdrHistogram of microseconds)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._histogram = HdrHistogram(_LOWEST_US, _HIGHEST_US, 3)
         self.clamped = 0  # negative values (clocks disagreeing) recorded as the lowest
 
@@ -41,21 +42,25 @@ class Latency:
     @property
     def count(self) -> int:
         """Latencies recorded."""
-        return self._histogram.get_total_count()
+        count: int = self._histogram.get_total_count()
+        return count
 
     def percentile_ms(self, percentile: float) -> float | None:
         """The latency at ``percentile`` in ms (None before anything was recorded)."""
         if not self.count:
             return None
-        return self._histogram.get_value_at_percentile(percentile) / 1000
+        micros: int = self._histogram.get_value_at_percentile(percentile)
+        return micros / 1000
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Count, mean, p50/p90/p99/p99.9 and max in milliseconds (values None when empty)."""
         empty = not self.count
         result = {"count": self.count,
                   "mean_ms": None if empty else round(self._histogram.get_mean_value() / 1000, 3)}
         for name, percentile in PERCENTILES:
-            result[f"{name}_ms"] = None if empty else round(self.percentile_ms(percentile), 3)
+            value = self.percentile_ms(percentile)
+            result[f"{name}_ms"] = None if value is None else round(value, 3)
+
         result["max_ms"] = None if empty else round(self._histogram.get_max_value() / 1000, 3)
         if self.clamped:
             result["negative_clamped"] = self.clamped
@@ -89,7 +94,7 @@ class RunStats:
         self.duplicates_read = 0  # events read again (not counted in ``read``)
         self.last_read_ns: int | None = None
         self.error_count = 0
-        self.errors: list[dict] = []
+        self.errors: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ updates
 
@@ -155,8 +160,8 @@ class Timings:
         return None if start is None or end is None else round((end - start) / 1e9, 3)
 
 
-def results_document(options: dict, stats: RunStats, timings: Timings, sequence: dict | None, *,
-                     readers: int, drained: bool, interrupted: bool, target_rate: float) -> dict:
+def results_document(options: dict[str, Any], stats: RunStats, timings: Timings, sequence: dict[str, Any] | None, *,
+                     readers: int, drained: bool, interrupted: bool, target_rate: float) -> dict[str, Any]:
     """The JSON results of a run (see ``docs/loadgen.md`` for the format)."""
     write_seconds = timings.seconds(timings.started_ns, timings.write_end_ns)
     read_seconds = timings.seconds(timings.started_ns, stats.last_read_ns) if stats.last_read_ns else None
@@ -198,7 +203,7 @@ def results_document(options: dict, stats: RunStats, timings: Timings, sequence:
     }
 
 
-def write_results(path: pathlib.Path, document: dict) -> None:
+def write_results(path: pathlib.Path, document: dict[str, Any]) -> None:
     """Writes ``document`` to ``path`` as indented JSON (via a temporary file, then a rename)."""
     path = pathlib.Path(path)
     partial = path.with_name(path.name + ".partial")

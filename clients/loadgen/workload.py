@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import WriterConfig
 from ..errors import TransactionFailed
+from ..writer.acks import WriteAck
+from ..writer.event_writer import EventWriter
+from ..writer.transactions import Transaction
 from .events import NO_KEY, EventCodec, decode, key_name
 from .pacing import TokenBucket
 from .sequence import SequenceChecker
 from .stats import Latency, RunStats
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..reader.event_reader import EventReader
+    from ..reader.reader_group import ReaderGroup
+
+
+class _Closeable(Protocol):
+    async def close(self) -> None: ...
 
 BATCH = 256  # events written between two looks at the clock, the stop flag and the loop
 MAX_FAILED_TRANSACTIONS = 10  # in a row, then the writer gives up
@@ -34,10 +47,10 @@ class AckSampler:
     def __init__(self, latency: Latency, stats: RunStats, tasks: int = 16, queue_size: int = 4096):
         self._latency = latency
         self._stats = stats
-        self._queue: asyncio.Queue = asyncio.Queue(queue_size)
+        self._queue: asyncio.Queue[tuple[WriteAck, int]] = asyncio.Queue(queue_size)
         self._tasks = [asyncio.get_running_loop().create_task(self._wait_acks()) for _ in range(tasks)]
 
-    def offer(self, ack, sent_ns: int) -> None:
+    def offer(self, ack: WriteAck, sent_ns: int) -> None:
         """Samples ``ack`` (of an event sent at ``sent_ns``) if there is room."""
         try:
             self._queue.put_nowait((ack, sent_ns))
@@ -78,6 +91,8 @@ class LoadWriter:
     (event writers) or committed (transactions): what the readers must read.
     """
 
+    writer: EventWriter  # made by open()
+
     def __init__(self, index: int, writer_id: int, scope: str, stream: str, keys: int, rate: float,
                  codec: EventCodec, stats: RunStats, sampler: AckSampler | None, sample_interval_ns: int):
         self.index, self.writer_id, self.scope, self.stream = index, writer_id, scope, stream
@@ -94,7 +109,7 @@ class LoadWriter:
         """Events each (writer, key) source wrote that readers must find."""
         return {(self.writer_id, key): count for key, count in self.sequences.items()}
 
-    async def open(self, client) -> None:
+    async def open(self, client: Client) -> None:
         """Connects (before the clock starts)."""
         self.writer = client.create_writer(self.scope, self.stream, self.config)
         await self.writer.start()
@@ -150,18 +165,18 @@ class TransactionalLoadWriter(LoadWriter):
     visible), so the readers' check sees no gap for it; it is counted and reported.
     """
 
-    def __init__(self, *args, transaction_size: int, commit_latency: Latency, **kwargs):
+    def __init__(self, *args: Any, transaction_size: int, commit_latency: Latency, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.transaction_size = transaction_size
         self.commit_latency = commit_latency
-        self._transaction = None
+        self._transaction: Transaction | None = None
         self._in_transaction = 0
         self._before: dict[int, int] = {}
         self._failures_in_a_row = 0
 
-    async def open(self, client) -> None:
+    async def open(self, client: Client) -> None:
         """Makes the transactional writer (transactions are begun as events come)."""
-        self.writer = client.create_transactional_writer(self.scope, self.stream, self.config)
+        self.transactions = client.create_transactional_writer(self.scope, self.stream, self.config)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Writes transactions until ``stop`` is set (the last one is committed by ``finish``)."""
@@ -172,7 +187,7 @@ class TransactionalLoadWriter(LoadWriter):
             count = await self._permits()
             for _ in range(count):
                 if self._transaction is None:
-                    self._transaction = await self.writer.begin()
+                    self._transaction = await self.transactions.begin()
                     self._before, self._in_transaction = dict(sequences), 0
                 key, name = keys[cursor]
                 cursor = cursor + 1 if cursor + 1 < len(keys) else 0
@@ -189,6 +204,7 @@ class TransactionalLoadWriter(LoadWriter):
 
     async def _commit(self) -> None:
         transaction, self._transaction = self._transaction, None
+        assert transaction is not None, "a transaction is open"
         started = time.time_ns()
         try:
             await transaction.commit()
@@ -215,17 +231,19 @@ class TransactionalLoadWriter(LoadWriter):
         """Commits the last, partly filled transaction."""
         if self._transaction is not None:
             await self._commit()
-        await self.writer.close()
+        await self.transactions.close()
 
     async def abandon(self) -> None:
         """Stops at once: aborts the open transaction."""
-        await _close_quietly(self.writer)
+        await _close_quietly(self.transactions)
 
 
 class LoadReader:
     """One reader of the run: reads its group's events and checks them until cancelled."""
 
-    def __init__(self, index: int, group, stream: str, local_writers: set[int], stats: RunStats,
+    reader: EventReader  # made by open()
+
+    def __init__(self, index: int, group: ReaderGroup, stream: str, local_writers: set[int], stats: RunStats,
                  checker: SequenceChecker):
         self.index, self.group, self.stream = index, group, stream
         self.name = f"reader {index} ({group.scope}/{stream})"
@@ -266,7 +284,9 @@ class LoadReader:
         await _close_quietly(self.reader)
 
 
-async def _close_quietly(closable) -> None:
+async def _close_quietly(closable: _Closeable | None) -> None:
+    if closable is None:
+        return  # as before: closing nothing does nothing
     try:
         await closable.close()
     except Exception:  # noqa: BLE001 - the failure was reported where it happened

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import ReaderConfig
 from ..connection import Endpoint, WireConnection
@@ -36,7 +37,10 @@ from ..errors import ClosedError, ReinitializationRequired, TributaryError, Trun
 from ..segment_stores import segment_of
 from ..serializers import BytesSerializer, Serializer
 from .group_state import GroupState
-from .segment_reader import SegmentReader
+from .segment_reader import Found, SegmentReader
+
+if TYPE_CHECKING:
+    from .reader_group import ReaderGroup
 
 log = logging.getLogger("tributary.reader")
 _STREAK_MAX = 256  # events taken from one segment before looking at the others
@@ -73,7 +77,7 @@ class LargeEventRead(EventRead):
 
     __slots__ = ("_reader", "_segment_reader")
 
-    def __init__(self, reader: "EventReader", segment_reader: SegmentReader, offset: int, size: int):
+    def __init__(self, reader: EventReader, segment_reader: SegmentReader, offset: int, size: int):
         super().__init__(None, segment_reader.segment, offset, size)
         self._reader = reader
         self._segment_reader = segment_reader
@@ -82,7 +86,7 @@ class LargeEventRead(EventRead):
     def payload_size(self) -> int:
         return self.size - 8
 
-    async def chunks(self):
+    async def chunks(self) -> AsyncIterator[bytes]:
         """Yields the event's bytes in order, in pieces of at most one read, with bounded memory."""
         segment_reader = self._segment_reader
         while segment_reader.large_remaining:
@@ -102,10 +106,11 @@ class LargeEventRead(EventRead):
 class _HeartbeatWatch:
     """Tells dead readers from live ones by whether their heartbeat entry's version moves (local clock only)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._seen: dict[str, tuple[int | None, float]] = {}
 
-    def dead(self, readers: list[str], reports: dict[str, tuple[int, dict]], now: float, timeout: float) -> list[str]:
+    def dead(self, readers: list[str], reports: dict[str, tuple[int, dict[str, int]]], now: float,
+             timeout: float) -> list[str]:
         dead = []
         for reader in readers:
             version = reports[reader][0] if reader in reports else None
@@ -122,7 +127,7 @@ class _HeartbeatWatch:
 class EventReader:
     """Reads events for reader ``reader_id`` of a group. Make it with ``group.create_reader(id)``."""
 
-    def __init__(self, group, reader_id: str, config: ReaderConfig | None = None,
+    def __init__(self, group: ReaderGroup, reader_id: str, config: ReaderConfig | None = None,
                  serializer: Serializer | None = None, checkpoint_events: bool = False):
         self.group = group
         self.reader_id = reader_id
@@ -130,26 +135,27 @@ class EventReader:
         self._store = group.store
         self._controller = group.controller
         self._stores = group.stores
-        self._deserialize = None if isinstance(serializer, (BytesSerializer, type(None))) else serializer.deserialize
+        self._deserialize: Callable[[bytes], Any] | None = (
+            None if serializer is None or isinstance(serializer, BytesSerializer) else serializer.deserialize)
         self._checkpoint_events = checkpoint_events
         self._connections = group.stores.connection_cache()
         self._segments: dict[str, SegmentReader] = {}
         self._rotation: list[SegmentReader] = []
         self._current: SegmentReader | None = None
         self._streak = 0
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._step_now = True
         self._refresh = 1.0
         self._timeout = 30.0
         self._watch = _HeartbeatWatch()
-        self._heartbeat: asyncio.Task | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._end_of_data = False
         self._marker: str | None = None  # checkpoint handed to the application, to report on the next call
         self._marker_pending: str | None = None  # checkpoint to hand to the application
         self._started = False
         self._closed = False
-        self._step_task: asyncio.Task | None = None
+        self._step_task: asyncio.Task[None] | None = None
         self._step_lock = asyncio.Lock()
         self._truncations = 0  # segment readers that met a truncation not yet reported
 
@@ -158,11 +164,11 @@ class EventReader:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def __aenter__(self) -> "EventReader":
+    async def __aenter__(self) -> EventReader:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def start(self) -> None:
@@ -208,7 +214,7 @@ class EventReader:
 
     # ------------------------------------------------------------------ iteration
 
-    def __aiter__(self) -> "EventReader":
+    def __aiter__(self) -> EventReader:
         return self
 
     async def __anext__(self) -> EventRead:
@@ -285,7 +291,9 @@ class EventReader:
                 return self._event(item, reader)
         return None
 
-    def _event(self, item, reader: SegmentReader) -> EventRead:
+    def _event(self, item: Found, reader: SegmentReader) -> EventRead:
+
+
         payload, offset, size = item
         if payload is None:
             return LargeEventRead(self, reader, offset, size)
@@ -367,7 +375,9 @@ class EventReader:
         positions = self.positions() if blocking else {}
         handed = self._marker if blocking else None  # a checkpoint the application saw: report it now
 
-        def transition(state: GroupState):
+        def transition(state: GroupState) -> tuple[list[str], dict[str, int], str | None, bool, bool,
+                                                   dict[str, int]]:
+
             state.check_member(self.reader_id)
             for reader in dead:
                 if reader in state.readers:

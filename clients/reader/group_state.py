@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import CheckpointFailed, InvalidArgument, ReinitializationRequired
 
@@ -59,7 +59,7 @@ class GroupState:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> "GroupState":
+    def decode(cls, data: bytes) -> GroupState:
         fields = json.loads(bytes(data))
         fields["checkpoints"] = [Checkpoint(**checkpoint) for checkpoint in fields["checkpoints"]]
         if fields["last_checkpoint"] is not None:
@@ -68,7 +68,7 @@ class GroupState:
 
     @classmethod
     def starting_at(cls, positions: dict[str, int], end_offsets: dict[str, int],
-                    generation: int = 0) -> "GroupState":
+                    generation: int = 0) -> GroupState:
         """A fresh state reading ``positions`` (negative offsets: not readable yet, treated as 0)."""
         return cls(generation=generation, unassigned={name: max(0, offset) for name, offset in positions.items()},
                    end_offsets=dict(end_offsets))
@@ -244,7 +244,8 @@ class GroupState:
                 return
 
 
-def _segment_order(name: str) -> tuple:
+def _segment_order(name: str) -> tuple[int, int, str]:
+
     """Older epochs first, then segment number: predecessors before successors when both are free."""
     _, _, tail = name.rpartition("/")
     number, _, epoch = tail.partition(".#epoch.")

@@ -18,15 +18,16 @@ so a Rust ``pravega`` reader group of the same name, which uses
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from typing import Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from wire import naming
 from wire.constants import NO_VERSION, NOT_EXISTS
-
-from ..errors import (ConflictingOperation, NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion,
-                      TableKeyDoesNotExist)
 from wire.retry import Backoff, retry
+
+from ..errors import ConflictingOperation, NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion, TableKeyDoesNotExist
 from ..segment_store_client import SegmentStoreClient
 from .group_state import GroupState
 
@@ -53,7 +54,7 @@ class GroupConfig:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> "GroupConfig":
+    def decode(cls, data: bytes) -> GroupConfig:
         fields = json.loads(bytes(data))
         fields["streams"] = tuple(fields["streams"])
         return cls(**fields)
@@ -76,7 +77,8 @@ class GroupStore:
         self._retry = retry_policy
         self._scope, self._group = scope, group
 
-    async def _call(self, operation):
+    async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
+
         try:
             return await retry(operation, self._retry)
         except NoSuchSegment:
@@ -119,7 +121,7 @@ class GroupStore:
             if after == before:
                 return result, state
             try:
-                await self._call(lambda: self._raw.update_table(self.table, [(_STATE, version, after)]))
+                await self._call(functools.partial(self._raw.update_table, self.table, [(_STATE, version, after)]))
                 return result, state
             except (TableKeyBadVersion, TableKeyDoesNotExist):
                 continue  # someone else changed it first: redo on the new state
@@ -136,7 +138,7 @@ class GroupStore:
         if not readers:
             return {}
         entries = await self._call(lambda: self._raw.read_table(self.table, [_reader_key(r) for r in readers]))
-        return {reader: (entry[0], json.loads(entry[1])) for reader, entry in zip(readers, entries)
+        return {reader: (entry[0], json.loads(entry[1])) for reader, entry in zip(readers, entries, strict=True)
                 if entry is not None}
 
     async def forget_report(self, reader: str) -> None:

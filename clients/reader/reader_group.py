@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from typing import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from wire.retry import Backoff
 
 from ..config import ReaderConfig
-from ..controller_client import ControllerClient, cut_to
+from ..controller_client import Controller, ControllerClient, cut_to
 from ..errors import CheckpointFailed, InvalidArgument, ReaderGroupNotFound
 from ..grpc_api import controller_pb2 as pb
 from ..model import check_scope_name, check_stream_name, check_user_name
-from wire.retry import Backoff
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import Serializer
 from ..stream_cut import StreamCut, cuts_by_stream, parse_stream_cut
@@ -44,7 +46,7 @@ class ReaderGroupConfig:
     refresh_ms: int = 1_000
     max_outstanding_checkpoints: int = 3
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.refresh_ms < 10 or self.reader_timeout_ms < 2 * self.refresh_ms:
             raise InvalidArgument("refresh_ms must be >= 10 and reader_timeout_ms at least twice refresh_ms")
         if self.max_outstanding_checkpoints < 1:
@@ -79,8 +81,8 @@ def cuts_of(positions: Mapping[str, int]) -> dict[str, StreamCut]:
 class ReaderGroup:
     """A handle of one reader group (cheap to make; all state is on the server)."""
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, name: str,
-                 retry_policy: Backoff, adopt=None):
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, name: str,
+                 retry_policy: Backoff, adopt: Callable[[EventReader], EventReader] | None = None):
         self._adopt = adopt  # the client's registry of what it closes on close()
         self.controller = controller
         self.stores = stores
@@ -174,6 +176,13 @@ class ReaderGroupManagement:
 
     _controller: ControllerClient
     _stores: SegmentStores
+
+    if TYPE_CHECKING:  # provided by the Client this is mixed into
+
+        def _adopt(self, child: EventReader) -> EventReader: ...
+
+        async def tail_cut(self, scope: str, stream: str) -> StreamCut: ...
+
 
     def _group_retry(self) -> Backoff:
         return ReaderConfig().retry

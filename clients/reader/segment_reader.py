@@ -22,21 +22,53 @@ same offset on a new connection.
 from __future__ import annotations
 
 import logging
+from typing import Protocol, TypeAlias
 
 from wire import commands as wc
+from wire.base import Reply
 from wire.constants import EVENT_TYPE_CODE
 from wire.envelope import ENVELOPE_HEADER, ENVELOPE_HEADER_SIZE
+from wire.fields import BytesLike
 
 from ..attach import FlowAttacher
-from ..connection import ConnectionFailed, WireConnection, next_request_id
-from ..errors import InvalidEvent, ProtocolViolation
+from ..config import ReaderConfig
+from ..connection import Endpoint, WireConnection, next_request_id
+from ..errors import ConnectionFailed, InvalidEvent, ProtocolViolation
 
 log = logging.getLogger("tributary.reader")
 _HEADER = ENVELOPE_HEADER
 _HEADER_SIZE = ENVELOPE_HEADER_SIZE
 
+Item: TypeAlias = tuple[bytes, int, int]
+"""A complete event: (payload, offset of its envelope, envelope and payload size)."""
 
-def cut_events(data: bytes, position: int, base: int, maximum: int, items: list) -> tuple[int, int]:
+Found: TypeAlias = Item | tuple[None, int, int]
+"""An event, or the start of a large event (no payload: its bytes come as chunks)."""
+
+Next: TypeAlias = Found | None
+"""What :meth:`SegmentReader.next_event` returns: an event, a large event's start, or nothing yet."""
+
+
+
+class ReaderOwner(Protocol):
+    """What a segment reader needs from the event reader that owns it."""
+
+    config: ReaderConfig
+
+    async def endpoint_of(self, segment: str) -> Endpoint: ...
+
+    async def connection(self, endpoint: Endpoint) -> WireConnection: ...
+
+    def forget_endpoint(self, segment: str) -> None: ...
+
+    def data_arrived(self) -> None: ...
+
+    def truncated(self) -> None: ...
+
+    def segment_failed(self, reader: SegmentReader, error: BaseException) -> None: ...
+
+
+def cut_events(data: bytes, position: int, base: int, maximum: int, items: list[Item]) -> tuple[int, int]:
     """Cuts the complete events of ``data[position:]`` into ``items`` as (payload, offset, size).
 
     ``base`` is the segment offset of ``data[0]``; an event's offset is that of its envelope.
@@ -65,7 +97,7 @@ def cut_events(data: bytes, position: int, base: int, maximum: int, items: list)
 class SegmentReader:
     """Reads one segment from ``offset`` (to ``end_offset`` if given) for an event reader."""
 
-    def __init__(self, segment: str, offset: int, end_offset: int | None, owner, read_size: int,
+    def __init__(self, segment: str, offset: int, end_offset: int | None, owner: ReaderOwner, read_size: int,
                  max_event_size: int):
         self.segment = segment
         self.processed = offset  # offset after the last event the application finished with
@@ -80,7 +112,7 @@ class SegmentReader:
         self._read_offset = offset  # where the next read starts
         self._data = b""  # received bytes not yet parsed into events (from self._position on)
         self._position = 0
-        self._ready: list = []  # events parsed from the data, handed out from self._ready_index on
+        self._ready: list[Item] = []  # events parsed from the data, handed out from self._ready_index on
         self._ready_index = 0
         self._outstanding = False
         self._end_of_segment = False
@@ -154,9 +186,8 @@ class SegmentReader:
         except ConnectionFailed:
             self._outstanding = False  # connection_failed follows
 
-    def reply_received(self, reply) -> None:
-        kind = type(reply)
-        if kind is wc.SegmentRead:
+    def reply_received(self, reply: Reply) -> None:
+        if isinstance(reply, wc.SegmentRead):
             if reply.offset != self._read_offset or not self._outstanding:
                 return  # an answer to a request from before a reset
             self._outstanding = False
@@ -169,21 +200,21 @@ class SegmentReader:
             self._check_finished()
             self._request()
             self._owner.data_arrived()
-        elif kind is wc.SegmentIsSealed:
+        elif isinstance(reply, wc.SegmentIsSealed):
             self._outstanding = False
             self._end_of_segment = True
             self._check_finished()
             self._owner.data_arrived()
-        elif kind is wc.SegmentIsTruncated:
+        elif isinstance(reply, wc.SegmentIsTruncated):
             self._outstanding = False
             self._truncated_to(reply.start_offset)
-        elif kind is wc.NoSuchSegment:
+        elif isinstance(reply, wc.NoSuchSegment):
             log.warning("segment vanished while being read", extra={"segment": self.segment})
             self._outstanding = False
             self._end_of_segment = True
             self._check_finished()
             self._owner.data_arrived()
-        elif kind is wc.WrongHost:
+        elif isinstance(reply, wc.WrongHost):
             self._owner.forget_endpoint(self.segment)
             self._reconnect()
         else:
@@ -193,7 +224,7 @@ class SegmentReader:
         self._connection = None
         self._reconnect()
 
-    def _append(self, data) -> None:
+    def _append(self, data: BytesLike) -> None:
         if self._position >= len(self._data):
             self._data = bytes(data)
         else:
@@ -216,7 +247,7 @@ class SegmentReader:
 
     # ------------------------------------------------------------------ events
 
-    def next_event(self):
+    def next_event(self) -> Next:
         """(payload bytes, offset, length) of the next complete event, or None if none is buffered.
 
         Events are parsed from the received bytes a whole read at a time (one tight loop) and then
@@ -234,13 +265,13 @@ class SegmentReader:
             return item
         return self._parse()
 
-    def _parse(self):
+    def _parse(self) -> Next:
         """Parses every complete event buffered; returns the first (or None, or a large event's start)."""
         if self.large_remaining:
             return None
         data = self._data
         size = len(data)
-        items: list = []
+        items: list[Item] = []
         position, needed = cut_events(data, self._position, self._read_offset - size, self._max_event_size, items)
         if needed:
             self._request(needed)
@@ -267,7 +298,8 @@ class SegmentReader:
 
     # ------------------------------------------------------------------ large events, as chunks
 
-    def _begin_large(self, length: int):
+    def _begin_large(self, length: int) -> tuple[None, int, int]:
+
         """Starts handing out an event too large to buffer: (None, offset, size), then its chunks."""
         offset = self.offset
         self._position += _HEADER_SIZE

@@ -11,6 +11,8 @@ fails for all of them at once. Its asyncio future is made only if someone awaits
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
+from typing import Any
 
 
 class WriteAck:
@@ -18,9 +20,9 @@ class WriteAck:
 
     __slots__ = ("_pending", "_future", "_error", "_done")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._pending = 0
-        self._future: asyncio.Future | None = None
+        self._future: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._done = False
 
@@ -36,7 +38,8 @@ class WriteAck:
         """The failure, if the events failed."""
         return self._error
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, None]:
+
         if not self._done:
             if self._future is None:
                 self._future = asyncio.get_running_loop().create_future()

@@ -24,16 +24,18 @@ import itertools
 import time
 import uuid
 from collections import deque
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
 from wire.constants import MAX_EVENT_SIZE
+from wire.fields import BytesLike
 
 from ..config import WriterConfig
 from ..connection import ConnectionCache, Endpoint, WireConnection
-from ..controller_client import ControllerClient
+from ..controller_client import Controller
 from ..errors import ClosedError, EventTooLarge, InvalidArgument, StreamSealed, TributaryError
-from ..model import Segment
-from ..routing import KeyHasher, SegmentMap
+from ..model import Segment, Successors
+from ..routing import KeyHasher, RoutingKey, SegmentMap
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import BytesSerializer, Serializer
 from ..stream_cut import StreamCut
@@ -55,7 +57,9 @@ class _Phase(enum.Enum):
 class WriterBase:
     """What event writers and transactions share: connections, endpoints, the window, failure."""
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, config: WriterConfig,
+    _serialize: Callable[[Any], BytesLike] | None  # set by subclasses: None passes bytes through
+
+    def __init__(self, controller: Controller, stores: SegmentStores, config: WriterConfig,
                  connections: ConnectionCache | None = None):
         self.config = config
         self._controller = controller
@@ -66,10 +70,10 @@ class WriterBase:
         self._max_events = config.max_inflight_events
         self._inflight_bytes = 0
         self._inflight_events = 0
-        self._room_waiter: asyncio.Future | None = None
-        self._drain_waiters: list[asyncio.Future] = []
+        self._room_waiter: asyncio.Future[None] | None = None
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self._failure: BaseException | None = None
-        self._monitor: asyncio.Task | None = None
+        self._monitor: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ WriterOwner
 
@@ -99,7 +103,7 @@ class WriterBase:
     # ------------------------------------------------------------------ events
 
     @staticmethod
-    def _sized(payload, routing_key) -> int:
+    def _sized(payload: object, routing_key: object) -> int:
         """The enveloped size of an event.
 
         Raises:
@@ -116,14 +120,14 @@ class WriterBase:
                                 f"use write_large()")
         return size
 
-    async def write_many(self, events, routing_keys=None) -> None:
+    async def write_many(self, events: Iterable[Any], routing_keys: Iterable[RoutingKey] | None = None) -> None:
         """Writes each of ``events`` as ``write`` would (with ``routing_keys[i]``, or without keys), doing
         the per-call work once: for bulk loaders. ``flush()`` waits for them. Raises like ``write``."""
         await self._ready()
         serialize, sized, writer_for = self._serialize, self._sized, self._writer_for
         keys = itertools.repeat(None) if routing_keys is None else routing_keys
-        for event, key in zip(events, keys):
-            payload = event if serialize is None else serialize(event)
+        for event, key in zip(events, keys, strict=False):  # keys may be an endless repeat(None)
+            payload: BytesLike = event if serialize is None else serialize(event)
             size = sized(payload, key)
             if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
                 await self._wait_for_room(size)
@@ -136,7 +140,7 @@ class WriterBase:
         """Returns when events may be added (raises when they may not)."""
         raise NotImplementedError
 
-    def _writer_for(self, routing_key) -> SegmentWriter:
+    def _writer_for(self, routing_key: RoutingKey) -> SegmentWriter:
         """The segment writer that takes events of ``routing_key``."""
         raise NotImplementedError
 
@@ -190,7 +194,8 @@ class WriterBase:
         while True:
             await asyncio.sleep(min(1.0, timeout / 4))
             now = loop.time()
-            stalled = {writer.check_progress(now, timeout) for writer in self._writers()} - {None}
+            stalled = {connection for writer in self._writers()
+                       if (connection := writer.check_progress(now, timeout)) is not None}
             for connection in stalled:
                 connection.abort()
 
@@ -213,7 +218,7 @@ class EventWriter(WriterBase):
     segments, with no order among them.
     """
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str,
                  config: WriterConfig | None = None, serializer: Serializer | None = None):
         super().__init__(controller, stores, config or WriterConfig())
         self.scope = scope
@@ -224,21 +229,21 @@ class EventWriter(WriterBase):
         self._phase = _Phase.NEW
         self._map: SegmentMap | None = None
         self._segment_writers: dict[Segment, SegmentWriter] = {}
-        self._key_writers: dict[Any, SegmentWriter] = {}
+        self._key_writers: dict[str, SegmentWriter] = {}
         self._hasher = KeyHasher()
         self._sealed: deque[SegmentWriter] = deque()
-        self._seal_task: asyncio.Task | None = None
+        self._seal_task: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return (f"<EventWriter {self.scope}/{self.stream} {self._phase.value} segments={len(self._segment_writers)} "
                 f"inflight={self._inflight_events}>")
 
-    async def __aenter__(self) -> "EventWriter":
+    async def __aenter__(self) -> EventWriter:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def start(self) -> None:
@@ -257,7 +262,7 @@ class EventWriter(WriterBase):
 
     # ------------------------------------------------------------------ writing
 
-    async def write(self, event, routing_key: str | None = None) -> WriteAck:
+    async def write(self, event: Any, routing_key: str | None = None) -> WriteAck:
         """Accepts ``event`` for the segment owning ``routing_key``; returns its ack.
 
         Raises:
@@ -267,7 +272,7 @@ class EventWriter(WriterBase):
             ClosedError: the writer was closed.
             The failure that broke the writer, if one did.
         """
-        payload = event if self._serialize is None else self._serialize(event)
+        payload: BytesLike = event if self._serialize is None else self._serialize(event)
         size = self._sized(payload, routing_key)
         if self._phase is not _Phase.OPEN:
             await self._ensure_open()
@@ -284,11 +289,11 @@ class EventWriter(WriterBase):
         if self._phase is not _Phase.OPEN:
             await self._ensure_open()
 
-    def _writer_for(self, routing_key) -> SegmentWriter:
+    def _writer_for(self, routing_key: RoutingKey) -> SegmentWriter:
         writer = self._key_writers.get(routing_key) if routing_key is not None else None
         return writer if writer is not None else self._route(routing_key)
 
-    async def write_batch(self, events: list, routing_key: str | None = None) -> WriteAck:
+    async def write_batch(self, events: Sequence[Any], routing_key: str | None = None) -> WriteAck:
         """Writes ``events`` atomically, in order, into one segment: all become visible together, or none.
 
         The batch must fit one append (8 MiB with envelopes). Raises like :meth:`write`.
@@ -353,12 +358,13 @@ class EventWriter(WriterBase):
         """
         return LargeEventWriter(self, routing_key)
 
-    async def write_large_event(self, data, routing_key: str | None = None) -> None:
+    async def write_large_event(self, data: BytesLike | Iterable[BytesLike] | AsyncIterable[BytesLike],
+                                routing_key: str | None = None) -> None:
         """Writes one large event from bytes, or from an (async) iterable of byte chunks."""
         async with self.write_large(routing_key) as event:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 await event.write(data)
-            elif hasattr(data, "__aiter__"):
+            elif isinstance(data, AsyncIterable):
                 async for chunk in data:
                     await event.write(chunk)
             else:
@@ -382,14 +388,20 @@ class EventWriter(WriterBase):
         if successors.stream_sealed:
             return None
         # Where this writer's own events of the key will go once it learns of the seal.
-        return self._map.replace(segment, successors).segment_for(self._hasher.fraction(routing_key)).qualified_name
+        return self._routes.replace(segment, successors).segment_for(self._hasher.fraction(routing_key)).qualified_name
 
     # ------------------------------------------------------------------ routing
 
-    def _route(self, routing_key) -> SegmentWriter:
+    @property
+    def _routes(self) -> SegmentMap:
+        """The routing map (made by ``start``, which every path to routing goes through)."""
+        assert self._map is not None, "the writer is started before it routes"
+        return self._map
+
+    def _route(self, routing_key: RoutingKey) -> SegmentWriter:
         if routing_key is not None and type(routing_key) is not str:
             raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
-        writer = self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
+        writer = self._segment_writers[self._routes.segment_for(self._hasher.fraction(routing_key))]
         if routing_key is not None:
             if len(self._key_writers) >= _KEY_CACHE_MAX:
                 self._key_writers.clear()
@@ -413,7 +425,9 @@ class EventWriter(WriterBase):
             return
         if self._phase is _Phase.CLOSED:
             raise ClosedError(f"writer of {self.scope}/{self.stream} is closed")
-        raise self._failure
+        failure = self._failure
+        assert failure is not None, "a sealed or failed writer has its failure"
+        raise failure
 
     # ------------------------------------------------------------------ seals
 
@@ -437,10 +451,10 @@ class EventWriter(WriterBase):
                 return
             self._replace(writer, segment, successors)
 
-    def _replace(self, writer: SegmentWriter, segment: Segment, successors) -> None:
+    def _replace(self, writer: SegmentWriter, segment: Segment, successors: Successors) -> None:
         """Re-routes the sealed writer's events to its successors (synchronously: nothing interleaves)."""
-        self._map = self._map.replace(segment, successors)
-        for successor in self._map.segments:
+        routes = self._map = self._routes.replace(segment, successors)
+        for successor in routes.segments:
             self._add_segment_writer(successor)
         events = writer.take_events()
         writer.close()
@@ -448,7 +462,8 @@ class EventWriter(WriterBase):
         self._key_writers.clear()
         touched = set()
         for envelope, key, ack in events:
-            target = self._segment_writers[self._map.segment_for(self._hasher.fraction(key))]
+            target = self._segment_writers[routes.segment_for(self._hasher.fraction(key))]
+
             target.add_moved(envelope, key, ack)
             touched.add(target)
         for target in touched:

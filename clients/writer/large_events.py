@@ -22,12 +22,18 @@ the successor owning the key, and merged there.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from types import TracebackType
+from typing import Protocol
 
 from wire import commands as wc
+from wire.base import Reply
 from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
+from wire.fields import BytesLike
 
-from ..connection import WireConnection, next_request_id
+from ..config import WriterConfig
+from ..connection import Endpoint, WireConnection, next_request_id
 from ..errors import ClosedError, InvalidArgument, NoSuchSegment, SegmentSealed, StreamSealed, TributaryError
 from ..segment_store_client import raise_for
 from .segment_writer import SegmentWriter, WriterGone, envelope_header
@@ -38,13 +44,26 @@ MAX_LARGE_EVENT_SIZE = 2**31 - 1 - 8
 """The envelope's length field is a signed 32-bit integer."""
 
 
+class LargeEventOwner(Protocol):
+    """What a large event needs from the event writer it belongs to."""
+
+    config: WriterConfig
+
+    async def endpoint_of(self, segment: str) -> Endpoint: ...
+
+    async def large_event_segment(self, routing_key: str | None) -> SegmentWriter: ...
+
+    async def successor_for(self, sealed: str, routing_key: str | None) -> str | None: ...
+
+
 class LargeEventWriter:
+
     """One large event being written; ``async with writer.write_large(key) as event: await event.write(b)``.
 
     Leaving the ``async with`` block normally commits; an exception aborts.
     """
 
-    def __init__(self, owner, routing_key: str | None):
+    def __init__(self, owner: LargeEventOwner, routing_key: str | None):
         self._owner = owner
         self._key = routing_key
         self._budget = owner.config.large_event_buffer_bytes
@@ -57,7 +76,7 @@ class LargeEventWriter:
         self._size = 0  # bytes appended or buffered
         self._sent = 0  # bytes appended (acknowledged or in flight)
         self._event_number = 0
-        self._inflight: list = []  # (future, size) of appends in flight, in order
+        self._inflight: list[tuple[asyncio.Future[Reply], int]] = []  # (future, size) of appends in flight
         self._state = "new"
 
     def __repr__(self) -> str:
@@ -73,11 +92,12 @@ class LargeEventWriter:
         """Bytes written so far."""
         return self._size
 
-    async def __aenter__(self) -> "LargeEventWriter":
+    async def __aenter__(self) -> LargeEventWriter:
         await self.open()
         return self
 
-    async def __aexit__(self, exc_type, exc, traceback) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
         if self._state != "open":
             return
         if exc_type is None:
@@ -110,19 +130,19 @@ class LargeEventWriter:
 
     async def _create_transient(self, parent: str) -> None:
         endpoint = await self._owner.endpoint_of(parent)
-        self._connection = await WireConnection.connect(*endpoint)
-        reply = await self._connection.request(wc.CreateTransientSegment(next_request_id(), self._writer_id,
-                                                                          parent, ""))
+        connection = self._connection = await WireConnection.connect(*endpoint)
+        reply = await connection.request(wc.CreateTransientSegment(next_request_id(), self._writer_id,
+                                                                   parent, ""))
         self._transient = raise_for(reply, (wc.SegmentCreated,)).segment
-        reply = await self._connection.request(wc.SetupAppend(next_request_id(), self._writer_id,
-                                                              self._transient, ""))
+        reply = await connection.request(wc.SetupAppend(next_request_id(), self._writer_id,
+                                                        self._transient, ""))
         setup = raise_for(reply, (wc.AppendSetup,))
         if setup.last_event_number != NULL_ATTRIBUTE_VALUE:
             raise TributaryError(f"new transient segment {self._transient} already has writer state")
 
     # ------------------------------------------------------------------ writing
 
-    async def write(self, data) -> None:
+    async def write(self, data: BytesLike) -> None:
         """Appends ``data`` to the event (waits while ``large_event_buffer_bytes`` are in flight).
 
         Raises:
@@ -151,11 +171,18 @@ class LargeEventWriter:
             await self._settle_oldest()
         self._event_number += 1
         request_id = next_request_id()
-        future = self._connection.expect(request_id)
-        self._connection.send(wc.ConditionalBlockEnd(self._writer_id, self._event_number, self._sent, chunk,
+        connection = self._open_connection
+        future = connection.expect(request_id)
+        connection.send(wc.ConditionalBlockEnd(self._writer_id, self._event_number, self._sent, chunk,
                                                      request_id))
         self._sent += len(chunk)
         self._inflight.append((future, len(chunk)))
+
+    @property
+    def _open_connection(self) -> WireConnection:
+        """The connection to the transient segment's store (open from ``open`` until the event ends)."""
+        assert self._connection is not None, "the large event is open"
+        return self._connection
 
     def _inflight_bytes(self) -> int:
         return sum(size for _, size in self._inflight)
@@ -179,6 +206,7 @@ class LargeEventWriter:
             await self._send_chunk()
             while self._inflight:
                 await self._settle_oldest()
+            assert self._segment_writer is not None, "an open large event holds its segment's writer"
             await self._merge(self._segment_writer.segment, self._transient)
             self._state = "committed"
         except BaseException:
@@ -188,12 +216,13 @@ class LargeEventWriter:
             await self._release()
 
     async def _merge(self, target: str, source: str) -> None:
-        reply = await self._connection.request(wc.MergeSegmentsWithHeader(
+        connection = self._open_connection
+        reply = await connection.request(wc.MergeSegmentsWithHeader(
             next_request_id(), target, source, envelope_header(self._size), ""), timeout=None)
         try:
             raise_for(reply, (wc.SegmentsMerged,))
         except (SegmentSealed, NoSuchSegment):
-            info = await self._connection.request(wc.GetStreamSegmentInfo(next_request_id(), target, ""))
+            info = await connection.request(wc.GetStreamSegmentInfo(next_request_id(), target, ""))
             if isinstance(info, wc.StreamSegmentInfo) and info.exists and not info.is_sealed:
                 raise
             await self._merge_into_successor(target)
@@ -203,7 +232,8 @@ class LargeEventWriter:
         successor = await self._owner.successor_for(sealed, self._key)
         if successor is None:
             raise StreamSealed("the stream was sealed while a large event was being written")
-        old_connection, old_transient = self._connection, self._transient
+        old_connection, old_transient = self._open_connection, self._transient
+
         self._connection, self._writer_id, self._sent, self._event_number = None, uuid.uuid4(), 0, 0
         try:
             await self._create_transient(successor)

@@ -33,15 +33,19 @@ import enum
 import struct
 import uuid
 from collections import deque
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 from wire import commands as wc
+from wire.base import Reply
 from wire.constants import NULL_ATTRIBUTE_VALUE
+from wire.fields import BytesLike
 
 from ..attach import FlowAttacher
 from ..config import WriterConfig
 from ..connection import Endpoint, WireConnection, next_request_id
 from ..errors import ConnectionFailed, TributaryError
+from ..routing import RoutingKey
 from .acks import WriteAck
 
 _HEADER = struct.Struct(">ii")
@@ -91,9 +95,9 @@ class WriterOwner(Protocol):
 
     def released(self, size: int, events: int) -> None: ...
 
-    def sealed(self, writer: "SegmentWriter") -> None: ...
+    def sealed(self, writer: SegmentWriter) -> None: ...
 
-    def failed(self, writer: "SegmentWriter", error: BaseException) -> None: ...
+    def failed(self, writer: SegmentWriter, error: BaseException) -> None: ...
 
 
 class Block:
@@ -101,13 +105,14 @@ class Block:
 
     __slots__ = ("last_event_number", "data", "keys", "runs")
 
-    def __init__(self, last_event_number: int, data: bytearray, keys: list, runs: list):
+    def __init__(self, last_event_number: int, data: bytearray, keys: list[RoutingKey],
+                 runs: list[tuple[WriteAck, int]]):
         self.last_event_number = last_event_number
         self.data = data
         self.keys = keys
         self.runs = runs  # [(WriteAck, events)] in event order
 
-    def events(self) -> Iterator[tuple[memoryview, object, WriteAck]]:
+    def events(self) -> Iterator[tuple[memoryview, RoutingKey, WriteAck]]:
         """Each event's envelope, routing key and ack, in order."""
         view = memoryview(self.data)
         position = 0
@@ -136,8 +141,8 @@ class SegmentWriter:
         self._connection: WireConnection | None = None
         self._event_number = 0
         self._buffer = bytearray()
-        self._buffer_keys: list = []
-        self._runs: list = []  # closed runs of the open buffer
+        self._buffer_keys: list[RoutingKey] = []
+        self._runs: list[tuple[WriteAck, int]] = []  # closed runs of the open buffer
         self._ack = WriteAck()  # the ack of the run being written
         self._ack_count = 0
         self._unsent: deque[Block] = deque()
@@ -145,7 +150,7 @@ class SegmentWriter:
         self._flush_scheduled = False
         self._hold_after: int | None = None  # events numbered above are held back (a large event)
         self._acked = 0  # the highest event number acknowledged
-        self._ack_waiters: list[tuple[int, asyncio.Future]] = []
+        self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
                                       connection_for=owner.connection, policy=owner.config.retry,
                                       on_attached=self._attached, on_failed=self._fail, purpose="append")
@@ -202,7 +207,7 @@ class SegmentWriter:
 
     # ------------------------------------------------------------------ adding events (the hot path)
 
-    def add(self, payload, key) -> WriteAck:
+    def add(self, payload: BytesLike, key: RoutingKey) -> WriteAck:
         """Buffers one event; returns the ack it will be settled under."""
         buffer = self._buffer
         size = len(payload)
@@ -222,7 +227,7 @@ class SegmentWriter:
             self._loop.call_soon(self._flush_soon)
         return self._ack
 
-    def add_batch(self, payloads: list, key) -> WriteAck:
+    def add_batch(self, payloads: list[BytesLike], key: RoutingKey) -> WriteAck:
         """Buffers events that must go into one block (atomic in this segment)."""
         self.flush_now()
         for payload in payloads:
@@ -234,7 +239,7 @@ class SegmentWriter:
         self.flush_now()
         return ack
 
-    def add_moved(self, envelope, key, ack: WriteAck) -> None:
+    def add_moved(self, envelope: BytesLike, key: RoutingKey, ack: WriteAck) -> None:
         """Buffers an event taken from a sealed segment (already counted by ``ack``)."""
         self._close_run()
         buffer = self._buffer
@@ -287,6 +292,7 @@ class SegmentWriter:
             self._send(block)
 
     def _send(self, block: Block) -> None:
+        assert self._connection is not None, "blocks are sent only while set up"
         try:
             self._connection.send(wc.AppendBlockEnd(self.writer_id, len(block.data), block.data, len(block.keys),
                                                     block.last_event_number, self.request_id))
@@ -295,21 +301,20 @@ class SegmentWriter:
 
     # ------------------------------------------------------------------ replies (the connection's flow)
 
-    def reply_received(self, reply) -> None:
-        kind = type(reply)
-        if kind is wc.DataAppended:
+    def reply_received(self, reply: Reply) -> None:
+        if isinstance(reply, wc.DataAppended):
             self._acknowledge(reply.event_number)
             if reply.current_segment_write_offset > self.write_offset:
                 self.write_offset = reply.current_segment_write_offset
-        elif kind is wc.AppendSetup:
+        elif isinstance(reply, wc.AppendSetup):
             self._setup_done(reply.last_event_number)
-        elif kind is wc.SegmentIsSealed or kind is wc.NoSuchSegment:
+        elif isinstance(reply, (wc.SegmentIsSealed, wc.NoSuchSegment)):
             self._seal()
-        elif kind is wc.WrongHost:
+        elif isinstance(reply, wc.WrongHost):
             self._owner.forget_endpoint(self.segment)
             self._drop_connection()
             self._connect_later(0.0)
-        elif kind is wc.InvalidEventNumber:
+        elif isinstance(reply, wc.InvalidEventNumber):
             pass  # the server closes the connection: connection_failed reconnects and sets up afresh
         else:
             self._fail(TributaryError(f"unexpected reply on the append flow of {self.segment}: {reply!r}"))
@@ -402,7 +407,8 @@ class SegmentWriter:
 
     # ------------------------------------------------------------------ handing events back, failing
 
-    def take_events(self) -> list[tuple[memoryview, object, WriteAck]]:
+    def take_events(self) -> list[tuple[memoryview, RoutingKey, WriteAck]]:
+
         """Removes and returns every unacknowledged event, in write order (after a seal)."""
         self._close_run()
         if self._buffer_keys:

@@ -27,15 +27,18 @@ import enum
 import logging
 import math
 import uuid
+from types import TracebackType
+from typing import Any
 
 from wire import naming
+from wire.fields import BytesLike
 
 from ..config import WriterConfig
 from ..connection import ConnectionCache
-from ..controller_client import ControllerClient
+from ..controller_client import Controller
 from ..errors import TransactionFailed, TransactionNotFound, TributaryError
 from ..model import Segment, SegmentRange, TransactionState
-from ..routing import KeyHasher, SegmentMap
+from ..routing import KeyHasher, RoutingKey, SegmentMap
 from ..segment_stores import SegmentStores
 from ..serializers import BytesSerializer, Serializer
 from .acks import WriteAck
@@ -60,7 +63,7 @@ class _Phase(enum.Enum):
     RELEASED = "released"  # flushed and handed over to be ended elsewhere; still pinged
 
 
-async def wait_for_end(controller: ControllerClient, scope: str, stream: str, transaction_id: uuid.UUID,
+async def wait_for_end(controller: Controller, scope: str, stream: str, transaction_id: uuid.UUID,
                        timeout_seconds: float, poll_seconds: float = _COMMIT_POLL_SECONDS) -> TransactionState:
     """Polls the controller (every ``poll_seconds``) until the transaction is COMMITTED or ABORTED;
     returns which."""
@@ -79,7 +82,7 @@ class Transaction(WriterBase):
     and aborts it if the block raises.
     """
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str,
                  transaction_id: uuid.UUID, ranges: list[SegmentRange], config: WriterConfig,
                  serializer: Serializer, writer_id: str, connections: ConnectionCache | None = None):
         super().__init__(controller, stores, config, connections)
@@ -89,7 +92,7 @@ class Transaction(WriterBase):
         self._phase = _Phase.OPEN
         self._map = SegmentMap.of_ranges(ranges)
         self._hasher = KeyHasher()
-        self._segment_writers: dict = {}
+        self._segment_writers: dict[Segment, SegmentWriter] = {}
         for segment_range in ranges:
             name = naming.transaction_segment_name(segment_range.segment.qualified_name, transaction_id)
             writer = self._segment_writers[segment_range.segment] = SegmentWriter(name, self)
@@ -102,10 +105,11 @@ class Transaction(WriterBase):
     def __repr__(self) -> str:
         return f"<Transaction {self.id} of {self.scope}/{self.stream} {self._phase.value}>"
 
-    async def __aenter__(self) -> "Transaction":
+    async def __aenter__(self) -> Transaction:
         return self
 
-    async def __aexit__(self, exc_type, exc, traceback) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
         if self._phase is not _Phase.OPEN:
             return
         if exc_type is None:
@@ -119,7 +123,7 @@ class Transaction(WriterBase):
 
     # ------------------------------------------------------------------ writing
 
-    async def write(self, event, routing_key: str | None = None) -> WriteAck:
+    async def write(self, event: Any, routing_key: str | None = None) -> WriteAck:
         """Adds ``event`` to the transaction (visible only after commit).
 
         Raises:
@@ -127,7 +131,7 @@ class Transaction(WriterBase):
             EventTooLarge, InvalidArgument: as for the event writer.
         """
         self._check_open()
-        payload = event if self._serialize is None else self._serialize(event)
+        payload: BytesLike = event if self._serialize is None else self._serialize(event)
         size = self._sized(payload, routing_key)
         if self._inflight_bytes + size > self._max_bytes or self._inflight_events >= self._max_events:
             await self._wait_for_room(size)
@@ -140,7 +144,7 @@ class Transaction(WriterBase):
     async def _ready(self) -> None:
         self._check_open()
 
-    def _writer_for(self, routing_key) -> SegmentWriter:
+    def _writer_for(self, routing_key: RoutingKey) -> SegmentWriter:
         # a transaction's segments never change: no cache needed beyond the key hasher's own
         return self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
 
@@ -286,7 +290,7 @@ class Transaction(WriterBase):
 class TransactionalWriter:
     """Begins transactions on one stream: ``txn = await writer.begin()``."""
 
-    def __init__(self, controller: ControllerClient, stores: SegmentStores, scope: str, stream: str,
+    def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str,
                  config: WriterConfig | None = None, serializer: Serializer | None = None):
         self.scope, self.stream = scope, stream
         self.config = config or WriterConfig()
@@ -297,10 +301,11 @@ class TransactionalWriter:
         self._begun: set[Transaction] = set()
         self._connections = stores.connection_cache()
 
-    async def __aenter__(self) -> "TransactionalWriter":
+    async def __aenter__(self) -> TransactionalWriter:
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
+
         await self.close()
 
     async def begin(self) -> Transaction:

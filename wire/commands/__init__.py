@@ -46,8 +46,8 @@ from .segments import (
     SegmentDeleted,
     SegmentPolicyUpdated,
     SegmentRead,
-    SegmentSealed,
     SegmentsBatchMerged,
+    SegmentSealed,
     SegmentsMerged,
     SegmentTruncated,
     StreamSegmentInfo,
@@ -76,4 +76,20 @@ from .tables import (
     UpdateTableEntries,
 )
 
-__all__ = [name for name in dir() if name[0].isupper()]
+__all__ = [
+    "AppendBlock", "AppendBlockEnd", "AppendSetup", "AuthTokenCheckFailed", "ChunkInfo", "ConditionalAppend",
+    "ConditionalAttributeUpdate", "ConditionalBlockEnd", "ConditionalCheckFailed", "CreateSegment",
+    "CreateTableSegment", "CreateTransientSegment", "DataAppended", "DeleteSegment", "DeleteTableSegment",
+    "ErrorMessage", "Event", "FlushToStorage", "GetSegmentAttribute", "GetStreamSegmentInfo",
+    "GetTableSegmentInfo", "Hello", "InvalidEventNumber", "KeepAlive", "ListStorageChunks", "LocateOffset",
+    "MergeSegments", "MergeSegmentsBatch", "MergeSegmentsWithHeader", "MergeTableSegments", "MergedSource",
+    "NoSuchSegment", "OffsetLocated", "OperationUnsupported", "Padding", "PartialEvent", "ReadSegment",
+    "ReadTable", "ReadTableEntries", "ReadTableEntriesDelta", "ReadTableKeys", "RemoveTableKeys", "SealSegment",
+    "SealTableSegment", "SegmentAlreadyExists", "SegmentAttribute", "SegmentAttributeUpdated", "SegmentCreated",
+    "SegmentDeleted", "SegmentIsSealed", "SegmentIsTruncated", "SegmentPolicyUpdated", "SegmentRead",
+    "SegmentSealed", "SegmentTruncated", "SegmentsBatchMerged", "SegmentsMerged", "SetupAppend",
+    "StorageChunksListed", "StorageFlushed", "StreamSegmentInfo", "TableEntriesDeltaRead", "TableEntriesRead",
+    "TableEntriesUpdated", "TableEntry", "TableKey", "TableKeyBadVersion", "TableKeyDoesNotExist", "TableKeysRead",
+    "TableKeysRemoved", "TableRead", "TableSegmentInfo", "TableSegmentNotEmpty", "TruncateSegment",
+    "UpdateSegmentAttribute", "UpdateSegmentPolicy", "UpdateTableEntries", "WrongHost",
+]

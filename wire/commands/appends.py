@@ -1,23 +1,40 @@
 """The append path: writer setup, append blocks, conditional appends, transient segments."""
 
+from __future__ import annotations
+
+from uuid import UUID
+
 from ..base import ErrorReply, Reply, Request, command
 from ..constants import NO_REQUEST_ID
-from ..fields import I32, I64, Buffer, Event, Rest, Trailing, Utf, Uuid
+from ..fields import I32, I64, Buffer, BytesLike, Event, Rest, Trailing, Utf, Uuid
 
 
 @command(1, "request_id" / I64, "writer_id" / Uuid, "segment" / Utf, "delegation_token" / Utf)
 class SetupAppend(Request):
     """Registers ``writer_id`` as a writer of ``segment`` on this connection."""
 
+    request_id: int
+    writer_id: UUID
+    segment: str
+    delegation_token: str
+
 
 @command(2, "request_id" / I64, "segment" / Utf, "writer_id" / Uuid, "last_event_number" / I64)
 class AppendSetup(Reply):
     """Answers SetupAppend with the writer's last stored event number (NULL_ATTRIBUTE_VALUE if none)."""
 
+    request_id: int
+    segment: str
+    writer_id: UUID
+    last_event_number: int
+
 
 @command(3, "writer_id" / Uuid, "data" / Rest)
 class AppendBlock(Request):
     """Opens a block of appended events; its data has no length prefix (Java clients only)."""
+
+    writer_id: UUID
+    data: BytesLike
 
 
 @command(
@@ -36,6 +53,13 @@ class AppendBlockEnd(Request):
     a preceding AppendBlock is reassembled into ``data`` (see :mod:`wire.decoder`).
     """
 
+    writer_id: UUID
+    size_of_whole_events: int
+    data: BytesLike
+    num_events: int
+    last_event_number: int
+    request_id: int = NO_REQUEST_ID
+
 
 @command(
     5,
@@ -52,6 +76,12 @@ class ConditionalAppend(Request):
     and the envelope is what gets appended.
     """
 
+    writer_id: UUID
+    event_number: int
+    expected_offset: int
+    data: BytesLike
+    request_id: int = NO_REQUEST_ID
+
 
 @command(
     89,
@@ -63,6 +93,12 @@ class ConditionalAppend(Request):
 )
 class ConditionalBlockEnd(Request):
     """Appends ``data`` as-is if the segment length equals ``expected_offset``."""
+
+    writer_id: UUID
+    event_number: int
+    expected_offset: int
+    data: BytesLike
+    request_id: int
 
 
 @command(
@@ -76,12 +112,27 @@ class ConditionalBlockEnd(Request):
 class DataAppended(Reply):
     """Acknowledges every event of the writer up to ``event_number``."""
 
+    writer_id: UUID
+    event_number: int
+    previous_event_number: int = -1
+    request_id: int = NO_REQUEST_ID
+    current_segment_write_offset: int = -1
+
 
 @command(8, "writer_id" / Uuid, "event_number" / I64, "request_id" / Trailing(I64, NO_REQUEST_ID))
 class ConditionalCheckFailed(ErrorReply):
     """A conditional append found a different segment length; nothing was written."""
 
+    writer_id: UUID
+    event_number: int
+    request_id: int = NO_REQUEST_ID
+
 
 @command(40, "request_id" / I64, "writer_id" / Uuid, "parent_segment" / Utf, "delegation_token" / Utf)
 class CreateTransientSegment(Request):
     """Creates a transient segment beside ``parent_segment``; answered by SegmentCreated."""
+
+    request_id: int
+    writer_id: UUID
+    parent_segment: str
+    delegation_token: str

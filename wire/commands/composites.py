@@ -1,11 +1,15 @@
 """Nested structures carried inside commands (protocol reference §1.5)."""
 
+from __future__ import annotations
+
+from uuid import UUID
+
 from ..base import WireValue, composite
 from ..constants import MAX_TABLE_KEY_LENGTH
-from ..fields import I8, I64, Bool, Buffer, PayloadSize, Utf, Uuid
+from ..fields import I8, I64, Bool, Buffer, BytesLike, PayloadSize, Utf, Uuid
 
 
-def _check_key(value) -> None:
+def _check_key(value: TableKey | TableEntry) -> None:
     if not 1 <= len(value.key) <= MAX_TABLE_KEY_LENGTH:
         # Java omits the version of an empty key while Rust always writes it, so an
         # empty key cannot be sent unambiguously; nor may a key exceed the table limit.
@@ -21,6 +25,9 @@ def _check_key(value) -> None:
 class TableKey(WireValue):
     """A table key with its version (NO_VERSION, NOT_EXISTS or a byte offset)."""
 
+    key: BytesLike
+    version: int
+
 
 @composite(
     "key_payload_size" / PayloadSize(2, lambda ctx: 4 + len(ctx.key) + 8),
@@ -33,6 +40,10 @@ class TableKey(WireValue):
 class TableEntry(WireValue):
     """One element of TableEntries: a TableKey followed by its TableValue."""
 
+    key: BytesLike
+    version: int
+    value: BytesLike
+
 
 @composite(
     "attribute_id" / Uuid,
@@ -42,6 +53,11 @@ class TableEntry(WireValue):
 )
 class ConditionalAttributeUpdate(WireValue):
     """An attribute update applied to a merge target (types: 1 Replace, 4 ReplaceIfEquals, ...)."""
+
+    attribute_id: UUID
+    update_type: int
+    new_value: int
+    old_value: int
 
     NONE = 0
     REPLACE = 1
@@ -60,6 +76,12 @@ class ConditionalAttributeUpdate(WireValue):
 class ChunkInfo(WireValue):
     """One Tier-2 chunk of a segment, as listed by ListStorageChunks."""
 
+    length_in_metadata: int
+    length_in_storage: int
+    start_offset: int
+    chunk_name: str
+    exists_in_storage: bool
+
 
 @composite(
     "source" / Utf,
@@ -67,3 +89,6 @@ class ChunkInfo(WireValue):
 )
 class MergedSource(WireValue):
     """One (source, target length after merging it) pair of SegmentsBatchMerged."""
+
+    source: str
+    new_target_write_offset: int

@@ -11,8 +11,10 @@ fails like MergeSegments. Pravega clients never send it; Tributary's SDK does.
 Layout: ``requestId:i64, target:utf, source:utf, header:bytes, delegationToken:utf``.
 """
 
+from __future__ import annotations
+
 from ..base import Request, command
-from ..fields import I64, Buffer, Utf
+from ..fields import I64, Buffer, BytesLike, Utf
 
 TRIBUTARY_TYPE_CODE_BASE = 1000
 """Tributary extension codes start here, far above Pravega's range (-127..100)."""
@@ -28,3 +30,9 @@ TRIBUTARY_TYPE_CODE_BASE = 1000
 )
 class MergeSegmentsWithHeader(Request):
     """Appends ``header`` to ``target`` and merges ``source`` after it, atomically (PDP-43)."""
+
+    request_id: int
+    target: str
+    source: str
+    header: BytesLike
+    delegation_token: str

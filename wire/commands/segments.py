@@ -1,8 +1,13 @@
 """Segment reads, information, attributes and lifecycle (create, seal, truncate, delete, merge)."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
 from ..base import Reply, Request, command
 from ..constants import NO_REQUEST_ID
-from ..fields import I8, I32, I64, Bool, Buffer, CompositeField, ListOf, Trailing, Utf, Uuid
+from ..fields import I8, I32, I64, Bool, Buffer, BytesLike, CompositeField, ListOf, Trailing, Utf, Uuid
 from .composites import ConditionalAttributeUpdate, MergedSource
 
 
@@ -17,6 +22,12 @@ from .composites import ConditionalAttributeUpdate, MergedSource
 class ReadSegment(Request):
     """Reads from ``offset``; at the tail the server waits for data."""
 
+    segment: str
+    offset: int
+    suggested_length: int
+    delegation_token: str
+    request_id: int = NO_REQUEST_ID
+
 
 @command(
     10,
@@ -30,10 +41,21 @@ class ReadSegment(Request):
 class SegmentRead(Reply):
     """Data of a segment starting at ``offset`` (which echoes the request's offset)."""
 
+    segment: str
+    offset: int
+    at_tail: bool
+    end_of_segment: bool
+    data: BytesLike
+    request_id: int = NO_REQUEST_ID
+
 
 @command(11, "request_id" / I64, "segment_name" / Utf, "delegation_token" / Utf)
 class GetStreamSegmentInfo(Request):
     """Asks for a segment's length, start offset and state."""
+
+    request_id: int
+    segment_name: str
+    delegation_token: str
 
 
 @command(
@@ -50,6 +72,15 @@ class GetStreamSegmentInfo(Request):
 class StreamSegmentInfo(Reply):
     """A segment's state; ``last_modified`` is in milliseconds since the epoch."""
 
+    request_id: int
+    segment_name: str
+    exists: bool
+    is_sealed: bool
+    is_deleted: bool
+    last_modified: int
+    write_offset: int
+    start_offset: int = 0
+
 
 @command(
     20,
@@ -63,6 +94,13 @@ class StreamSegmentInfo(Reply):
 class CreateSegment(Request):
     """Creates a stream segment; scale types: 0 none, 1 KB/s, 2 events/s."""
 
+    request_id: int
+    segment: str
+    target_rate: int
+    scale_type: int
+    delegation_token: str
+    rollover_size_bytes: int = 0
+
     NO_SCALE = 0
     IN_KBYTES_PER_SEC = 1
     IN_EVENTS_PER_SEC = 2
@@ -72,25 +110,42 @@ class CreateSegment(Request):
 class SegmentCreated(Reply):
     """A segment (stream, table or transient) was created."""
 
+    request_id: int
+    segment: str
+
 
 @command(28, "request_id" / I64, "segment" / Utf, "delegation_token" / Utf)
 class SealSegment(Request):
     """Seals a segment: no more appends."""
+
+    request_id: int
+    segment: str
+    delegation_token: str
 
 
 @command(29, "request_id" / I64, "segment" / Utf)
 class SegmentSealed(Reply):
     """The segment is sealed."""
 
+    request_id: int
+    segment: str
+
 
 @command(30, "request_id" / I64, "segment" / Utf, "delegation_token" / Utf)
 class DeleteSegment(Request):
     """Deletes a segment."""
 
+    request_id: int
+    segment: str
+    delegation_token: str
+
 
 @command(31, "request_id" / I64, "segment" / Utf)
 class SegmentDeleted(Reply):
     """The segment (stream or table) is deleted."""
+
+    request_id: int
+    segment: str
 
 
 @command(
@@ -104,20 +159,37 @@ class SegmentDeleted(Reply):
 class UpdateSegmentPolicy(Request):
     """Changes the auto-scaling policy attributes of a segment."""
 
+    request_id: int
+    segment: str
+    target_rate: int
+    scale_type: int
+    delegation_token: str
+
 
 @command(33, "request_id" / I64, "segment" / Utf)
 class SegmentPolicyUpdated(Reply):
     """The policy was updated."""
+
+    request_id: int
+    segment: str
 
 
 @command(34, "request_id" / I64, "segment_name" / Utf, "attribute_id" / Uuid, "delegation_token" / Utf)
 class GetSegmentAttribute(Request):
     """Reads one attribute of a segment."""
 
+    request_id: int
+    segment_name: str
+    attribute_id: UUID
+    delegation_token: str
+
 
 @command(35, "request_id" / I64, "value" / I64)
 class SegmentAttribute(Reply):
     """An attribute value; NULL_ATTRIBUTE_VALUE when unset."""
+
+    request_id: int
+    value: int
 
 
 @command(
@@ -132,30 +204,57 @@ class SegmentAttribute(Reply):
 class UpdateSegmentAttribute(Request):
     """Compare-and-set of one attribute (expected NULL_ATTRIBUTE_VALUE means "unset")."""
 
+    request_id: int
+    segment_name: str
+    attribute_id: UUID
+    new_value: int
+    expected_value: int
+    delegation_token: str
+
 
 @command(37, "request_id" / I64, "success" / Bool)
 class SegmentAttributeUpdated(Reply):
     """Result of a compare-and-set (also of a merge whose attribute condition failed)."""
+
+    request_id: int
+    success: bool
 
 
 @command(38, "request_id" / I64, "segment" / Utf, "truncation_offset" / I64, "delegation_token" / Utf)
 class TruncateSegment(Request):
     """Drops the data of a segment before ``truncation_offset``."""
 
+    request_id: int
+    segment: str
+    truncation_offset: int
+    delegation_token: str
+
 
 @command(39, "request_id" / I64, "segment" / Utf)
 class SegmentTruncated(Reply):
     """The segment was truncated."""
+
+    request_id: int
+    segment: str
 
 
 @command(41, "request_id" / I64, "segment" / Utf, "target_offset" / I64, "delegation_token" / Utf)
 class LocateOffset(Request):
     """(v17, Java clients) Asks for the nearest indexed offset to ``target_offset``."""
 
+    request_id: int
+    segment: str
+    target_offset: int
+    delegation_token: str
+
 
 @command(42, "request_id" / I64, "segment" / Utf, "offset" / I64)
 class OffsetLocated(Reply):
     """(v17) Answer to LocateOffset; never send it to a v15 client."""
+
+    request_id: int
+    segment: str
+    offset: int
 
 
 @command(
@@ -169,6 +268,12 @@ class OffsetLocated(Reply):
 class MergeSegments(Request):
     """Seals ``source`` and appends all its bytes to ``target`` atomically."""
 
+    request_id: int
+    target: str
+    source: str
+    delegation_token: str
+    attribute_updates: Sequence[ConditionalAttributeUpdate] = ()
+
 
 @command(
     59,
@@ -179,6 +284,11 @@ class MergeSegments(Request):
 )
 class SegmentsMerged(Reply):
     """The source is merged; the target now has ``new_target_write_offset`` bytes."""
+
+    request_id: int
+    target: str
+    source: str
+    new_target_write_offset: int = -1
 
 
 @command(
@@ -191,6 +301,11 @@ class SegmentsMerged(Reply):
 class MergeSegmentsBatch(Request):
     """Merges several sources into one target, in list order (transaction commit)."""
 
+    request_id: int
+    target_segment_id: str
+    source_segment_ids: Sequence[str]
+    delegation_token: str
+
 
 @command(
     91,
@@ -200,3 +315,7 @@ class MergeSegmentsBatch(Request):
 )
 class SegmentsBatchMerged(Reply):
     """One (source, target length after it) pair per merged source, in request order."""
+
+    request_id: int
+    target: str
+    merged: Sequence[MergedSource]
