@@ -8,14 +8,13 @@ into the reply. Handlers never touch the transport.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from wire import commands as wc
 from wire import naming
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
-from . import errors
-from . import containers
+from . import containers, errors
 from .containers import SegmentType
 from .replies import CloseConnection, error_reply
 
@@ -93,7 +92,7 @@ class RequestHandlers:
                 raise errors.IllegalArgument(segment, f"negative read offset {offset}")
             result = await self._container_for(segment).read(segment, offset, command.suggested_length,
                                                              self._tail_read_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise CloseConnection(f"tail read of {segment} at {offset} waited too long") from None
         except errors.SegmentStoreError as error:
             return error_reply(error, request_id, segment, offset)
@@ -110,7 +109,8 @@ class RequestHandlers:
 
     async def create_segment(self, command: wc.CreateSegment):
         name = command.segment
-        attributes = {containers.SCALE_POLICY_TYPE: command.scale_type, containers.SCALE_POLICY_RATE: command.target_rate,
+        attributes = {containers.SCALE_POLICY_TYPE: command.scale_type,
+                      containers.SCALE_POLICY_RATE: command.target_rate,
                       containers.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}
         return await self._mutate(command, name, lambda container: container.create_segment(
             name, SegmentType.STREAM, attributes), wc.SegmentCreated(command.request_id, name), check_name=True)
@@ -259,7 +259,7 @@ class RequestHandlers:
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="readTable")
         entries = [wc.TableEntry(key.key, NOT_EXISTS, b"") if entry is None else wc.TableEntry(*entry)
-                   for key, entry in zip(command.keys, found)]
+                   for key, entry in zip(command.keys, found, strict=True)]
         return wc.TableRead(command.request_id, name, entries)
 
     async def read_table_keys(self, command: wc.ReadTableKeys):

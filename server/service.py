@@ -187,7 +187,7 @@ class SegmentStoreService:
         """Replaces a failed container with a new instance recovered from its log."""
         try:
             await failed.stop()
-        except Exception:  # the failed log may refuse to close cleanly; the new owner fences it
+        except Exception:  # noqa: BLE001 - the failed log may refuse to close cleanly; the new owner fences it
             log.warning("failed container did not stop cleanly", extra={"container": failed.container_id})
         for delay in RESTART_BACKOFF.delays():
             await asyncio.sleep(delay)
@@ -196,7 +196,7 @@ class SegmentStoreService:
             try:
                 await self._start_container(failed.container_id)
                 return
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - whatever stops a restart is logged and retried
                 log.error("container restart failed", extra={"container": failed.container_id, "error": repr(error),
                                                               "retry_in": round(delay, 3)})
 
@@ -243,7 +243,7 @@ class SegmentStoreService:
             while not self._stopping:
                 try:
                     await run()
-                except Exception:  # noqa: BLE001 - logged just below, then restarted
+                except Exception:
                     log.exception("background task failed; restarting it", extra={"task": name})
                     await asyncio.sleep(next(delays))
 

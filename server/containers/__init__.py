@@ -5,13 +5,21 @@ state, segment metadata, table index and record format, the pipeline's frames)
 is private to it, and ``server/*.py`` imports only from here.
 """
 
-from .attributes import (ACCUMULATE, EVENT_COUNT, REPLACE, REPLACE_IF_EQUALS, ROLLOVER_SIZE, SCALE_POLICY_RATE,
-                         SCALE_POLICY_TYPE, AttributeUpdate)
+from .attributes import (
+                         ACCUMULATE,
+                         EVENT_COUNT,
+                         REPLACE,
+                         REPLACE_IF_EQUALS,
+                         ROLLOVER_SIZE,
+                         SCALE_POLICY_RATE,
+                         SCALE_POLICY_TYPE,
+                         AttributeUpdate,
+)
 from .cache import CacheManager
 from .container import SegmentContainer
-from .tier2_link import Tier2Settings
 from .metadata import SegmentType
 from .storage_writer import StorageWriterConfig
+from .tier2_link import Tier2Settings
 from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEntry
 
 __all__ = ["ACCUMULATE", "EVENT_COUNT", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE", "SCALE_POLICY_RATE",

@@ -17,7 +17,8 @@ REPLACE_IF_EQUALS  set if the current value equals the comparison value
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Mapping, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from wire.constants import NULL_ATTRIBUTE_VALUE
 

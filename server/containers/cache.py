@@ -13,7 +13,7 @@ the live values, so their flushed history can be evicted.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 _EVICT_TO = 0.85  # evict down to this fraction of the budget
 _RELIEVED_AT = 0.95  # throttling ends below this fraction

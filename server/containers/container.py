@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from wire import naming
 from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
@@ -50,7 +50,7 @@ class SegmentContainer:
                  tier2: Tier2Settings | None = None,
                  table_compaction_threshold: int = 16 * 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 on_failure: Callable[["SegmentContainer", BaseException], None] | None = None):
+                 on_failure: Callable[[SegmentContainer, BaseException], None] | None = None):
         self.container_id = container_id
         self.epoch = 0
         self.status = ContainerStatus.NEW

@@ -49,7 +49,7 @@ class PendingSegment:
         self.inflight = 0
 
     @classmethod
-    def of(cls, segment: SegmentMetadata) -> "PendingSegment":
+    def of(cls, segment: SegmentMetadata) -> PendingSegment:
         return cls(segment.segment_id, segment.name, segment.segment_type, segment, segment.length,
                    segment.start_offset, segment.sealed)
 
@@ -222,7 +222,7 @@ class PendingState:
                 parts += table.serialize_update(key, value)
                 offset += table.update_size(key, value)
         decision = self._append(view, b"".join(parts))
-        for (key, _, _), version in zip(entries, versions):
+        for (key, _, _), version in zip(entries, versions, strict=True):
             view.table_keys[bytes(key)] = version
         return decision._replace(result=versions)
 

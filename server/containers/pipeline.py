@@ -30,7 +30,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .. import errors
 from ..tier1 import DurableDataLog, LogAddress, LogError
@@ -245,7 +245,7 @@ class OperationPipeline:
                     woken.add(segment)
             for segment in woken:
                 wake_readers(segment)
-            for decision, future in zip(frame.decisions, frame.futures):
+            for decision, future in zip(frame.decisions, frame.futures, strict=True):
                 if not future.done():
                     future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)

@@ -74,13 +74,13 @@ class ReadIndex:
         self._add(len(self._blocks), self.length, own(data))
         self.length += size
 
-    def append_index(self, other: "ReadIndex") -> None:
+    def append_index(self, other: ReadIndex) -> None:
         """Appends every byte of ``other`` (a merged source): its cached blocks, shared, and gaps.
 
         The caller records a Redirect for the gaps (bytes the source holds in Tier-2 only).
         """
         base = self.length - other.start_offset
-        for start, block in zip(other._starts, other._blocks):
+        for start, block in zip(other._starts, other._blocks, strict=True):
             if start + len(block) > other.start_offset:
                 self._add(len(self._blocks), base + start, block)
         self.length = base + other.length
@@ -186,7 +186,7 @@ class ReadIndex:
 
     def release(self) -> None:
         """Forgets every block (the segment was deleted, or merged and concatenated)."""
-        for start, block in zip(self._starts, self._blocks):
+        for start, block in zip(self._starts, self._blocks, strict=True):
             self._forget(start, block)
         self._starts.clear()
         self._blocks.clear()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from wire.constants import MAX_READ_SIZE
 from wire.retry import Backoff, retry
@@ -174,7 +174,7 @@ class SegmentReader:
     async def _prefetch(self, segment: SegmentMetadata, block: int) -> None:
         try:
             await self._fetch_block(segment, block)
-        except Exception:  # a failed prefetch costs nothing: the read itself will retry
+        except Exception:  # noqa: BLE001 - a failed prefetch costs nothing: the read itself will retry
             pass
 
     def _spawn(self, work: Awaitable) -> None:

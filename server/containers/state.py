@@ -18,8 +18,8 @@ from collections import OrderedDict
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
-from .read_index import Redirect
 from .operations import decode_attributes, encode_attributes
+from .read_index import Redirect
 
 _MERGED_SOURCES_REMEMBERED = 10_000
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")

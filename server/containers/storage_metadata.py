@@ -10,13 +10,21 @@ one atomic operation.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
-from wire.constants import NO_VERSION, NOT_EXISTS as WIRE_NOT_EXISTS
+from wire.constants import NO_VERSION
+from wire.constants import NOT_EXISTS as WIRE_NOT_EXISTS
 
 from .. import errors
-from ..tier2.metadata_store import (NOT_EXISTS, MetadataStore, MetadataStoreUnavailable, StorageFenced, Versioned,
-                                    VersionMismatch, Write)
+from ..tier2.metadata_store import (
+    NOT_EXISTS,
+    MetadataStore,
+    MetadataStoreUnavailable,
+    StorageFenced,
+    Versioned,
+    VersionMismatch,
+    Write,
+)
 from .table import TableIndex
 
 
@@ -60,7 +68,7 @@ class TableMetadataStore(MetadataStore):
             raise MetadataStoreUnavailable(str(error)) from error
         except errors.NoSuchSegment as error:
             raise MetadataStoreUnavailable(f"{self.segment_name} does not exist yet") from error
-        return {write.key: version for write, version in zip(writes, versions) if write.value is not None}
+        return {write.key: version for write, version in zip(writes, versions, strict=True) if write.value is not None}
 
     async def keys(self) -> list[str]:
         index = self._index()

@@ -32,7 +32,8 @@ import enum
 import logging
 import time
 from collections import deque
-from typing import Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from wire.retry import Backoff
 
@@ -124,7 +125,8 @@ class _Work:
 
 
 class StorageWriter(StateObserver):
-    def __init__(self, container_id: int, storage: SegmentStorage, cache: CacheManager | None, *, config: StorageWriterConfig | None = None,
+    def __init__(self, container_id: int, storage: SegmentStorage, cache: CacheManager | None, *,
+                 config: StorageWriterConfig | None = None,
                  truncate_log: Callable[[int | None], Awaitable[None]] | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  log_pressure: Callable[[], bool] = lambda: False,

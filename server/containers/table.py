@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 

@@ -12,7 +12,8 @@ whose bytes lie in Tier-2 get their key index rebuilt from there.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ..tier1 import LogFenced
 from ..tier2 import errors as storage_errors
@@ -44,7 +45,8 @@ class Tier2Settings:
 class Tier2Link:
     """SLTS and the storage writer of one container, wired to its pipeline and state."""
 
-    def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState, pipeline: OperationPipeline, *,
+    def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState,
+                 pipeline: OperationPipeline, *,
                  log_backlog_target: int, table_compaction_threshold: int,
                  on_fatal: Callable[[BaseException], None], running: Callable[[], bool]):
         self._container_id = container_id = container.container_id

@@ -23,7 +23,6 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 # Largest payload one append accepts: a 8 MiB frame plus room for its framing. A container sizes
 # its frames from this (Pravega's BookKeeper log allows 1 MiB - 1 KiB; ours may be larger).
@@ -31,7 +30,7 @@ DEFAULT_MAX_APPEND_SIZE = 8 * 1024 * 1024 + 64 * 1024
 
 # What append() takes: one bytes-like object, or a list/tuple of bytes-like parts that the log
 # writes back to back without joining them.
-AppendData = Union[bytes, bytearray, memoryview, Sequence[Union[bytes, bytearray, memoryview]]]
+AppendData = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 
 
 @dataclass(frozen=True, order=True, slots=True)

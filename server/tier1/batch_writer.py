@@ -77,7 +77,7 @@ class BatchWriter:
                     continue
                 self._write_group(records, start, end)
                 start = end
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure fails the log (fail-stop), never vanishes
             self._fail_with(error)
 
     def truncate(self, sequence: int) -> LogMetadata:
@@ -92,7 +92,7 @@ class BatchWriter:
                 self.metadata = metadata
                 self._pool.give_back(entry.name for entry in dropped)
             return metadata
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure fails the log (fail-stop), never vanishes
             self._fail_with(error)
 
     def close(self) -> None:

@@ -135,7 +135,7 @@ class LogFileScanner:
     def _view(self, offset: int, size: int) -> memoryview | None:
         """Bytes [offset, offset + size) of the file, from the current window or a new one."""
         start = offset - self._window_start
-        if 0 <= start and start + size <= len(self._window):
+        if start >= 0 and start + size <= len(self._window):
             return self._window[start:start + size]
         if offset + size > self.size:
             return None

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-BytesLike = Union[bytes, bytearray, memoryview]
+BytesLike = bytes | bytearray | memoryview
 # What write() and create_with_content() accept: one buffer, or parts written back to back.
-WriteData = Union[BytesLike, Sequence[BytesLike]]
+WriteData = BytesLike | Sequence[BytesLike]
 
 
 class ChunkStorageError(Exception):
@@ -93,7 +93,7 @@ class ChunkStorageCounters:
     writes: int = 0
     reads: int = 0
 
-    def snapshot(self) -> "ChunkStorageCounters":
+    def snapshot(self) -> ChunkStorageCounters:
         return dataclasses.replace(self)
 
 
@@ -169,5 +169,5 @@ class ChunkStorage(abc.ABC):
                 pass
         return total
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - a default most storages keep: nothing to release
         """Releases connections and threads; idempotent."""

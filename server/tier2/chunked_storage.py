@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from . import chunk_names, concat_operation, read_operation, truncate_operation, write_operation
 from .chunk_storage import ChunkStorage, WriteData
@@ -48,10 +48,10 @@ from .config import StorageConfig
 from .errors import SegmentExists, StorageNotPrimary
 from .garbage import GarbageCollector
 from .journal import SystemJournal
+from .keyed_locks import KeyedLocks
 from .metadata_cache import MetadataCache
 from .metadata_store import MetadataStore, StorageFenced
 from .metadata_transaction import MetadataTransaction
-from .keyed_locks import KeyedLocks
 from .operation_context import OperationContext, check_owner, load_segment, stamped
 from .read_index import ReadIndex
 from .records import ChunkFlags, ChunkLayout, SegmentFlags, SegmentRecord, StorageSegmentInfo
@@ -59,11 +59,12 @@ from .records import ChunkFlags, ChunkLayout, SegmentFlags, SegmentRecord, Stora
 
 class ChunkedSegmentStorage:
     def __init__(self, container_id: int, chunks: ChunkStorage, metadata: MetadataStore, *,
-                 config: StorageConfig = StorageConfig(), system_segments: Sequence[str] = (),
+                 config: StorageConfig | None = None, system_segments: Sequence[str] = (),
                  owns_segment: Callable[[str], bool] = lambda name: True, clock: Callable[[], float] = time.monotonic):
         """``owns_segment`` must say exactly which segments belong to this container when several
         containers share one ChunkStorage: the orphan sweep deletes chunks of owned segments that
         this container's metadata does not reference. ``clock`` (seconds) times the collector."""
+        config = config or StorageConfig()
         self._system_segments = frozenset(system_segments)
         self._owns_segment = owns_segment
         self._cache = MetadataCache(metadata, config.metadata_cache_records_max)

@@ -24,11 +24,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..buffers import prefix_views
-from .chunk_storage import (ChunkInfo, ChunkStorage, ChunkStorageError, ChunkStorageUnavailable, WriteData,
-                            as_parts)
+from .chunk_storage import ChunkInfo, ChunkStorage, ChunkStorageError, ChunkStorageUnavailable, WriteData, as_parts
 
 OPERATIONS = ("exists", "get_info", "create", "create_with_content", "delete", "read", "write", "concat",
               "set_read_only", "list")

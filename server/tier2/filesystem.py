@@ -36,12 +36,21 @@ import pathlib
 import re
 import stat
 import uuid
-from typing import Sequence
+from collections.abc import Sequence
 
 import aiofiles.os
 
-from .chunk_storage import (ChunkAlreadyExists, ChunkInfo, ChunkNotFound, ChunkReadOnly, ChunkStorage,
-                            ChunkStorageUnavailable, InvalidOffset, WriteData, as_parts)
+from .chunk_storage import (
+    ChunkAlreadyExists,
+    ChunkInfo,
+    ChunkNotFound,
+    ChunkReadOnly,
+    ChunkStorage,
+    ChunkStorageUnavailable,
+    InvalidOffset,
+    WriteData,
+    as_parts,
+)
 
 FILE, DIRECTORY, CONTINUATION = b".f", b".d", b".s"
 PIECE_BYTES = 250
@@ -217,7 +226,9 @@ class FileSystemChunkStorage(ChunkStorage):
                 entries.append(await self._acquire(source))
             target_entry = await self._acquire(target)
             entries.append(target_entry)
-            pieces = [(source, entry.fd, length) for (source, length), entry in zip(sources, entries)]
+            # entries end with the target's: the sources' are the first len(sources)
+            pieces = [(source, entry.fd, length)
+                      for (source, length), entry in zip(sources, entries[:len(sources)], strict=True)]
             new_length = await _call(target, _concat, target, target_entry.fd, pieces)
         finally:
             for entry in entries:

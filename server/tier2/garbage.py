@@ -33,7 +33,7 @@ import asyncio
 import heapq
 import itertools
 import logging
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from ..background import cancel_and_wait
 from . import chunk_names
@@ -140,7 +140,7 @@ class GarbageCollector:
         while True:
             try:
                 await self.collect()
-            except Exception:  # noqa: BLE001 - a programmer error must not stop collection for good
+            except Exception:
                 log.exception("garbage collection pass failed")
             self._wakeup.clear()
             timeout = None

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from . import chunk_names
 from .chunk_storage import ChunkAlreadyExists, ChunkNotFound, ChunkStorage, ChunkStorageError, ChunkStorageUnavailable

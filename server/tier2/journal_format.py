@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator, Mapping, NamedTuple
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 from . import records
 from .errors import StorageCorrupted

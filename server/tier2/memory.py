@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from .chunk_storage import (ChunkAlreadyExists, ChunkInfo, ChunkNotFound, ChunkReadOnly, ChunkStorage,
-                            InvalidOffset, NotSupported, WriteData, as_parts)
+from .chunk_storage import (
+    ChunkAlreadyExists,
+    ChunkInfo,
+    ChunkNotFound,
+    ChunkReadOnly,
+    ChunkStorage,
+    InvalidOffset,
+    NotSupported,
+    WriteData,
+    as_parts,
+)
 
 
 class InMemoryChunkStorage(ChunkStorage):

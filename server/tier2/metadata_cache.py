@@ -17,7 +17,8 @@ are dropped beyond ``records_max``.
 from __future__ import annotations
 
 import collections
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from . import records
 from .metadata_store import NOT_EXISTS, MetadataStore, Write

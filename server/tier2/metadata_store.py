@@ -15,7 +15,8 @@ earlier, or ``None`` (unconditional). Either every key is written or none is.
 from __future__ import annotations
 
 import abc
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 NOT_EXISTS = -1  # expected version of a key that must be absent
 

@@ -19,7 +19,8 @@ after a VersionMismatch the caller's retry works from the committed state.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from .errors import StorageCorrupted
 from .metadata_cache import Entry

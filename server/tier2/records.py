@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 from .errors import StorageCorrupted
 
@@ -115,7 +115,7 @@ class ChunkRecord:
         return bool(self.flags & ChunkFlags.ACTIVE)
 
 
-Record = Union[SegmentRecord, ChunkRecord]
+Record = SegmentRecord | ChunkRecord
 
 
 def check_chain(segment: SegmentRecord, chain: Iterable[ChunkRecord]) -> None:

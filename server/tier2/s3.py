@@ -30,14 +30,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import aiohttp
 from aiobotocore.session import get_session
-from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from .chunk_storage import (ChunkAlreadyExists, ChunkInfo, ChunkNotFound, ChunkReadOnly, ChunkStorage,
-                            ChunkStorageError, ChunkStorageUnavailable, NotSupported, WriteData, as_parts)
+from .chunk_storage import (
+    ChunkAlreadyExists,
+    ChunkInfo,
+    ChunkNotFound,
+    ChunkReadOnly,
+    ChunkStorage,
+    ChunkStorageError,
+    ChunkStorageUnavailable,
+    NotSupported,
+    WriteData,
+    as_parts,
+)
 
 MIN_PART_BYTES = 5 << 20
 MAX_COPY_PART_BYTES = 5 << 30
@@ -172,7 +183,7 @@ class S3ChunkStorage(ChunkStorage):
         if info.read_only:
             raise ChunkReadOnly(target)
         lengths = await asyncio.gather(*(self._length(source) for source, _ in sources))
-        for (source, length), source_length in zip(sources, lengths):
+        for (source, length), source_length in zip(sources, lengths, strict=True):
             if not 0 <= length <= source_length:
                 raise ValueError(f"{source}: concat of {length} bytes, chunk length {source_length}")
         added = sum(length for _, length in sources)
@@ -202,8 +213,8 @@ class S3ChunkStorage(ChunkStorage):
 
     async def _upload_part(self, name: str, upload_id: str, number: int, part, in_flight: asyncio.Semaphore) -> str:
         """One part: a server-side copy of ``(source, start, end)``, or a list of ranges to upload."""
-        s3, common = await self._s3(), dict(Bucket=self.bucket, Key=self._key(name), UploadId=upload_id,
-                                             PartNumber=number)
+        s3 = await self._s3()
+        common = {"Bucket": self.bucket, "Key": self._key(name), "UploadId": upload_id, "PartNumber": number}
         async with in_flight:
             if isinstance(part, tuple):
                 source, start, end = part
@@ -283,5 +294,5 @@ def _translated(name: str):
         if status >= 500 or status == 429 or code in _TRANSIENT:
             raise ChunkStorageUnavailable(name, f"S3 {code} ({status})") from error
         raise ChunkStorageError(name, f"S3 {code} ({status}): {error}") from error
-    except (HTTPClientError, BotoConnectionError, aiohttp.ClientError, asyncio.TimeoutError) as error:
+    except (TimeoutError, HTTPClientError, BotoConnectionError, aiohttp.ClientError) as error:
         raise ChunkStorageUnavailable(name, f"{type(error).__name__}: {error}") from error

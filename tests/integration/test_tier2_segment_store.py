@@ -230,12 +230,15 @@ async def test_table_segment_history_is_evicted_and_read_back_from_tier2(tmp_pat
 
 
 async def test_admin_requests_on_odd_input(tmp_path):
-    """FlushToStorage for an unknown container id answers (nothing to flush); ListStorageChunks of a
-    missing segment is NoSuchSegment, of a segment never flushed an empty list."""
+    """FlushToStorage for a container id this store does not run answers WrongHost (as Java answers a
+    request for a container it does not own), a negative id flushes every container; ListStorageChunks
+    of a missing segment is NoSuchSegment, of a segment never flushed an empty list."""
     async with running_segment_store(tmp_path, **SMALL) as store:
-        for container_id in (999, 2**31 - 1, -5):
+        for container_id in (999, 2**31 - 1):
             reply = await request(store.port, c.FlushToStorage(container_id, "", next_request_id()))
-            assert isinstance(reply, c.StorageFlushed), reply
+            assert isinstance(reply, c.WrongHost), reply
+        reply = await request(store.port, c.FlushToStorage(-5, "", next_request_id()))
+        assert isinstance(reply, c.StorageFlushed), reply
         missing = await request(store.port, c.ListStorageChunks("no/such/0.#epoch.0", "", next_request_id()))
         assert isinstance(missing, c.NoSuchSegment), missing
         await create(store.port)
