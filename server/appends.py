@@ -30,7 +30,7 @@ from wire import commands as wc
 from wire.envelope import envelope
 
 from . import errors
-from .replies import CloseConnection
+from .replies import CloseConnection, append_error_reply
 
 
 class WriterState:
@@ -81,12 +81,8 @@ class AppendProcessor:
         try:
             container = self._container_for(command.segment)
             last = container.get_attribute(command.segment, command.writer_id)
-        except errors.NoSuchSegment:
-            return wc.NoSuchSegment(command.request_id, command.segment, "", -1)
-        except errors.WrongHost:
-            return wc.WrongHost(command.request_id, command.segment, "", "")
-        except errors.ContainerUnavailable as error:
-            raise CloseConnection(str(error)) from error
+        except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
+            return append_error_reply(error, command.writer_id, command.request_id, command.segment)
         self._writers[command.writer_id] = WriterState(command.writer_id, command.segment, container, last)
         return wc.AppendSetup(command.request_id, command.segment, command.writer_id, last)
 
@@ -170,22 +166,17 @@ class AppendProcessor:
                                    length))
 
     def _reject(self, state: WriterState, append: _Append, error: BaseException) -> None:
-        segment = state.segment
-        if isinstance(error, errors.BadOffset) and append.conditional:
-            self._send(wc.ConditionalCheckFailed(state.writer_id, append.event_number, append.request_id))
+        """Answers a failed append; what happens to the writer depends on the reply (§3.4.3)."""
+        if not isinstance(error, errors.SegmentStoreError):
+            raise CloseConnection(f"append to {state.segment} failed: {error!r}")
+        reply = append_error_reply(error, state.writer_id, append.request_id, state.segment, append.event_number,
+                                   append.conditional)
+        self._send(reply)
+        if type(reply) is wc.ConditionalCheckFailed:  # nothing was written; the writer stays set up
             if not state.outstanding:
                 state.last_stored = state.last_acked
-            return
-        if isinstance(error, errors.BadAttributeUpdate):
-            self._send(wc.InvalidEventNumber(state.writer_id, append.request_id, "", append.event_number))
-            raise CloseConnection(f"writer {state.writer_id} is not the owner of its event numbers on {segment}")
-        state.failed = True
-        self._writers.pop(state.writer_id, None)
-        if isinstance(error, errors.NoSuchSegment):
-            self._send(wc.NoSuchSegment(append.request_id, segment, "", -1))
-        elif isinstance(error, errors.SegmentIsSealed):
-            self._send(wc.SegmentIsSealed(append.request_id, segment, "", append.event_number))
-        elif isinstance(error, errors.WrongHost):
-            self._send(wc.WrongHost(append.request_id, segment, "", ""))
-        else:
-            raise CloseConnection(f"append to {segment} failed: {error!r}")
+        elif type(reply) is wc.InvalidEventNumber:
+            raise CloseConnection(f"writer {state.writer_id} does not own its event numbers on {state.segment}")
+        else:  # the writer must set up again
+            state.failed = True
+            self._writers.pop(state.writer_id, None)

@@ -80,6 +80,8 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._waiting_for_cache = False  # appends wait while the cache is throttled (Tier-2 behind)
         self._closed = False
         self._closing = False  # a protocol error was seen: finish what was taken, then close
+        self._settled: asyncio.Future | None = None  # while closing: resolved once nothing taken is pending
+        self._closer: asyncio.Task | None = None
         self._client_version = wire.WIRE_VERSION  # the client's high version, from its Hello
         self.peer = None
 
@@ -112,6 +114,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         for task in self._tasks:
             task.cancel()
         self._delete_transients()
+        self._notify_if_settled()
         if self._on_closed is not None:
             self._on_closed(self)
 
@@ -218,6 +221,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._tasks.discard(task)
         if self._backlog:
             self._schedule_pump()
+        self._notify_if_settled()
 
     # ------------------------------------------------------------------ output and lifecycle
 
@@ -240,22 +244,39 @@ class SegmentStoreConnection(asyncio.Protocol):
             self._transport.close()
 
     def _close_after_pending(self, reason: str, grace_seconds: float = 2.0) -> None:
-        """Stops reading, lets the requests and appends already taken finish (bounded), then closes."""
+        """Stops reading, lets the requests and appends already taken finish (bounded), then closes.
+
+        No polling: the last request task or append to finish resolves ``_settled`` (``_notify_if_settled``).
+        """
         if self._closed or self._closing or self._transport is None:
             return
         self._closing = True
         self._transport.pause_reading()
+        settled = self._settled = self._loop.create_future()
+        self._notify_if_settled()
 
         async def close_when_settled():
-            deadline = self._loop.time() + grace_seconds
-            while (self._tasks or self._append_bytes_outstanding) and self._loop.time() < deadline:
-                await asyncio.sleep(0.005)
+            try:
+                await asyncio.wait_for(settled, grace_seconds)
+            except TimeoutError:
+                pass
             self.close(reason)
 
-        self._loop.create_task(close_when_settled())
+        self._closer = self._loop.create_task(close_when_settled())
+
+    def _notify_if_settled(self) -> None:
+        """Wakes ``_close_after_pending`` once no request task or append bytes remain (or the connection is lost).
+
+        The waiter resumes on a later turn of the loop, so the reply being sent when this is called goes out first.
+        """
+        settled = self._settled
+        if settled is not None and not settled.done() and (
+                self._closed or not (self._tasks or self._append_bytes_outstanding)):
+            settled.set_result(None)
 
     def _append_bytes_settled(self, size: int) -> None:
         self._append_bytes_outstanding -= size
+        self._notify_if_settled()
         if self._paused_for_appends and self._append_bytes_outstanding <= self._limits.append_bytes_outstanding_max // 2:
             self._paused_for_appends = False
             self._schedule_pump()

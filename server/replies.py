@@ -1,8 +1,14 @@
-"""Operating errors -> wire replies (protocol reference §3.0).
+"""Operating errors -> wire replies (protocol reference §3.0): the one place that decides them.
 
 Each request decides which ``segment`` and ``offset`` its error replies carry;
 this module only knows how each error type becomes its reply. Errors with no
 reply (a failed container, an unexpected exception) close the connection.
+
+Two tables of §3.0, two entry points: :func:`error_reply` for requests,
+:func:`append_error_reply` for SetupAppend and appends. The append table
+answers fewer errors (everything else closes) and has its own cases
+(ConditionalCheckFailed, InvalidEventNumber, the event number in
+SegmentIsSealed); the replies both tables share are built by ``error_reply``.
 """
 
 from __future__ import annotations
@@ -48,6 +54,30 @@ def error_reply(error: errors.SegmentStoreError, request_id: int, segment: str, 
     if isinstance(error, errors.IllegalArgument):
         return wc.ErrorMessage(request_id, segment, _ascii(str(error)), wc.ErrorMessage.ILLEGAL_ARGUMENT)
     raise CloseConnection(repr(error))
+
+
+def append_error_reply(error: errors.SegmentStoreError, writer_id, request_id: int, segment: str,
+                       event_number: int = -1, conditional: bool = False):
+    """The reply for ``error`` to a SetupAppend (``event_number`` -1) or to an append of ``segment``.
+
+    * BadOffset of a conditional append: ConditionalCheckFailed (the writer stays set up);
+    * BadAttributeUpdate (a zombie writer): InvalidEventNumber, after which the caller closes the
+      connection;
+    * SegmentIsSealed: its offset field carries the event number; NoSuchSegment (offset -1) and
+      WrongHost: as for any request.
+
+    Raises:
+        CloseConnection: the error has no reply (anything else, including a failed container).
+    """
+    if isinstance(error, errors.BadOffset) and conditional:
+        return wc.ConditionalCheckFailed(writer_id, event_number, request_id)
+    if isinstance(error, errors.BadAttributeUpdate):
+        return wc.InvalidEventNumber(writer_id, request_id, "", event_number)
+    if isinstance(error, errors.SegmentIsSealed):
+        return error_reply(error, request_id, segment, event_number)
+    if isinstance(error, (errors.NoSuchSegment, errors.WrongHost)):
+        return error_reply(error, request_id, segment)
+    raise CloseConnection(f"append to {segment} failed: {error!r}")
 
 
 def _ascii(text: str) -> str:

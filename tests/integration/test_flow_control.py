@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 import wire
 from clients.connection import WireConnection, next_request_id
 from wire import commands as c
+from server.connection import SegmentStoreConnection
 from wire.constants import NO_VERSION
 from tests.support.segment_store import running_segment_store
 
@@ -28,10 +30,32 @@ async def store(tmp_path):
         yield service
 
 
-async def test_slow_reader_does_not_grow_server_output(store):
+@pytest.fixture
+def output_watch(monkeypatch):
+    """Records the server's unsent output after every reply it writes (``peak``) and sets ``paused`` when a
+    connection's transport first goes above its high-water mark: explicit events instead of sleeping."""
+    watch = SimpleNamespace(peak=0, paused=asyncio.Event())
+    send, pause_writing = SegmentStoreConnection.send, SegmentStoreConnection.pause_writing
+
+    def recording_send(self, reply):
+        send(self, reply)
+        if self._transport is not None and not self._transport.is_closing():
+            watch.peak = max(watch.peak, self._transport.get_write_buffer_size())
+
+    def recording_pause_writing(self):
+        pause_writing(self)
+        watch.paused.set()
+
+    monkeypatch.setattr(SegmentStoreConnection, "send", recording_send)
+    monkeypatch.setattr(SegmentStoreConnection, "pause_writing", recording_pause_writing)
+    return watch
+
+
+async def test_slow_reader_does_not_grow_server_output(store, output_watch):
     """300 pipelined 2 MiB reads from a client that reads nothing: the server's unsent output stays
-    within the high-water mark plus one reply, the backlog within one read's worth of frames; once
-    the client reads, every reply arrives."""
+    within the high-water mark plus one reply after every reply it writes, and its request tasks within
+    their limit; once the client reads, every reply arrives."""
+    bound = WRITE_BUFFER_HIGH + 2 * READ_SIZE + 65536
     client = await WireConnection.connect("127.0.0.1", store.port)
     await client.request(c.CreateSegment(next_request_id(), SEGMENT, 0, 0, ""))
     writer = uuid.uuid4()
@@ -44,10 +68,9 @@ async def test_slow_reader_does_not_grow_server_output(store):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     requests = b"".join(wire.encode(c.ReadSegment(SEGMENT, 0, READ_SIZE, "", n)) for n in range(1, 301))
     sock.sendall(wire.encode(c.Hello(15, 5)) + requests)
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(output_watch.paused.wait(), 20)  # the client's buffers are full: the server holds back
     (connection,) = [conn for conn in store._connections]
-    peak = connection._transport.get_write_buffer_size()
-    assert peak <= WRITE_BUFFER_HIGH + 2 * READ_SIZE + 65536, peak
+    assert output_watch.peak <= bound, output_watch.peak
     assert len(connection._tasks) <= connection._limits.request_tasks_max
 
     sock.setblocking(False)
@@ -60,8 +83,8 @@ async def test_slow_reader_does_not_grow_server_output(store):
         for reply in decoder.commands():
             replies += 1
             assert isinstance(reply, (c.Hello, c.SegmentRead))
-            peak = max(peak, connection._transport.get_write_buffer_size())
-    assert peak <= WRITE_BUFFER_HIGH + 2 * READ_SIZE + 65536, peak
+            assert len(connection._tasks) <= connection._limits.request_tasks_max
+    assert output_watch.peak <= bound, output_watch.peak
     sock.close()
 
 
