@@ -24,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from wire import commands as wc
 from wire.envelope import envelope
 
 from . import errors
+from .containers import SegmentContainer
 from .replies import CloseConnection, append_error_reply
 
 
@@ -39,7 +40,7 @@ class WriterState:
     __slots__ = ("writer_id", "segment", "container", "last_stored", "last_acked", "last_seen", "outstanding",
                  "failed")
 
-    def __init__(self, writer_id: uuid.UUID, segment: str, container, last_event_number: int):
+    def __init__(self, writer_id: uuid.UUID, segment: str, container: SegmentContainer, last_event_number: int):
         self.writer_id = writer_id
         self.segment = segment
         self.container = container
@@ -68,7 +69,8 @@ class AppendProcessor:
     ``on_bytes_settled(n)`` tells the connection ``n`` append bytes are no longer outstanding.
     """
 
-    def __init__(self, container_for: Callable, send: Callable, close: Callable,
+    def __init__(self, container_for: Callable[[str], SegmentContainer], send: Callable[[object], None],
+                 close: Callable[[str], None],
                  on_bytes_settled: Callable[[int], None]):
         self._container_for = container_for
         self._send = send

@@ -24,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import Protocol
 
 import wire
 from wire import commands as wc
 
 from . import errors
 from .appends import AppendProcessor
+from .containers import CacheManager, SegmentContainer
 from .handlers import RequestHandlers
 from .replies import CloseConnection
 
@@ -52,11 +54,24 @@ class ConnectionLimits:
         self.max_frame_size = max_frame_size
 
 
-class SegmentStoreConnection(asyncio.Protocol):
-    """One client connection. ``routes`` gives ``container_for(segment)``, ``container_by_id(id)`` and
-    ``cache`` (a CacheManager whose throttling pauses appends, or None)."""
+class Routes(Protocol):
+    """Where a connection finds containers (the SegmentStoreService)."""
 
-    def __init__(self, routes, limits: ConnectionLimits, on_closed: Callable | None = None):
+    cache: CacheManager | None  # whose throttling pauses appends (None: no Tier-2, never throttled)
+
+    def container_for(self, segment: str) -> SegmentContainer:
+        """The running container that owns ``segment``. Raises ContainerUnavailable (or WrongHost)."""
+        ...
+
+    def container_by_id(self, container_id: int) -> list[SegmentContainer]:
+        """The running container ``container_id``, or every running one for a negative id."""
+        ...
+
+
+class SegmentStoreConnection(asyncio.Protocol):
+    """One client connection, routed to containers by ``routes``."""
+
+    def __init__(self, routes: Routes, limits: ConnectionLimits, on_closed: Callable | None = None):
         container_for = routes.container_for
         self._container_for = container_for
         self._cache = routes.cache
@@ -277,7 +292,8 @@ class SegmentStoreConnection(asyncio.Protocol):
     def _append_bytes_settled(self, size: int) -> None:
         self._append_bytes_outstanding -= size
         self._notify_if_settled()
-        if self._paused_for_appends and self._append_bytes_outstanding <= self._limits.append_bytes_outstanding_max // 2:
+        resume_at = self._limits.append_bytes_outstanding_max // 2
+        if self._paused_for_appends and self._append_bytes_outstanding <= resume_at:
             self._paused_for_appends = False
             self._schedule_pump()
 

@@ -15,7 +15,7 @@ from wire import naming
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 from . import containers, errors
-from .containers import SegmentType
+from .containers import SegmentContainer, SegmentType
 from .replies import CloseConnection, error_reply
 
 MAX_TABLE_REPLY_BYTES = 2 * 1024 * 1024
@@ -36,8 +36,8 @@ def check_segment_name(name: str) -> None:
 class RequestHandlers:
     """The non-append requests of one connection."""
 
-    def __init__(self, container_for: Callable, *, tail_read_timeout: float, transients: set,
-                 container_by_id: Callable):
+    def __init__(self, container_for: Callable[[str], SegmentContainer], *, tail_read_timeout: float,
+                 transients: set[str], container_by_id: Callable[[int], list[SegmentContainer]]):
         self._container_for = container_for
         self._container_by_id = container_by_id
         self._tail_read_timeout = tail_read_timeout
