@@ -59,8 +59,7 @@ Code = grpc.StatusCode
 _RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
                             Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
 _NO_MAXIMUM = 2**63 - 1  # Java's RetentionPolicy has Long.MAX_VALUE for "no maximum"
-_SCALE_POLL_SECONDS = 0.05
-_SCALE_POLL_MAX_SECONDS = 1.0
+_SCALE_POLL = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.0, attempts=None, jitter=0.0)
 
 _TRANSACTION_STATES = {pb.TxnState.OPEN: TransactionState.OPEN, pb.TxnState.COMMITTING: TransactionState.COMMITTING,
                        pb.TxnState.COMMITTED: TransactionState.COMMITTED,
@@ -461,7 +460,7 @@ class ControllerClient:
 
     async def _wait_for_scale(self, scope: str, stream: str, epoch: int, timeout_seconds: float) -> None:
         S = pb.ScaleStatusResponse
-        delay = _SCALE_POLL_SECONDS
+        delays = _SCALE_POLL.delays()
         async with asyncio.timeout(timeout_seconds):
             while True:
                 reply: pb.ScaleStatusResponse = await self._call(
@@ -470,8 +469,7 @@ class ControllerClient:
                     return
                 if reply.status != S.IN_PROGRESS:
                     raise OperationFailed(f"scale of {scope}/{stream} failed: {S.ScaleStatus.Name(reply.status)}")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _SCALE_POLL_MAX_SECONDS)
+                await asyncio.sleep(next(delays))
 
     # ------------------------------------------------------------------ transactions
 

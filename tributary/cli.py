@@ -14,6 +14,8 @@ import sys
 
 import click
 
+from wire.retry import Backoff, retry
+
 from . import __version__, logs
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
@@ -219,20 +221,21 @@ async def _start_controller(host, port, segment_store, container_count, wait_sec
     from clients.errors import ClientError
     from controller.app import ControllerApp, GrpcStartupError
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_seconds
-    while True:
+    async def start() -> ControllerApp:
         app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count)
-        try:
-            await app.start()
-            return app
-        except GrpcStartupError as error:
-            raise CommandFailed(str(error)) from None
-        except (TimeoutError, ClientError, OSError) as error:
-            if loop.time() >= deadline:
-                raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "
-                                    f"{error}") from None
-        await asyncio.sleep(0.5)
+        await app.start()
+        return app
+
+    policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
+                     total_seconds=wait_seconds)
+    try:
+        return await retry(start, policy,
+                           retriable=lambda error: isinstance(error, (TimeoutError, ClientError, OSError)))
+    except GrpcStartupError as error:
+        raise CommandFailed(str(error)) from None
+    except (TimeoutError, ClientError, OSError) as error:
+        raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "
+                            f"{error}") from None
 
 
 async def _until_signal() -> None:
