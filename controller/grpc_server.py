@@ -1,10 +1,12 @@
-"""The controller's gRPC server lifecycle (grpcio asyncio API)."""
+"""The controller's gRPC server lifecycle (grpcio asyncio API). The servicer is registered behind
+``bad_requests.add_guarded_servicer``: undecodable and invalid requests (``api_validation``) are
+refused before the servicer sees them, counted, and logged rate-limited."""
 
 from __future__ import annotations
 
 import grpc
 
-from clients.grpc_api import controller_pb2_grpc
+from .bad_requests import add_guarded_servicer
 
 DEFAULT_PORT = 9090
 
@@ -16,7 +18,7 @@ class GrpcStartupError(Exception):
 async def start_grpc_server(servicer, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[grpc.aio.Server, int]:
     """Starts serving ``servicer`` (a ControllerServiceServicer); returns the server and its port."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+    add_guarded_servicer(servicer, server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as error:

@@ -1,5 +1,6 @@
-"""The controller's gRPC API: every ControllerService RPC, converting messages and delegating to
-the services (``controller.service``); transactions go to ``TransactionService``.
+"""The controller's gRPC API: every ControllerService RPC, converting messages (``grpc_messages``)
+and delegating to the services (``controller.service``), which take and return plain values;
+transactions go to ``TransactionService``.
 
 Errors. A service raises typed operating errors (``controller.service.errors``). RPCs whose
 reply carries a status enum map them with one table per RPC (spec §4); RPCs without one, and
@@ -19,19 +20,20 @@ import grpc
 
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
-from .service import messages
+from . import grpc_messages as messages
 from .service.errors import (ConcurrentWorkflow, EpochNotFound, GenerationMismatch, InvalidArgument, InvalidName,
-                             InvalidStreamCut, ReaderGroupConfigMismatch, ReaderGroupNotFound, ScaleRejected,
-                             ScopeNotEmpty, ScopeNotFound, ServiceError, StreamNotFound, StreamNotReady,
-                             StreamNotSealed, StreamSealed, SubscriberNotFound, TableExists, TableNotFound,
-                             WorkflowTimeout, WriterMarkRejected, WriterNotFound)
-from .service.scaling import ScaleStatus
+                             InvalidStreamCut, ReaderGroupConfigMismatch, ReaderGroupNotFound,
+                             ScalePreconditionFailed, ScaleRejected, ScopeNotEmpty, ScopeNotFound, ServiceError,
+                             StreamNotFound, StreamNotReady, StreamNotSealed, StreamNotWritable, StreamSealed,
+                             SubscriberNotFound, TableExists, TableNotFound, TransactionContention,
+                             TransactionNotFound, TransactionRefused, WorkflowTimeout, WriterNotFound,
+                             WriterPositionWentBack, WriterTimeWentBack)
 from .service.services import ControllerServices
-from .service.transaction_errors import TransactionServiceError
 from .service.transactions import TransactionService
 
 log = logging.getLogger("tributary.controller")
 Result = TypeVar("Result")
+Reply = TypeVar("Reply")
 Code = grpc.StatusCode
 
 _CODES: dict[type[Exception], Code] = {
@@ -42,7 +44,8 @@ _CODES: dict[type[Exception], Code] = {
     SubscriberNotFound: Code.NOT_FOUND, TableExists: Code.ALREADY_EXISTS,
     ScopeNotEmpty: Code.FAILED_PRECONDITION, ConcurrentWorkflow: Code.FAILED_PRECONDITION,
     StreamNotSealed: Code.FAILED_PRECONDITION, StreamNotReady: Code.INTERNAL, StreamSealed: Code.INTERNAL,
-    WorkflowTimeout: Code.DEADLINE_EXCEEDED,
+    WorkflowTimeout: Code.DEADLINE_EXCEEDED, TransactionNotFound: Code.NOT_FOUND,
+    TransactionContention: Code.FAILED_PRECONDITION, StreamNotWritable: Code.INTERNAL,
 }
 # Errors answered with a gRPC code even by RPCs that have a status enum.
 _ALWAYS_CODES: dict[type[Exception], Code] = {
@@ -71,17 +74,38 @@ _CREATE_TABLE = {InvalidName: pb.CreateKeyValueTableStatus.INVALID_TABLE_NAME,
                  TableExists: pb.CreateKeyValueTableStatus.TABLE_EXISTS}
 
 
+def _chain(*tables: dict) -> dict:
+    """One table answering each error as the first of ``tables`` that maps it (or a base class of it)."""
+    merged: dict = {}
+    for table in tables:
+        for error_type, outcome in table.items():
+            merged.setdefault(error_type, outcome)
+    return merged
+
+
+# Complete tables (each ends with ``Exception``) of the RPCs that do not go through ``_reply``.
+_QUERY = _chain(_CODES, {Exception: Code.INTERNAL})
+_SCALE = {ScalePreconditionFailed: pb.ScaleResponse.PRECONDITION_FAILED, ScaleRejected: pb.ScaleResponse.FAILURE,
+          StreamNotFound: Code.NOT_FOUND, StreamNotReady: Code.INTERNAL, Exception: pb.ScaleResponse.FAILURE}
+_CHECK_SCALE = {Exception: pb.ScaleStatusResponse.INTERNAL_ERROR}  # spec §4.4
+_COMMIT_TRANSACTION = _chain({StreamNotFound: pb.TxnStatus.STREAM_NOT_FOUND,
+                              TransactionNotFound: pb.TxnStatus.TRANSACTION_NOT_FOUND,
+                              TransactionRefused: pb.TxnStatus.FAILURE}, _QUERY)
+_ABORT_TRANSACTION = _COMMIT_TRANSACTION
+_PING_TRANSACTION = _chain({TransactionNotFound: pb.PingTxnStatus.UNKNOWN}, _QUERY)
+_CHECK_TRANSACTION_STATE = _chain({TransactionNotFound: pb.TxnState.UNKNOWN}, _QUERY)
+_NOTE_TIMESTAMP = {WriterTimeWentBack: pb.TimestampResponse.INVALID_TIME,  # INTERNAL_ERROR as Java answers
+                   WriterPositionWentBack: pb.TimestampResponse.INVALID_POSITION,
+                   Exception: pb.TimestampResponse.INTERNAL_ERROR}
+_REMOVE_WRITER = {WriterNotFound: pb.RemoveWriterResponse.UNKNOWN_WRITER,
+                  Exception: pb.RemoveWriterResponse.INTERNAL_ERROR}
+
+
 def _lookup(error: Exception, table: dict) -> int | Code | None:
     for error_type, outcome in table.items():
         if isinstance(error, error_type):
             return outcome
     return None
-
-
-def _code_of(error: Exception) -> Code:
-    if isinstance(error, TransactionServiceError):
-        return error.status_code
-    return _lookup(error, _CODES) or Code.INTERNAL
 
 
 def _unexpected(error: Exception) -> None:
@@ -100,14 +124,23 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     # ------------------------------------------------------------------ error mapping
 
-    async def _query(self, context, awaitable: Awaitable[Result]) -> Result:
-        """The result, or the call aborted with the error's gRPC code (``_CODES``, or the ``status_code``
-        a transaction service error carries)."""
+    async def _answer(self, context, awaitable: Awaitable[Result], table: dict, success: Callable[[Result], Reply],
+                      failure: Callable[[int], Reply] | None = None) -> Reply:
+        """``success(result)``; for an error, ``failure(status)`` with the status the complete ``table``
+        maps it to, or the call aborted with the gRPC code it maps it to (``failure`` None: only codes)."""
         try:
-            return await awaitable
-        except Exception as error:  # noqa: BLE001 - every failure becomes a status code
+            result = await awaitable
+        except Exception as error:  # noqa: BLE001 - every failure becomes a status or a code
             _unexpected(error)
-            await context.abort(_code_of(error), str(error) or type(error).__name__)
+            outcome = _lookup(error, table)
+            if isinstance(outcome, Code) or failure is None:
+                await context.abort(outcome, str(error) or type(error).__name__)
+            return failure(outcome)
+        return success(result)
+
+    async def _query(self, context, awaitable: Awaitable[Result]) -> Result:
+        """The result, or the call aborted with the error's gRPC code (``_QUERY``)."""
+        return await self._answer(context, awaitable, _QUERY, lambda result: result)
 
     async def _reply(self, context, awaitable: Awaitable[Result], table: dict, reply, *, when_false: int | None = None,
                      fields: Callable[[Result], dict] | None = None, failure_fields: dict | None = None):
@@ -117,21 +150,19 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         An error becomes ``reply(status=..., **failure_fields)`` with the status ``table`` maps it to
         (FAILURE if none); errors that ``table`` or ``_ALWAYS_CODES`` map to a gRPC code abort the call.
         """
-        try:
-            result = await awaitable
-        except Exception as error:  # noqa: BLE001 - every failure becomes a status
-            status = _lookup(error, table)
-            if status is None:
-                status = _lookup(error, _ALWAYS_CODES)
-            if status is None:
-                _unexpected(error)
-                status = reply.FAILURE
-            if isinstance(status, Code):
-                await context.abort(status, str(error) or type(error).__name__)
-            return reply(status=status, **(failure_fields or {}))
-        if when_false is not None and not result:
-            return reply(status=when_false)
-        return reply(status=reply.SUCCESS, **(fields(result) if fields else {}))
+        def success(result: Result):
+            if when_false is not None and not result:
+                return reply(status=when_false)
+            return reply(status=reply.SUCCESS, **(fields(result) if fields else {}))
+
+        return await self._answer(context, awaitable, _chain(table, _ALWAYS_CODES, {Exception: reply.FAILURE}),
+                                  success, lambda status: reply(status=status, **(failure_fields or {})))
+
+    async def _status(self, context, awaitable: Awaitable[Result], table: dict, reply, field: str,
+                      value: Callable[[Result], int]):
+        """A reply of one enum ``field``: ``value(result)``, or the status ``table`` maps an error to."""
+        return await self._answer(context, awaitable, table, lambda result: reply(**{field: value(result)}),
+                                  lambda status: reply(**{field: status}))
 
     async def _page(self, context, page: Awaitable[tuple[list[str], str]], reply, field: str,
                     entry: Callable[[str], object]):
@@ -275,48 +306,59 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         R = pb.ScaleResponse
         info = request.streamInfo
         ranges = [(entry.start, entry.end) for entry in request.newKeyRanges]
-        try:
-            accepted = await self._services.scaling.request_scale(info.scope, info.stream,
-                                                                  list(request.sealedSegments), ranges)
-        except ScaleRejected as error:
-            return R(status=R.PRECONDITION_FAILED if error.precondition else R.FAILURE)
-        except (StreamNotFound, StreamNotReady) as error:
-            await context.abort(_CODES[type(error)], str(error))
-        except Exception as error:  # noqa: BLE001 - the store failed: FAILURE
-            _unexpected(error)
-            return R(status=R.FAILURE)
-        segments = [messages.segment_range(info.scope, info.stream, new) for new in accepted.transition.new_segments]
-        return R(status=R.STARTED, segments=segments, epoch=accepted.epoch)
+
+        def started(accepted) -> pb.ScaleResponse:
+            segments = [messages.segment_range(info.scope, info.stream, new)
+                        for new in accepted.transition.new_segments]
+            return R(status=R.STARTED, segments=segments, epoch=accepted.epoch)
+
+        return await self._answer(context, self._services.scaling.request_scale(
+            info.scope, info.stream, list(request.sealedSegments), ranges), _SCALE, started,
+                                  lambda status: R(status=status))
 
     async def checkScale(self, request: pb.ScaleStatusRequest, context) -> pb.ScaleStatusResponse:
         info = request.streamInfo
-        try:
-            status = await self._services.scaling.check_scale(info.scope, info.stream, request.epoch)
-        except Exception as error:  # noqa: BLE001 - answered as INTERNAL_ERROR (spec §4.4)
-            _unexpected(error)
-            status = ScaleStatus.INTERNAL_ERROR
-        return pb.ScaleStatusResponse(status=int(status))
+        return await self._status(context, self._services.scaling.check_scale(info.scope, info.stream, request.epoch),
+                                  _CHECK_SCALE, pb.ScaleStatusResponse, "status", int)
 
     # ------------------------------------------------------------------ transactions
 
     async def createTransaction(self, request: pb.CreateTxnRequest, context) -> pb.CreateTxnResponse:
-        return await self._query(context, self._transactions.create_transaction(request))
+        info = request.streamInfo
+        created = await self._query(context, self._transactions.create_transaction(info.scope, info.stream,
+                                                                                   request.lease))
+        return messages.created_transaction(info.scope, info.stream, created)
 
     async def pingTransaction(self, request: pb.PingTxnRequest, context) -> pb.PingTxnStatus:
-        return await self._query(context, self._transactions.ping_transaction(request))
+        info = request.streamInfo
+        return await self._status(context, self._transactions.ping_transaction(
+            info.scope, info.stream, messages.transaction_id_from(request.txnId), request.lease),
+                                  _PING_TRANSACTION, pb.PingTxnStatus, "status", int)
 
     async def commitTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._query(context, self._transactions.commit_transaction(request))
+        """SUCCESS once the transaction is COMMITTING (the commit itself goes on in the background)."""
+        info = request.streamInfo
+        return await self._status(context, self._transactions.commit_transaction(
+            info.scope, info.stream, messages.transaction_id_from(request.txnId), request.writerId, request.timestamp),
+                                  _COMMIT_TRANSACTION, pb.TxnStatus, "status", lambda _: pb.TxnStatus.SUCCESS)
 
     async def abortTransaction(self, request: pb.TxnRequest, context) -> pb.TxnStatus:
-        return await self._query(context, self._transactions.abort_transaction(request))
+        info = request.streamInfo
+        return await self._status(context, self._transactions.abort_transaction(
+            info.scope, info.stream, messages.transaction_id_from(request.txnId)),
+                                  _ABORT_TRANSACTION, pb.TxnStatus, "status", lambda _: pb.TxnStatus.SUCCESS)
 
     async def checkTransactionState(self, request: pb.TxnRequest, context) -> pb.TxnState:
-        return await self._query(context, self._transactions.check_transaction_state(request))
+        info = request.streamInfo
+        return await self._status(context, self._transactions.check_transaction_state(
+            info.scope, info.stream, messages.transaction_id_from(request.txnId)),
+                                  _CHECK_TRANSACTION_STATE, pb.TxnState, "state", int)
 
     async def listCompletedTransactions(self, request: pb.ListCompletedTxnRequest,
                                         context) -> pb.ListCompletedTxnResponse:
-        return await self._query(context, self._transactions.list_completed_transactions(request))
+        info = request.streamInfo
+        records = await self._query(context, self._transactions.list_completed_transactions(info.scope, info.stream))
+        return messages.completed_transactions(records)
 
     # ------------------------------------------------------------------ reader groups and subscribers
 
@@ -376,27 +418,15 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     async def noteTimestampFromWriter(self, request: pb.TimestampFromWriter, context) -> pb.TimestampResponse:
         R = pb.TimestampResponse
         info = request.position.streamInfo
-        try:
-            await self._services.writer_marks.note_timestamp(info.scope, info.stream, request.writer,
-                                                             request.timestamp, dict(request.position.cut))
-        except WriterMarkRejected as error:
-            return R(result=R.INVALID_TIME if error.time_went_back else R.INVALID_POSITION)
-        except Exception as error:  # noqa: BLE001 - INTERNAL_ERROR, as Java answers
-            _unexpected(error)
-            return R(result=R.INTERNAL_ERROR)
-        return R(result=R.SUCCESS)
+        return await self._status(context, self._services.writer_marks.note_timestamp(
+            info.scope, info.stream, request.writer, request.timestamp, dict(request.position.cut)),
+                                  _NOTE_TIMESTAMP, R, "result", lambda _: R.SUCCESS)
 
     async def removeWriter(self, request: pb.RemoveWriterRequest, context) -> pb.RemoveWriterResponse:
         R = pb.RemoveWriterResponse
-        try:
-            await self._services.writer_marks.remove_writer(request.stream.scope, request.stream.stream,
-                                                            request.writer)
-        except WriterNotFound:
-            return R(result=R.UNKNOWN_WRITER)
-        except Exception as error:  # noqa: BLE001 - INTERNAL_ERROR, as Java answers
-            _unexpected(error)
-            return R(result=R.INTERNAL_ERROR)
-        return R(result=R.SUCCESS)
+        return await self._status(context, self._services.writer_marks.remove_writer(
+            request.stream.scope, request.stream.stream, request.writer), _REMOVE_WRITER, R, "result",
+                                  lambda _: R.SUCCESS)
 
     # ------------------------------------------------------------------ key-value tables
 

@@ -8,11 +8,13 @@ import time
 from typing import Callable
 
 from clients.segment_store_client import SegmentStoreClient
+from wire.retry import Backoff
 
 from ..endpoints import SegmentLocator
 from ..store import MetadataStore
 from .auto_scale_settings import AutoScaleSettings
 from .fault_points import FaultPoints
+from .retries import STREAM_BUSY
 
 
 def wall_clock_ms() -> int:
@@ -24,8 +26,7 @@ class ServiceSettings:
     """Limits and periods of the services (defaults follow the Java controller where it has one)."""
 
     workflow_timeout_seconds: float = 120.0  # update/seal/delete/truncate reply DEADLINE_EXCEEDED after this
-    workflow_retry_delay_seconds: float = 0.05  # first wait when the stream is busy; doubles up to the max
-    workflow_retry_delay_seconds_max: float = 1.0
+    stream_busy_backoff: Backoff = STREAM_BUSY  # waiting while another workflow holds the stream
     redrive_interval_seconds: float = 10.0  # how often pending intents of failed workflows are re-driven
     startup_redrive_wait_seconds: float = 30.0  # start waits this long for re-drives, then serves
     segment_calls_concurrency_max: int = 64  # segment-store calls in flight per workflow step

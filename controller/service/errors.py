@@ -2,9 +2,11 @@
 
 Each one names an expected outcome that a reply reports (spec §4): the gRPC layer turns it into
 the RPC's status enum value or gRPC status code with one table per RPC, never with an if-chain
-over messages. Errors of the metadata store (``controller.store.errors``) and of the segment-store
-client (``clients.errors``) that are not caught and translated here mean "try again" (a lost
-race, a store that is down) and end up as FAILURE / INTERNAL, which the clients retry.
+over messages. Two answers are two classes (a subclass where one answer refines another), never
+a flag the gRPC layer would have to read. Errors of the metadata store (``controller.store.errors``)
+and of the segment-store client (``clients.errors``) that are not caught and translated here mean
+"try again" (a lost race, a store that is down) and end up as FAILURE / INTERNAL, which the
+clients retry.
 """
 
 from __future__ import annotations
@@ -59,15 +61,13 @@ class WorkflowTimeout(ServiceError):
 
 
 class ScaleRejected(ServiceError):
-    """A scale that does not apply to the current epoch (unknown segments, bad ranges, too few segments).
+    """A scale that cannot be accepted: the stream is sealed, another scale is pending, or the new
+    ranges do not replace the sealed segments exactly (answered FAILURE)."""
 
-    ``precondition`` tells the two wire answers apart: PRECONDITION_FAILED (segments not active,
-    below the minimum count) versus FAILURE (malformed ranges, a different scale pending).
-    """
 
-    def __init__(self, message: str, precondition: bool):
-        super().__init__(message)
-        self.precondition = precondition
+class ScalePreconditionFailed(ScaleRejected):
+    """A scale whose segments to seal are not all active, or that would leave too few segments
+    (answered PRECONDITION_FAILED)."""
 
 
 class InvalidStreamCut(ServiceError):
@@ -95,11 +95,15 @@ class WriterNotFound(ServiceError):
 
 
 class WriterMarkRejected(ServiceError):
-    """A writer mark that goes back in time (``time_went_back``) or in position."""
+    """A writer mark that goes back in time or in position."""
 
-    def __init__(self, message: str, time_went_back: bool):
-        super().__init__(message)
-        self.time_went_back = time_went_back
+
+class WriterTimeWentBack(WriterMarkRejected):
+    """The writer already reported a later time."""
+
+
+class WriterPositionWentBack(WriterMarkRejected):
+    """The reported position is behind the writer's last one."""
 
 
 class TableNotFound(ServiceError):
@@ -108,3 +112,43 @@ class TableNotFound(ServiceError):
 
 class TableExists(ServiceError):
     pass
+
+
+class TransactionNotFound(ServiceError):
+    """No such transaction (never created, or completed and purged) on the named stream."""
+
+
+class TransactionRefused(ServiceError):
+    """A commit or abort that the transaction's status rules out (commit after an abort or after the
+    lease ran out, abort after a commit), or a commit into a sealed stream."""
+
+
+class TransactionContention(ServiceError):
+    """A transaction record kept changing under one request (the client may retry)."""
+
+
+class LeaseOutOfRange(InvalidArgument):
+    """createTransaction with a lease outside [lease_ms_min, lease_ms_max].
+
+    Java answers UNKNOWN (retried by Rust for about a minute); spec §8 item 9 prefers a final
+    status for malformed requests, so this is an invalid argument.
+    """
+
+
+class StreamNotWritable(ServiceError):
+    """The stream is CREATING, SEALING or SEALED, so it takes no new transactions (Java's
+    illegal-state case)."""
+
+
+# ---------------------------------------------------------------------- internal signals
+
+
+class StreamBusy(Exception):
+    """Another workflow holds the stream (or its intent changed meanwhile): wait and try again.
+
+    Not an operating error: it never reaches a client. Loops that wait for a stream retry it
+    (``controller.service.retries``); when one gives up it raises its own operating error
+    (``ConcurrentWorkflow``, ``WorkflowTimeout``) instead.
+    """
+
+    retriable = True

@@ -1,10 +1,11 @@
-"""Named points inside the workflows where a test can make the controller "crash".
+"""Named points inside the workflows and transaction jobs where a test can make the controller "crash".
 
-A workflow calls ``fault_points.reach("scale.epoch_written")`` between its steps. In production
-nothing is armed and the call does nothing. A test arms a point to raise ``SimulatedCrash`` there:
-the workflow stops half done, exactly as if the process had died, with its persisted intent left
-behind for another controller to re-drive. The names are listed in ``POINTS`` so a typo in a
-test fails loudly instead of never firing.
+A workflow or job calls ``fault_points.reach("scale.epoch_written")`` between its steps. In
+production nothing is armed and the call does nothing. A test arms a point to raise
+``SimulatedCrash`` there: the work stops half done, exactly as if the process had died, with its
+persisted intent (or, for a transaction job, its transaction records) left behind for another
+controller to re-drive. The names are listed in ``POINTS`` so a typo in a test fails loudly
+instead of never firing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ POINTS = frozenset({
     "truncate.segments_truncated",
     "update.configuration_written",
     "update.policies_updated",
+    # The transaction jobs (``transactions.jobs``): each is right *before* the step it names.
+    "commit.batch",
+    "commit.merge",
+    "commit.rolling.duplicates",
+    "commit.rolling.epochs",
+    "commit.rolling.seal",
+    "commit.complete",
+    "abort.delete",
 })
 
 

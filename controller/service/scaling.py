@@ -34,7 +34,7 @@ from ..store.records import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitio
                              StreamConfiguration, WorkflowIntentRecord, WorkflowKind)
 from . import payloads
 from .context import ControllerContext
-from .errors import ScaleRejected, StreamSealed
+from .errors import ScalePreconditionFailed, ScaleRejected, StreamSealed
 from .segment_calls import SegmentCalls
 from .stream_access import SEALED_STATES, move_state, require_state, require_usable
 from .workflows import WorkflowRunner
@@ -71,13 +71,14 @@ class Scaling:
 
         Raises:
             StreamNotFound / StreamNotReady: no such stream, or it is still being created.
-            ScaleRejected: the stream is sealed, another scale is pending, the segments are not all
-                active, the ranges do not replace them exactly, or too few segments would remain.
+            ScaleRejected: the stream is sealed, another scale is pending, or the ranges do not
+                replace the segments exactly.
+            ScalePreconditionFailed: the segments are not all active, or too few segments would remain.
         """
         handle = self._context.store.stream(scope, stream)
         state = await require_usable(handle)
         if state in SEALED_STATES:
-            raise ScaleRejected(f"stream {scope}/{stream} is {state.name}", precondition=False)
+            raise ScaleRejected(f"stream {scope}/{stream} is {state.name}")
         ranges = tuple(sorted((float(start), float(end)) for start, end in new_ranges))
         to_seal = tuple(segments_to_seal)
         current, pending, configuration = await _scale_inputs(handle)
@@ -85,7 +86,7 @@ class Scaling:
         if not pending.is_empty:
             if store_scale.same_transition(pending, planned):
                 return ScaleAccepted(pending, pending.active_epoch)
-            raise ScaleRejected(f"stream {scope}/{stream}: another scale is pending", precondition=False)
+            raise ScaleRejected(f"stream {scope}/{stream}: another scale is pending")
         intent = WorkflowIntentRecord(WorkflowKind.SCALE, self._context.now_ms(),
                                       payload=payloads.encode_scale(to_seal, ranges))
         accepted: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -105,7 +106,7 @@ class Scaling:
         try:
             transition = await store_scale.submit_scale(handle, to_seal, ranges, self._context.now_ms())
         except (ScaleInputInvalid, ScaleConflict) as error:
-            raise ScaleRejected(str(error), precondition=False) from None
+            raise ScaleRejected(str(error)) from None
         result = ScaleAccepted(transition, transition.active_epoch)
         if accepted is not None and not accepted.done():
             accepted.set_result(result)
@@ -221,16 +222,17 @@ def _plan(current: EpochRecord, to_seal: Sequence[int], ranges: Sequence[tuple[f
     """Validates a scale against the current epoch (spec §4.4 table) and plans it.
 
     Raises:
-        ScaleRejected: PRECONDITION_FAILED (unknown segments, too few left) or FAILURE (bad ranges).
+        ScalePreconditionFailed: unknown segments, or too few left.
+        ScaleRejected: bad ranges.
     """
     if not to_seal or any(current.segment(segment_id) is None for segment_id in to_seal):
-        raise ScaleRejected(f"segments to seal must be active in epoch {current.epoch}", precondition=True)
+        raise ScalePreconditionFailed(f"segments to seal must be active in epoch {current.epoch}")
     try:
         planned = plan_epoch_transition(current, to_seal, ranges, time)
     except ScaleInputInvalid as error:
-        raise ScaleRejected(str(error), precondition=False) from None
+        raise ScaleRejected(str(error)) from None
     if len(current.segments) - len(set(to_seal)) + len(ranges) < min_segments:
-        raise ScaleRejected(f"the stream needs at least {min_segments} segments", precondition=True)
+        raise ScalePreconditionFailed(f"the stream needs at least {min_segments} segments")
     return planned
 
 

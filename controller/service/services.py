@@ -21,7 +21,7 @@ from .stream_creation import StreamCreation
 from .stream_deletion import StreamDeletion
 from .stream_sealing import StreamSealing
 from .stream_update import StreamUpdate
-from .transaction_coordination import Abort
+from .transactions.sealing import Abort
 from .truncation import Truncation
 from .workflows import WorkflowRunner
 from .writer_marks import WriterMarks

@@ -2,17 +2,17 @@
 
 ``move_state`` is how a workflow takes the stream: ACTIVE -> its own state (SCALING, UPDATING,
 TRUNCATING, SEALING) by compare-and-swap. A stream busy with another short workflow (a
-transaction commit, which the transaction service runs, or a scale) is waited for with backoff;
-a sealed one is refused. Any state may be "moved" to itself, so a re-driven step passes.
+transaction commit, which the transaction service runs, or a scale) is waited for with backoff
+(``retries.retry_while_busy``); a sealed one is refused. Any state may be "moved" to itself, so a
+re-driven step passes.
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from ..store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict
 from .context import ControllerContext
-from .errors import StreamNotFound, StreamNotReady, StreamSealed, WorkflowTimeout
+from .errors import StreamBusy, StreamNotFound, StreamNotReady, StreamSealed, WorkflowTimeout
+from .retries import retry_while_busy
 
 SEALED_STATES = frozenset({State.SEALING, State.SEALED})
 
@@ -24,8 +24,6 @@ async def state_or_none(stream: StreamStore) -> State | None:
     except NotFound:
         return None
     return state
-
-
 
 
 async def require_state(stream: StreamStore) -> State:
@@ -63,25 +61,26 @@ async def move_state(context: ControllerContext, stream: StreamStore, requested:
         StreamNotReady: the stream is still CREATING.
         WorkflowTimeout: still busy at ``deadline`` (event-loop time).
     """
-    settings = context.settings
-    delay = settings.workflow_retry_delay_seconds
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            await stream.transition_state(requested, expected=expected)
-            return
-        except NotFound:
-            raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist") from None
-        except IllegalStateTransition as error:
-            if error.current in SEALED_STATES and requested not in SEALED_STATES:
-                raise StreamSealed(f"stream {stream.scope}/{stream.name} is {error.current.name}") from None
-            if error.current == State.SEALED:
-                raise StreamSealed(f"stream {stream.scope}/{stream.name} is sealed") from None
-            if error.current == State.CREATING:
-                raise StreamNotReady(f"stream {stream.scope}/{stream.name} is being created") from None
-        except WriteConflict:
-            pass
-        if deadline is not None and loop.time() + delay > deadline:
-            raise WorkflowTimeout(f"stream {stream.scope}/{stream.name} stayed busy")
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, settings.workflow_retry_delay_seconds_max)
+    try:
+        await retry_while_busy(lambda: _try_move_state(stream, requested, expected),
+                               context.settings.stream_busy_backoff, deadline)
+    except StreamBusy:
+        raise WorkflowTimeout(f"stream {stream.scope}/{stream.name} stayed busy") from None
+
+
+async def _try_move_state(stream: StreamStore, requested: State, expected: State) -> None:
+    """One compare-and-swap of the state (see ``move_state``). Raises StreamBusy while another workflow holds it."""
+    try:
+        await stream.transition_state(requested, expected=expected)
+    except NotFound:
+        raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist") from None
+    except IllegalStateTransition as error:
+        if error.current in SEALED_STATES and requested not in SEALED_STATES:
+            raise StreamSealed(f"stream {stream.scope}/{stream.name} is {error.current.name}") from None
+        if error.current == State.SEALED:
+            raise StreamSealed(f"stream {stream.scope}/{stream.name} is sealed") from None
+        if error.current == State.CREATING:
+            raise StreamNotReady(f"stream {stream.scope}/{stream.name} is being created") from None
+        raise StreamBusy(f"stream {stream.scope}/{stream.name} is {error.current.name}") from None
+    except WriteConflict:
+        raise StreamBusy(f"the state of stream {stream.scope}/{stream.name} changed meanwhile") from None

@@ -14,7 +14,7 @@ from .context import ControllerContext
 from .errors import StreamNotReady
 from .segment_calls import SegmentCalls
 from .stream_access import move_state, require_state
-from .transaction_coordination import Abort, abort_and_drain
+from .transactions.sealing import Abort, abort_and_drain
 from .workflows import WorkflowRunner
 
 

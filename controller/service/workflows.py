@@ -8,7 +8,8 @@ delete) runs as ``run(stream, intent, body)``:
    so it is also the exclusion between controllers. A pending intent of the *same* request is
    adopted (a client retry, or a re-drive); a pending intent of another kind that this runner
    knows how to drive was left by a crashed or failed run and is driven to completion first; any
-   other (a transaction commit of the transaction service, another controller's work) is waited for;
+   other (a transaction commit of the transaction service, another controller's work) is waited for
+   (``retries.retry_while_busy``, until the deadline of the request if it has one);
 3. run the body, whose every step checks what is already done;
 4. remove the intent. A body that fails with an operating error (``ServiceError``) also removes
    it: such a workflow cannot complete, and its body undid what needed undoing. Any other failure
@@ -30,8 +31,9 @@ from ..store.records import WorkflowIntentRecord, WorkflowKind
 from ..store.workflows import (begin_workflow, end_workflow, forget_index_entry, get_workflow,
                                list_pending_workflows)
 from .context import ControllerContext
-from .errors import ConcurrentWorkflow, ServiceError, StreamNotFound, WorkflowTimeout
+from .errors import ConcurrentWorkflow, ServiceError, StreamBusy, StreamNotFound, WorkflowTimeout
 from .paging import all_pages
+from .retries import retry_while_busy
 
 log = logging.getLogger("tributary.controller")
 
@@ -124,30 +126,55 @@ class WorkflowRunner:
     # ------------------------------------------------------------------ intents
 
     async def _begin(self, stream: StreamStore, intent: WorkflowIntentRecord, deadline: float | None) -> None:
-        settings = self._context.settings
-        delay = settings.workflow_retry_delay_seconds
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await begin_workflow(stream, intent)
-                return
-            except NotFound:
-                raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist") from None
-            except AlreadyExists:
-                pass
-            found = await get_workflow(stream)
-            if found is None:
-                continue  # it ended between our write and our read
-            pending, _ = found
-            if same_request(pending, intent):
-                return
-            if pending.kind in self._handlers:
-                await self._drive(stream, pending)
-                continue
-            if deadline is not None and loop.time() + delay > deadline:
-                raise ConcurrentWorkflow(f"{stream}: a {pending.kind.name} workflow is still running")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, settings.workflow_retry_delay_seconds_max)
+        """Persists ``intent`` (step 2 above), waiting while a workflow this runner cannot drive holds the stream.
+
+        Raises:
+            StreamNotFound: the stream's metadata does not exist.
+            ConcurrentWorkflow: the stream was still held at ``deadline`` (event-loop time).
+        """
+        try:
+            await retry_while_busy(lambda: self._claim(stream, intent), self._context.settings.stream_busy_backoff,
+                                   deadline)
+        except StreamBusy as error:
+            raise ConcurrentWorkflow(str(error)) from None
+
+    async def _claim(self, stream: StreamStore, intent: WorkflowIntentRecord) -> None:
+        """One try at making the stream ours: a pending intent this runner has a handler for is driven
+        to completion first.
+
+        Raises:
+            StreamNotFound: the stream's metadata does not exist.
+            StreamBusy: another workflow holds the stream, or its intent changed meanwhile.
+        """
+        pending = await self._write_intent(stream, intent)
+        if pending is not None and pending.kind in self._handlers:
+            await self._drive(stream, pending)
+            pending = await self._write_intent(stream, intent)
+        if pending is not None:
+            raise StreamBusy(f"{stream}: a {pending.kind.name} workflow is still running")
+
+    async def _write_intent(self, stream: StreamStore, intent: WorkflowIntentRecord) -> WorkflowIntentRecord | None:
+        """Writes ``intent`` unless an intent is pending.
+
+        Returns:
+            None if the stream is ours (written now, or the pending intent is the same request);
+            otherwise the pending intent of the other request.
+        Raises:
+            StreamNotFound: the stream's metadata does not exist.
+            StreamBusy: the pending intent ended between our write and our read.
+        """
+        try:
+            await begin_workflow(stream, intent)
+            return None
+        except NotFound:
+            raise StreamNotFound(f"stream {stream.scope}/{stream.name} does not exist") from None
+        except AlreadyExists:
+            pass
+        found = await get_workflow(stream)
+        if found is None:
+            raise StreamBusy(f"{stream}: its pending workflow ended meanwhile")
+        pending, _ = found
+        return None if same_request(pending, intent) else pending
 
     async def _end(self, stream: StreamStore) -> None:
         try:

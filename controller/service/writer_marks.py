@@ -9,14 +9,15 @@ Python readers never read them.)
 
 from __future__ import annotations
 
-from ..store import NotFound, WriteConflict
+from wire.retry import retry
+
+from ..store import NotFound
 from ..store import readers as store_readers
 from ..store.records import WriterMarkRecord
 from .context import ControllerContext
-from .errors import WriterMarkRejected, WriterNotFound
+from .errors import WriterNotFound, WriterPositionWentBack, WriterTimeWentBack
+from .retries import WRITER_MARK_UPDATE, is_lost_race
 from .stream_access import require_state
-
-ATTEMPTS_MAX = 3
 
 
 def position_is_ahead(new: dict[int, int], old: dict[int, int]) -> bool:
@@ -35,7 +36,7 @@ class WriterMarks:
 
         Raises:
             StreamNotFound: no such stream.
-            WriterMarkRejected: the time or the position goes back.
+            WriterTimeWentBack / WriterPositionWentBack: the time or the position goes back.
             WriteConflict: concurrent reports of the same writer kept winning.
         """
         handle = self._context.store.stream(scope, stream)
@@ -43,17 +44,15 @@ class WriterMarks:
 
         def check_position(stored: WriterMarkRecord) -> None:
             if not position_is_ahead(position, stored.position):
-                raise WriterMarkRejected(f"writer {writer!r} reported a position behind its last one", False)
+                raise WriterPositionWentBack(f"writer {writer!r} reported a position behind its last one")
 
         mark = WriterMarkRecord(timestamp, position)
-        for attempt in range(ATTEMPTS_MAX):
-            try:
-                if not await store_readers.note_writer_mark(handle, writer, mark, check_position):
-                    raise WriterMarkRejected(f"writer {writer!r} already reported a later time", True)
-                return
-            except WriteConflict:
-                if attempt == ATTEMPTS_MAX - 1:
-                    raise
+
+        async def note() -> None:
+            if not await store_readers.note_writer_mark(handle, writer, mark, check_position):
+                raise WriterTimeWentBack(f"writer {writer!r} already reported a later time")
+
+        await retry(note, WRITER_MARK_UPDATE, retriable=is_lost_race)
 
     async def remove_writer(self, scope: str, stream: str, writer: str) -> None:
         """Marks the writer as shut down.

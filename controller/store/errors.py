@@ -2,8 +2,10 @@
 
 Operating errors (a lost optimistic-concurrency race, a missing record, a refused state
 transition) are expected in normal operation: workflows catch them by type and re-read or reply
-with the matching status. ``CorruptRecord`` and ``RecordTooLarge`` mean a broken invariant (bad
-bytes in a table, a record that outgrew the table-entry limit) and should crash the workflow loudly.
+with the matching status; those that a later try may win say so with ``retriable = True``
+(read by ``wire.retry.is_retriable``). ``CorruptRecord`` and ``RecordTooLarge`` mean a broken
+invariant (bad bytes in a table, a record that outgrew the table-entry limit) and should crash
+the workflow loudly.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ class NotFound(StoreError):
 
 
 class WriteConflict(StoreError):
-    """A conditional write met a version other than the expected one (someone else wrote first)."""
+    """A conditional write met a version other than the expected one (someone else wrote first).
+
+    ``retriable``: reading again and writing again may succeed.
+    """
+
+    retriable = True
 
 
 # Pravega's name for the same failure; the controller code may use either.
@@ -52,7 +59,12 @@ class ScaleInputInvalid(StoreError):
 
 
 class ScaleConflict(StoreError):
-    """A different epoch transition is already pending, or the transition is stale."""
+    """A different epoch transition is already pending, or the transition is stale.
+
+    ``retriable``: the pending transition completes or is dropped, and the same call may then succeed.
+    """
+
+    retriable = True
 
 
 class CorruptRecord(StoreError):

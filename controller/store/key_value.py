@@ -107,6 +107,7 @@ class VersionedKeyValueStore(abc.ABC):
 
         Raises:
             NotFound: the table does not exist.
+            ValueError: ``token`` is not a token of this table's listing.
         """
 
     # ------------------------------------------------------------------ conveniences

@@ -93,8 +93,13 @@ class TableSegmentKeyValueStore(VersionedKeyValueStore):
     async def list_entries(self, table: str, token: bytes = b"", limit: int = PAGE_ENTRIES_DEFAULT) -> Page:
         if limit < 1:
             raise ValueError("a page holds at least one entry")
-        with _table_must_exist(table):
-            entries, next_token = await self._client.read_table_entries(table, token, limit)
+        try:
+            with _table_must_exist(table):
+                entries, next_token = await self._client.read_table_entries(table, token, limit)
+        except client_errors.IllegalArgument:
+            if not token:
+                raise
+            raise ValueError(f"invalid continuation token for {table!r}") from None  # a client's garbage
         page = [(key.decode("utf-8"), Versioned(version, value)) for key, version, value in entries]
         return Page(page, next_token if page else b"")
 

@@ -1,7 +1,11 @@
 """The controller's pure rules, without servers: stream-cut validity and ordering (spec §6.6),
-retention's choice of cut (§6.9), workflow payload round trips and configuration checks."""
+retention's choice of cut (§6.9), workflow payload round trips, configuration checks and the
+busy-stream retry."""
 
 from __future__ import annotations
+
+import asyncio
+import dataclasses
 
 import pytest
 from hypothesis import given
@@ -10,7 +14,8 @@ from hypothesis import strategies as st
 from controller.service import payloads
 from controller.service.configuration import checked_configuration
 from controller.service.context import ServiceSettings
-from controller.service.errors import InvalidArgument
+from controller.service.errors import InvalidArgument, StreamBusy
+from controller.service.retries import STREAM_BUSY, retry_while_busy
 from controller.service.retention import choose_cut
 from controller.service.stream_cut_rules import cut_error, is_equal_or_after
 from controller.store.records import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, SegmentRecord,
@@ -102,3 +107,39 @@ def test_configuration_checks():
                 StreamConfiguration(rollover_size_bytes=-1)):
         with pytest.raises(InvalidArgument):
             checked_configuration(bad, settings)
+
+
+QUICK_BUSY = dataclasses.replace(STREAM_BUSY, initial_seconds=0.001, max_delay_seconds=0.004)
+
+
+async def test_busy_stream_retry_waits_until_free_and_gives_up_at_the_deadline():
+    """retry_while_busy tries again after StreamBusy until the operation succeeds; with a deadline
+    it gives up, raising StreamBusy, before a wait would end past it; other errors are not retried."""
+    calls = []
+
+    async def busy_twice() -> str:
+        calls.append(None)
+        if len(calls) < 3:
+            raise StreamBusy("busy")
+        return "done"
+
+    assert await retry_while_busy(busy_twice, QUICK_BUSY, None) == "done" and len(calls) == 3
+
+    async def always_busy() -> None:
+        raise StreamBusy("still busy")
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 0.05
+    with pytest.raises(StreamBusy):
+        await retry_while_busy(always_busy, QUICK_BUSY, deadline)
+    assert loop.time() < deadline + 1.0  # not waiting on: only event-loop slack past the deadline
+
+    failures = []
+
+    async def broken() -> None:
+        failures.append(None)
+        raise InvalidArgument("never retried")
+
+    with pytest.raises(InvalidArgument):
+        await retry_while_busy(broken, QUICK_BUSY, None)
+    assert len(failures) == 1

@@ -22,19 +22,18 @@ from controller.grpc_server import start_grpc_server
 from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
 from controller.service.services import ControllerServices
-from controller.service.transaction_ids import from_wire
-from controller.service.transaction_policy import TransactionSettings
-from controller.service.transactions import TransactionService
+from controller.grpc_messages import transaction_id_from
+from controller.service.transactions import TransactionService, TransactionSettings
 from controller.store import InMemoryKeyValueStore, MetadataStore, queries
 from controller.store import transactions as stored
 from controller.store.states import TransactionStatus
 from tests.support.controller_harness import append_to_segment
-from tests.unit.test_transaction_service import (SCOPE, client_segment_name, create_stream, read_events, scale_stream,
-                                                 segment_exists)
+from tests.unit.test_transaction_service import (FAST_RETRIES, SCOPE, client_segment_name, create_stream, read_events,
+                                                 scale_stream, segment_exists)
 from wire.naming import stream_segment_name
 from tests.support.segment_store import running_segment_store
 
-SETTINGS = TransactionSettings(timer_interval_ms=20, retry_delay_ms_min=5, retry_delay_ms_max=50)
+SETTINGS = TransactionSettings(timer_interval_ms=20, job_backoff=FAST_RETRIES)
 WAIT_SECONDS = 20
 
 
@@ -88,8 +87,8 @@ async def test_transaction_rpcs_over_grpc(cluster):
         assert reply.status == pb.TxnStatus.SUCCESS
         assert (await stub.abortTransaction(pb.TxnRequest(streamInfo=info, txnId=aborted.txnId))).status == (
             pb.TxnStatus.SUCCESS)
-        await wait_for_status(context, "grpc", from_wire(committed.txnId), TransactionStatus.COMMITTED)
-        await wait_for_status(context, "grpc", from_wire(aborted.txnId), TransactionStatus.ABORTED)
+        await wait_for_status(context, "grpc", transaction_id_from(committed.txnId), TransactionStatus.COMMITTED)
+        await wait_for_status(context, "grpc", transaction_id_from(aborted.txnId), TransactionStatus.ABORTED)
         state = await stub.checkTransactionState(pb.TxnRequest(streamInfo=info, txnId=committed.txnId))
         assert state.state == pb.TxnState.COMMITTED
         for index, segment in enumerate((await queries.current_segments(stream)).segments):

@@ -1,7 +1,9 @@
 """TransactionService over the in-memory metadata store and a real in-process segment store:
 ids, create, commit (in place and rolling), abort, lease timeouts, pings, restarts mid-commit.
 
-Streams are set up with the store's own functions and their segments created with the
+The service takes and returns plain values; the tests call it as a client does, through the
+controller's gRPC servicer (``TransactionRpcs``, no network), so they check the messages and
+statuses a client sees. Streams are set up with the store's own functions and their segments created with the
 SegmentStoreClient, as a controller would; transaction data is appended over the wire to the
 transaction segments, exactly where a client would write it, and read back from the parents.
 """
@@ -19,18 +21,19 @@ from clients.errors import NoSuchSegment
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
 from clients.grpc_api import controller_pb2 as pb
-from controller.service import transaction_index, transaction_jobs
+from controller.grpc_messages import transaction_id_from, transaction_id_to
+from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
-from controller.service.transaction_errors import LeaseOutOfRange, StreamNotFound, StreamNotWritable
-from controller.service.transaction_ids import (COUNTER_LOW_MASK, TransactionIdAllocator, compose_transaction_id,
-                                                from_wire, to_wire)
-from controller.service.transaction_policy import TransactionSettings
-from controller.service.transaction_segments import transaction_segment
-from controller.service.transactions import TransactionService
+from controller.service.errors import LeaseOutOfRange, StreamNotFound, StreamNotWritable
+from controller.service.retries import TRANSACTION_JOB
+from controller.service.transactions import PingStatus, TransactionService, TransactionSettings, jobs, stream_index
+from controller.service.transactions.ids import COUNTER_LOW_MASK, TransactionIdAllocator, compose_transaction_id
+from controller.service.transactions.segments import transaction_segment
 from controller.store import InMemoryKeyValueStore, MetadataStore, State, StreamStore, queries, scale
 from controller.store import transactions as stored
 from controller.store.readers import get_writer_mark
 from controller.store.records import ScalingPolicy, StreamConfiguration
+from controller.store.states import TransactionStatus
 from tests.support.controller_harness import append_to_segment
 from wire import commands as wc
 from wire.envelope import split_events
@@ -39,7 +42,8 @@ from tests.support.segment_store import running_segment_store
 
 SCOPE = "scope"
 LEASE_MS = 30_000
-SETTINGS = TransactionSettings(lease_grace_ms=0, timer_interval_ms=10, retry_delay_ms_min=5, retry_delay_ms_max=50)
+FAST_RETRIES = dataclasses.replace(TRANSACTION_JOB, initial_seconds=0.005, max_delay_seconds=0.05)
+SETTINGS = TransactionSettings(lease_grace_ms=0, timer_interval_ms=10, job_backoff=FAST_RETRIES)
 WAIT_SECONDS = 10
 
 
@@ -51,6 +55,52 @@ class FakeClock:
 
     def __call__(self) -> int:
         return self.now
+
+
+class RpcAborted(Exception):
+    """What ``AbortingContext.abort`` raises: the call ended with the gRPC status ``code``."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+
+
+class AbortingContext:
+    """The one part of a grpc.aio servicer context that the controller's servicer uses."""
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+        raise RpcAborted(code, details)
+
+
+class TransactionRpcs:
+    """The transaction RPCs of ``service`` as a client reaches them: through the controller's gRPC
+    servicer (message conversion and error mapping), without the network."""
+
+    def __init__(self, service: TransactionService):
+        self._servicer = ControllerServicer(None, service)
+        self._context = AbortingContext()
+
+    async def create_transaction(self, request: pb.CreateTxnRequest) -> pb.CreateTxnResponse:
+        return await self._servicer.createTransaction(request, self._context)
+
+    async def ping_transaction(self, request: pb.PingTxnRequest) -> pb.PingTxnStatus:
+        return await self._servicer.pingTransaction(request, self._context)
+
+    async def commit_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
+        return await self._servicer.commitTransaction(request, self._context)
+
+    async def abort_transaction(self, request: pb.TxnRequest) -> pb.TxnStatus:
+        return await self._servicer.abortTransaction(request, self._context)
+
+    async def check_transaction_state(self, request: pb.TxnRequest) -> pb.TxnState:
+        return await self._servicer.checkTransactionState(request, self._context)
+
+    async def list_completed_transactions(self, request: pb.ListCompletedTxnRequest) -> pb.ListCompletedTxnResponse:
+        return await self._servicer.listCompletedTransactions(request, self._context)
+
+
+def rpcs(service: TransactionService) -> TransactionRpcs:
+    return TransactionRpcs(service)
 
 
 # ---------------------------------------------------------------------- fixtures and helpers
@@ -139,7 +189,7 @@ def request(stream: StreamStore, transaction_id: pb.TxnId, writer: str = "", tim
 
 
 async def begin(service: TransactionService, stream: StreamStore, lease: int = LEASE_MS) -> pb.CreateTxnResponse:
-    return await service.create_transaction(pb.CreateTxnRequest(
+    return await rpcs(service).create_transaction(pb.CreateTxnRequest(
         streamInfo=pb.StreamInfo(scope=stream.scope, stream=stream.name), lease=lease))
 
 
@@ -147,11 +197,11 @@ def client_segment_name(response: pb.CreateTxnResponse, index: int) -> str:
     """The transaction segment name as the client derives it from the reply (spec §5.4)."""
     segment = response.activeSegments[index].segmentId
     return transaction_segment_name(stream_segment_name(segment.streamInfo.scope, segment.streamInfo.stream,
-                                                        segment.segmentId), from_wire(response.txnId))
+                                                        segment.segmentId), transaction_id_from(response.txnId))
 
 
 async def state_of(service: TransactionService, stream: StreamStore, transaction_id: pb.TxnId) -> int:
-    return (await service.check_transaction_state(request(stream, transaction_id))).state
+    return (await rpcs(service).check_transaction_state(request(stream, transaction_id))).state
 
 
 async def wait_for_state(service: TransactionService, stream: StreamStore, transaction_id: pb.TxnId,
@@ -170,11 +220,20 @@ def test_transaction_ids_put_the_epoch_on_top_and_keep_low_bits_non_negative():
     counter passes 2**63, and the wire form round-trips."""
     for epoch, counter in [(0, 1), (7, 12345), (2**31 - 1, 2**63 - 1), (3, 2**63), (5, 2**95 - 1)]:
         transaction_id = compose_transaction_id(epoch, counter)
-        wire_id = to_wire(transaction_id)
+        wire_id = transaction_id_to(transaction_id)
         assert wire_id.highBits >> 32 == epoch and transaction_id.int >> 96 == epoch
         assert 0 <= wire_id.lowBits == counter & COUNTER_LOW_MASK
-        assert from_wire(wire_id) == transaction_id
+        assert transaction_id_from(wire_id) == transaction_id
     assert compose_transaction_id(3, 2**63) != compose_transaction_id(3, 0)
+
+
+def test_answers_use_the_wire_numbers():
+    """PingStatus and TransactionStatus carry the numbers of the wire's enums of the same names
+    (the gRPC layer sends ``int(status)``)."""
+    for status in PingStatus:
+        assert pb.PingTxnStatus.Status.Value(status.name) == status
+    for state in TransactionStatus:
+        assert pb.TxnState.State.Value(state.name) == state
 
 
 async def test_the_counter_never_repeats_across_allocators():
@@ -210,28 +269,35 @@ async def test_create_returns_generalised_segments_and_creates_them(service, con
         assert segment_range.segmentId.streamInfo == pb.StreamInfo(scope=SCOPE, stream="stream")
         assert await segment_exists(context.segments, client_segment_name(response, index))
     name = client_segment_name(response, 0)
-    hex_id = uuid_hex(from_wire(response.txnId))
+    hex_id = uuid_hex(transaction_id_from(response.txnId))
     assert name == f"{SCOPE}/stream/{current.segments[0].number}.#epoch.1#transaction.{hex_id}"
     assert await state_of(service, stream, response.txnId) == pb.TxnState.OPEN
 
 
 async def test_create_refuses_bad_leases_missing_and_sealed_streams(service, context):
     """A lease outside [10 s, 600 s] is INVALID_ARGUMENT, a missing stream NOT_FOUND, a sealed one
-    INTERNAL (the client retries), each as a typed error; a txn of a sealed stream cannot commit."""
+    INTERNAL (the client retries), each a typed error of the service; a txn of a sealed stream
+    cannot commit."""
     stream = await create_stream(context)
     left_open = await begin(service, stream)
     for lease in (9_999, 600_001):
-        with pytest.raises(LeaseOutOfRange) as refused:
+        with pytest.raises(LeaseOutOfRange):
+            await service.create_transaction(SCOPE, stream.name, lease)
+        with pytest.raises(RpcAborted) as refused:
             await begin(service, stream, lease)
-        assert refused.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
-    with pytest.raises(StreamNotFound) as missing:
+        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(StreamNotFound):
+        await service.create_transaction(SCOPE, "missing", LEASE_MS)
+    with pytest.raises(RpcAborted) as missing:
         await begin(service, context.store.stream(SCOPE, "missing"))
-    assert missing.value.status_code == grpc.StatusCode.NOT_FOUND
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
     await stream.transition_state(State.SEALED)
-    with pytest.raises(StreamNotWritable) as sealed:
+    with pytest.raises(StreamNotWritable):
+        await service.create_transaction(SCOPE, stream.name, LEASE_MS)
+    with pytest.raises(RpcAborted) as sealed:
         await begin(service, stream)
-    assert sealed.value.status_code == grpc.StatusCode.INTERNAL
-    assert (await service.commit_transaction(request(stream, left_open.txnId))).status == pb.TxnStatus.FAILURE
+    assert sealed.value.code == grpc.StatusCode.INTERNAL
+    assert (await rpcs(service).commit_transaction(request(stream, left_open.txnId))).status == pb.TxnStatus.FAILURE
     assert await state_of(service, stream, left_open.txnId) == pb.TxnState.OPEN
 
 
@@ -252,8 +318,9 @@ async def test_committed_data_lands_in_the_parents_in_commit_order(service, cont
         for index in range(2):
             await append_to_segment(segment_store.port, client_segment_name(response, index), [label + b"-%d" % index, label])
     await stream.transition_state(State.UPDATING)
-    assert (await service.commit_transaction(request(stream, second.txnId, "7", 5000))).status == pb.TxnStatus.SUCCESS
-    assert (await service.commit_transaction(request(stream, first.txnId, "7", 4000))).status == pb.TxnStatus.SUCCESS
+    api = rpcs(service)
+    assert (await api.commit_transaction(request(stream, second.txnId, "7", 5000))).status == pb.TxnStatus.SUCCESS
+    assert (await api.commit_transaction(request(stream, first.txnId, "7", 4000))).status == pb.TxnStatus.SUCCESS
     await asyncio.sleep(0.05)
     await stream.transition_state(State.ACTIVE)
     for response in (first, second):
@@ -263,8 +330,8 @@ async def test_committed_data_lands_in_the_parents_in_commit_order(service, cont
     assert await read_events(context.segments, segment_store.port, parents[1]) == [
         b"second-1", b"second", b"first-1", b"first"]
     assert not await segment_exists(context.segments, client_segment_name(first, 0))
-    assert (await service.commit_transaction(request(stream, first.txnId))).status == pb.TxnStatus.SUCCESS
-    assert (await service.abort_transaction(request(stream, first.txnId))).status == pb.TxnStatus.FAILURE
+    assert (await rpcs(service).commit_transaction(request(stream, first.txnId))).status == pb.TxnStatus.SUCCESS
+    assert (await rpcs(service).abort_transaction(request(stream, first.txnId))).status == pb.TxnStatus.FAILURE
     mark, _ = await get_writer_mark(stream, "7")
     assert mark.timestamp == 5000 and set(mark.position) == {segment_id(0, 0), segment_id(1, 0)}
     assert (await stream.get_state())[0] == State.ACTIVE
@@ -278,13 +345,13 @@ async def test_aborted_data_never_appears_and_its_segments_are_deleted(service, 
     parent = stream_segment_name(SCOPE, "stream", segment_id(0, 0))
     response = await begin(service, stream)
     await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"never"])
-    assert (await service.abort_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
+    assert (await rpcs(service).abort_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
     await wait_for_state(service, stream, response.txnId, pb.TxnState.ABORTED)
     assert not await segment_exists(context.segments, client_segment_name(response, 0))
     assert await read_events(context.segments, segment_store.port, parent) == []
-    assert (await service.abort_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
-    assert (await service.commit_transaction(request(stream, response.txnId))).status == pb.TxnStatus.FAILURE
-    listing = await service.list_completed_transactions(pb.ListCompletedTxnRequest(streamInfo=request(
+    assert (await rpcs(service).abort_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
+    assert (await rpcs(service).commit_transaction(request(stream, response.txnId))).status == pb.TxnStatus.FAILURE
+    listing = await rpcs(service).list_completed_transactions(pb.ListCompletedTxnRequest(streamInfo=request(
         stream, response.txnId).streamInfo))
     assert [(entry.txnId, entry.status) for entry in listing.response] == [(response.txnId, pb.TxnResponse.ABORTED)]
 
@@ -293,15 +360,16 @@ async def test_unknown_transactions_and_streams_get_final_statuses(service, cont
     """Commit/abort of an unknown txn answer TRANSACTION_NOT_FOUND, of an unknown stream
     STREAM_NOT_FOUND; check state and ping answer UNKNOWN."""
     stream = await create_stream(context)
-    unknown = to_wire(compose_transaction_id(0, 999_999))
+    unknown = transaction_id_to(compose_transaction_id(0, 999_999))
     missing = context.store.stream(SCOPE, "missing")
-    assert (await service.commit_transaction(request(stream, unknown))).status == pb.TxnStatus.TRANSACTION_NOT_FOUND
-    assert (await service.abort_transaction(request(stream, unknown))).status == pb.TxnStatus.TRANSACTION_NOT_FOUND
-    assert (await service.commit_transaction(request(missing, unknown))).status == pb.TxnStatus.STREAM_NOT_FOUND
+    api = rpcs(service)
+    assert (await api.commit_transaction(request(stream, unknown))).status == pb.TxnStatus.TRANSACTION_NOT_FOUND
+    assert (await api.abort_transaction(request(stream, unknown))).status == pb.TxnStatus.TRANSACTION_NOT_FOUND
+    assert (await api.commit_transaction(request(missing, unknown))).status == pb.TxnStatus.STREAM_NOT_FOUND
     assert await state_of(service, stream, unknown) == pb.TxnState.UNKNOWN
     assert await state_of(service, missing, unknown) == pb.TxnState.UNKNOWN
     ping = pb.PingTxnRequest(streamInfo=request(stream, unknown).streamInfo, txnId=unknown, lease=LEASE_MS)
-    assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.UNKNOWN
+    assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.UNKNOWN
 
 
 # ---------------------------------------------------------------------- pings and timeouts
@@ -315,33 +383,33 @@ async def test_ping_statuses(context):
     response = await begin(service, stream, lease=10_000)
     ping = pb.PingTxnRequest(streamInfo=request(stream, response.txnId).streamInfo, txnId=response.txnId,
                              lease=20_000)
-    assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.DISCONNECTED
+    assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.DISCONNECTED
     await service.start()
     try:
-        transaction_id = from_wire(response.txnId)
+        transaction_id = transaction_id_from(response.txnId)
         before, _ = await stored.get_transaction(stream, transaction_id)
         context.now_ms.now += 5_000
-        assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.OK
+        assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.OK
         after, _ = await stored.get_transaction(stream, transaction_id)
         assert after.lease_expiry_time == context.now_ms() + 20_000 > before.lease_expiry_time
         ping.lease = 600_001
-        assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.LEASE_TOO_LARGE
+        assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.LEASE_TOO_LARGE
         ping.lease = 20_000
         context.now_ms.now += 15_000  # 20 s after creation; the hard bound is creation + 60 s
-        assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.OK
+        assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.OK
         context.now_ms.now += 15_000  # now + lease = creation + 55 s: still within the bound
-        assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.OK
+        assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.OK
         context.now_ms.now += 15_000  # now + lease = creation + 70 s: past it
-        assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.MAX_EXECUTION_TIME_EXCEEDED
+        assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.MAX_EXECUTION_TIME_EXCEEDED
         assert before.max_execution_expiry_time == before.creation_time + 60_000
         second = await begin(service, stream)
         second_ping = pb.PingTxnRequest(streamInfo=ping.streamInfo, txnId=second.txnId, lease=20_000)
-        await service.commit_transaction(request(stream, second.txnId))
-        assert (await service.ping_transaction(second_ping)).status == pb.PingTxnStatus.COMMITTED
+        await rpcs(service).commit_transaction(request(stream, second.txnId))
+        assert (await rpcs(service).ping_transaction(second_ping)).status == pb.PingTxnStatus.COMMITTED
         third = await begin(service, stream)
-        await service.abort_transaction(request(stream, third.txnId))
+        await rpcs(service).abort_transaction(request(stream, third.txnId))
         third_ping = pb.PingTxnRequest(streamInfo=ping.streamInfo, txnId=third.txnId, lease=20_000)
-        assert (await service.ping_transaction(third_ping)).status == pb.PingTxnStatus.ABORTED
+        assert (await rpcs(service).ping_transaction(third_ping)).status == pb.PingTxnStatus.ABORTED
     finally:
         await service.stop()
 
@@ -354,7 +422,7 @@ async def test_lease_expiry_aborts_unpinged_transactions(service, context, segme
     await append_to_segment(segment_store.port, client_segment_name(idle, 0), [b"lost"])
     context.now_ms.now += LEASE_MS - 1_000
     ping = pb.PingTxnRequest(streamInfo=request(stream, pinged.txnId).streamInfo, txnId=pinged.txnId, lease=LEASE_MS)
-    assert (await service.ping_transaction(ping)).status == pb.PingTxnStatus.OK
+    assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.OK
     await asyncio.sleep(0.05)
     assert await state_of(service, stream, idle.txnId) == pb.TxnState.OPEN  # not yet expired
     context.now_ms.now += 2_000
@@ -363,7 +431,7 @@ async def test_lease_expiry_aborts_unpinged_transactions(service, context, segme
     assert not await segment_exists(context.segments, client_segment_name(idle, 0))
     assert await read_events(context.segments, segment_store.port,
                              stream_segment_name(SCOPE, "stream", segment_id(0, 0))) == []
-    assert (await service.commit_transaction(request(stream, idle.txnId))).status == pb.TxnStatus.FAILURE
+    assert (await rpcs(service).commit_transaction(request(stream, idle.txnId))).status == pb.TxnStatus.FAILURE
 
 
 async def test_lease_grace_delays_the_timeout_abort(context):
@@ -400,19 +468,18 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
     epoch1 = await queries.current_segments(stream)
     for segment in epoch1.segments:
         await append_to_segment(segment_store.port, stream_segment_name(SCOPE, "stream", segment.segment_id), [b"before-commit"])
-    checked = []
 
-    async def successors_known_before_sealing(step: str) -> None:
-        if step == transaction_jobs.STEP_ROLLING_SEAL:  # spec §8 item 6: record "sealed in E" first
-            for segment in epoch1.segments:
-                name = stream_segment_name(SCOPE, "stream", segment.segment_id)
-                assert not (await context.segments.segment_info(name)).is_sealed
-                checked.append(bool(await queries.successors(stream, segment.segment_id)))
-
-    service.step_hook = successors_known_before_sealing
-    assert (await service.commit_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
+    # Stop the job right before it seals the epoch-1 segments: their successors are known already
+    # (spec §8 item 6: record "sealed in E" first). A second commit request resumes the job.
+    context.fault_points.arm(jobs.STEP_ROLLING_SEAL)
+    assert (await rpcs(service).commit_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
+    await asyncio.wait_for(service.drain(), WAIT_SECONDS)
+    for segment in epoch1.segments:
+        name = stream_segment_name(SCOPE, "stream", segment.segment_id)
+        assert not (await context.segments.segment_info(name)).is_sealed
+        assert await queries.successors(stream, segment.segment_id)
+    assert (await rpcs(service).commit_transaction(request(stream, response.txnId))).status == pb.TxnStatus.SUCCESS
     await wait_for_state(service, stream, response.txnId, pb.TxnState.COMMITTED)
-    assert checked == [True] * len(epoch1.segments)
 
     duplicate, active = await queries.epoch_segments(stream, 2), await queries.current_segments(stream)
     assert (duplicate.epoch, duplicate.reference_epoch, active.epoch, active.reference_epoch) == (2, 0, 3, 1)
@@ -446,7 +513,7 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
     later = await begin(service, stream)
     assert later.txnId.highBits >> 32 == 1
     await append_to_segment(segment_store.port, client_segment_name(later, 0), [b"later"])
-    await service.commit_transaction(request(stream, later.txnId))
+    await rpcs(service).commit_transaction(request(stream, later.txnId))
     await wait_for_state(service, stream, later.txnId, pb.TxnState.COMMITTED)
     assert (await queries.current_segments(stream)).epoch == 3
     assert (await read_events(context.segments, segment_store.port,
@@ -460,21 +527,17 @@ async def test_commits_wait_while_another_workflow_holds_the_stream(service, con
     response = await begin(service, stream)
     await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"waits"])
     await stream.transition_state(State.SCALING)
-    await service.commit_transaction(request(stream, response.txnId))
+    await rpcs(service).commit_transaction(request(stream, response.txnId))
     await asyncio.sleep(0.1)
     assert await state_of(service, stream, response.txnId) == pb.TxnState.COMMITTING
     assert await segment_exists(context.segments, client_segment_name(response, 0))
-    held = asyncio.Event()
-
-    async def hook(step: str) -> None:
-        if step == transaction_jobs.STEP_MERGE:
-            assert (await stream.get_state())[0] == State.COMMITTING_TXN
-            held.set()
-
-    service.step_hook = hook
+    context.fault_points.arm(jobs.STEP_MERGE)  # the job stops right before merging, and is resumed below
     await stream.transition_state(State.ACTIVE)
+    await asyncio.wait_for(service.drain(), WAIT_SECONDS)
+    assert (await stream.get_state())[0] == State.COMMITTING_TXN
+    await rpcs(service).commit_transaction(request(stream, response.txnId))
     await wait_for_state(service, stream, response.txnId, pb.TxnState.COMMITTED)
-    assert held.is_set() and (await stream.get_state())[0] == State.ACTIVE
+    assert (await stream.get_state())[0] == State.ACTIVE
     assert await read_events(context.segments, segment_store.port,
                              stream_segment_name(SCOPE, "stream", segment_id(0, 0))) == [b"waits"]
 
@@ -482,33 +545,27 @@ async def test_commits_wait_while_another_workflow_holds_the_stream(service, con
 # ---------------------------------------------------------------------- restarts
 
 
-async def _stop_at(context: ControllerContext, step: str) -> tuple[TransactionService, asyncio.Event]:
-    """A started service whose jobs block forever at ``step`` (a controller about to crash there)."""
+async def _crash_at(context: ControllerContext, step: str) -> TransactionService:
+    """A started service whose next job to reach ``step`` stops there, as if the controller died
+    (``FaultPoints``: the job raises SimulatedCrash and its worker ends)."""
+    context.fault_points.arm(step)
     service = TransactionService(context, settings=SETTINGS)
-    reached = asyncio.Event()
-
-    async def hook(name: str) -> None:
-        if name == step:
-            reached.set()
-            await asyncio.Event().wait()
-
-    service.step_hook = hook
     await service.start()
-    return service, reached
+    return service
 
 
-@pytest.mark.parametrize("step", [transaction_jobs.STEP_BATCH, transaction_jobs.STEP_MERGE,
-                                  transaction_jobs.STEP_COMPLETE])
+@pytest.mark.parametrize("step", [jobs.STEP_BATCH, jobs.STEP_MERGE,
+                                  jobs.STEP_COMPLETE])
 async def test_restart_mid_commit_completes_on_start(context, segment_store, step):
     """A controller stopped after COMMITTING is recorded (before, or right after, the merges)
     leaves the txn COMMITTING; a new service's start() finishes it and the data is in the parent."""
     stream = await create_stream(context, segments=2)
-    crashed, reached = await _stop_at(context, step)
+    crashed = await _crash_at(context, step)
     response = await begin(crashed, stream)
     for index in range(2):
         await append_to_segment(segment_store.port, client_segment_name(response, index), [b"survives-%d" % index])
-    await crashed.commit_transaction(request(stream, response.txnId))
-    await asyncio.wait_for(reached.wait(), WAIT_SECONDS)
+    await rpcs(crashed).commit_transaction(request(stream, response.txnId))
+    await asyncio.wait_for(crashed.drain(), WAIT_SECONDS)
     await crashed.stop()
     assert await state_of(crashed, stream, response.txnId) == pb.TxnState.COMMITTING
     restarted = TransactionService(context, settings=SETTINGS)
@@ -525,18 +582,19 @@ async def test_restart_mid_commit_completes_on_start(context, segment_store, ste
         await restarted.stop()
 
 
-@pytest.mark.parametrize("step", [transaction_jobs.STEP_ROLLING_EPOCHS, transaction_jobs.STEP_ROLLING_SEAL])
+@pytest.mark.parametrize("step", [jobs.STEP_ROLLING_EPOCHS, jobs.STEP_ROLLING_SEAL])
 async def test_restart_mid_rolling_commit_completes_on_start(context, segment_store, step):
     """A rolling commit cut short after the duplicates are filled (before or after the epoch
     records) is finished by a new service: epochs 2 and 3 once each, data once, stream ACTIVE."""
     stream = await create_stream(context, segments=1)
-    crashed, reached = await _stop_at(context, step)
+    crashed = await _crash_at(context, step)
     response = await begin(crashed, stream)
     await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"rolled"])
     await scale_stream(context, stream, [segment_id(0, 0)], [(0.0, 0.5), (0.5, 1.0)])
-    await crashed.commit_transaction(request(stream, response.txnId))
-    await asyncio.wait_for(reached.wait(), WAIT_SECONDS)
+    await rpcs(crashed).commit_transaction(request(stream, response.txnId))
+    await asyncio.wait_for(crashed.drain(), WAIT_SECONDS)
     await crashed.stop()
+    assert await state_of(crashed, stream, response.txnId) == pb.TxnState.COMMITTING
     restarted = TransactionService(context, settings=SETTINGS)
     await restarted.start()
     try:
@@ -555,10 +613,10 @@ async def test_restart_re_arms_lease_timeouts_and_unfinished_aborts(context, seg
     """OPEN txns of a stopped controller still time out under the next one, and an abort cut short
     before deleting the segments is finished by start()."""
     stream = await create_stream(context, segments=1)
-    crashed, reached = await _stop_at(context, transaction_jobs.STEP_ABORT)
+    crashed = await _crash_at(context, jobs.STEP_ABORT)
     open_one, aborting = await begin(crashed, stream), await begin(crashed, stream)
-    await crashed.abort_transaction(request(stream, aborting.txnId))
-    await asyncio.wait_for(reached.wait(), WAIT_SECONDS)
+    await rpcs(crashed).abort_transaction(request(stream, aborting.txnId))
+    await asyncio.wait_for(crashed.drain(), WAIT_SECONDS)
     await crashed.stop()
     assert await segment_exists(context.segments, client_segment_name(aborting, 0))
     restarted = TransactionService(context, settings=SETTINGS)
@@ -577,20 +635,20 @@ async def test_sweep_purges_old_completed_records(service, context):
     """Completed records older than the retention are purged (then UNKNOWN), younger ones kept."""
     stream = await create_stream(context, segments=1)
     old, young = await begin(service, stream), await begin(service, stream)
-    await service.abort_transaction(request(stream, old.txnId))
+    await rpcs(service).abort_transaction(request(stream, old.txnId))
     await wait_for_state(service, stream, old.txnId, pb.TxnState.ABORTED)
     context.now_ms.now += SETTINGS.completed_retention_ms - 1
-    await service.abort_transaction(request(stream, young.txnId))
+    await rpcs(service).abort_transaction(request(stream, young.txnId))
     await wait_for_state(service, stream, young.txnId, pb.TxnState.ABORTED)
     context.now_ms.now += 1
     await service.sweep(context.now_ms())
     assert await state_of(service, stream, old.txnId) == pb.TxnState.UNKNOWN
     assert await state_of(service, stream, young.txnId) == pb.TxnState.ABORTED
-    assert (await transaction_index.list_streams(context.store.kv))[0] == [(SCOPE, "stream")]
+    assert (await stream_index.list_streams(context.store.kv))[0] == [(SCOPE, "stream")]
     context.now_ms.now += SETTINGS.completed_retention_ms
     await service.sweep(context.now_ms())
     assert await state_of(service, stream, young.txnId) == pb.TxnState.UNKNOWN
-    assert (await transaction_index.list_streams(context.store.kv))[0] == []  # nothing left to watch
+    assert (await stream_index.list_streams(context.store.kv))[0] == []  # nothing left to watch
 
 
 async def test_seal_workflow_aborts_open_transactions_only(service, context):
@@ -598,12 +656,12 @@ async def test_seal_workflow_aborts_open_transactions_only(service, context):
     committing one alone, without raising for either."""
     stream = await create_stream(context, segments=1)
     open_one, committing = await begin(service, stream), await begin(service, stream)
-    await service.commit_transaction(request(stream, committing.txnId))
+    await rpcs(service).commit_transaction(request(stream, committing.txnId))
     for response in (open_one, committing):
-        await service.abort_open_transaction(SCOPE, "stream", from_wire(response.txnId))
+        await service.abort_open_transaction(SCOPE, "stream", transaction_id_from(response.txnId))
     await wait_for_state(service, stream, open_one.txnId, pb.TxnState.ABORTED)
     await wait_for_state(service, stream, committing.txnId, pb.TxnState.COMMITTED)
-    await service.abort_open_transaction(SCOPE, "stream", from_wire(open_one.txnId))  # completed: no error
+    await service.abort_open_transaction(SCOPE, "stream", transaction_id_from(open_one.txnId))  # completed: no error
 
 
 def test_transaction_segment_names_match_the_spec_example():

@@ -21,12 +21,13 @@ import enum
 import uuid
 from typing import Iterable
 
-from clients.grpc_api import controller_pb2 as pb
-from controller.store.records import (CommittingTransactionsRecord, EpochRecord, TransactionRecord)
-from controller.store.records.transactions import NO_TIME
-from controller.store.states import TransactionStatus
+from wire.retry import Backoff
 
-from .transaction_errors import LeaseOutOfRange
+from ...store.records import CommittingTransactionsRecord, EpochRecord, TransactionRecord
+from ...store.records.transactions import NO_TIME
+from ...store.states import TransactionStatus
+from ..errors import LeaseOutOfRange
+from ..retries import TRANSACTION_JOB
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,9 +42,7 @@ class TransactionSettings:
     completed_listing_max: int = 500  # Java listCompletedTxn.max.records
     timer_interval_ms: int = 1000  # how often the background loop looks at lease deadlines
     sweep_interval_ms: int = 60_000  # how often every indexed stream is re-examined
-    retry_delay_ms_min: int = 50  # commit/abort job back-off after a failure or a busy stream
-    retry_delay_ms_max: int = 5_000
-    status_update_attempts_max: int = 20  # compare-and-swap retries of one RPC
+    job_backoff: Backoff = TRANSACTION_JOB  # commit/abort job back-off after a failure or a busy stream
 
 
 ACTIVE_STATUSES = frozenset({TransactionStatus.OPEN, TransactionStatus.COMMITTING, TransactionStatus.ABORTING})
@@ -73,6 +72,18 @@ def is_expired(record: TransactionRecord, now: int, settings: TransactionSetting
     return record.status == TransactionStatus.OPEN and now >= abort_deadline(record, settings)
 
 
+class PingStatus(enum.IntEnum):
+    """What a ping answers; the numbers are the wire's ``PingTxnStatus.Status`` values."""
+
+    OK = 0
+    LEASE_TOO_LARGE = 1
+    MAX_EXECUTION_TIME_EXCEEDED = 2
+    DISCONNECTED = 4  # the service is not running (yet, or any more)
+    COMMITTED = 5
+    ABORTED = 6
+    UNKNOWN = 7
+
+
 class PingAction(enum.Enum):
     REPLY = "reply"  # answer ``status``, change nothing
     EXTEND = "extend"  # store ``record`` (the extended lease), then answer OK
@@ -82,26 +93,26 @@ class PingAction(enum.Enum):
 @dataclasses.dataclass(frozen=True, slots=True)
 class PingDecision:
     action: PingAction
-    status: int  # a pb.PingTxnStatus.Status value
+    status: PingStatus
     record: TransactionRecord | None = None
 
 
 def decide_ping(record: TransactionRecord, lease_ms: int, now: int, settings: TransactionSettings) -> PingDecision:
     """What a ping with ``lease_ms`` does to ``record`` at ``now`` (spec §4.5 ping table)."""
     if record.status in (TransactionStatus.COMMITTING, TransactionStatus.COMMITTED):
-        return PingDecision(PingAction.REPLY, pb.PingTxnStatus.COMMITTED)
+        return PingDecision(PingAction.REPLY, PingStatus.COMMITTED)
     if record.status in (TransactionStatus.ABORTING, TransactionStatus.ABORTED):
-        return PingDecision(PingAction.REPLY, pb.PingTxnStatus.ABORTED)
+        return PingDecision(PingAction.REPLY, PingStatus.ABORTED)
     if record.status != TransactionStatus.OPEN:
-        return PingDecision(PingAction.REPLY, pb.PingTxnStatus.UNKNOWN)
+        return PingDecision(PingAction.REPLY, PingStatus.UNKNOWN)
     if is_expired(record, now, settings):
-        return PingDecision(PingAction.ABORT, pb.PingTxnStatus.ABORTED)
+        return PingDecision(PingAction.ABORT, PingStatus.ABORTED)
     if lease_ms > settings.lease_ms_max:
-        return PingDecision(PingAction.REPLY, pb.PingTxnStatus.LEASE_TOO_LARGE)
+        return PingDecision(PingAction.REPLY, PingStatus.LEASE_TOO_LARGE)
     if now + lease_ms > record.max_execution_expiry_time:
-        return PingDecision(PingAction.REPLY, pb.PingTxnStatus.MAX_EXECUTION_TIME_EXCEEDED)
+        return PingDecision(PingAction.REPLY, PingStatus.MAX_EXECUTION_TIME_EXCEEDED)
     extended = dataclasses.replace(record, lease_expiry_time=max(record.lease_expiry_time, now + lease_ms))
-    return PingDecision(PingAction.EXTEND, pb.PingTxnStatus.OK, extended)
+    return PingDecision(PingAction.EXTEND, PingStatus.OK, extended)
 
 
 def commit_time_of(timestamp: int) -> int:

@@ -1,8 +1,9 @@
 """Background workers of the transaction service: one commit worker per stream, one abort worker
-per transaction, each running its job (``transaction_jobs``) until done.
+per transaction, each running its job (``jobs``) until done.
 
-A worker retries a busy stream or a failed segment-store call with capped exponential back-off,
-and gives up (until the next sweep asks again) when the stream is gone or sealed under it.
+A worker retries a busy stream or a failed segment-store call with capped exponential back-off
+(``TransactionSettings.job_backoff``, ``retries.is_transient``), and gives up (until the next
+sweep asks again) when the stream is gone or sealed under it, or on any other failure.
 Requesting work for a stream whose commit worker is running makes that worker look once more
 before it exits, so a commit request is never lost between its batch check and its exit.
 Cancelling a worker is safe at any await: every step of a job is durable and re-runnable.
@@ -15,17 +16,15 @@ import logging
 import uuid
 from typing import Awaitable, Callable
 
-from clients.errors import ClientError
-from controller.store import NotFound, ScaleConflict, WriteConflict
+from wire.retry import retry
 
-from .context import ControllerContext
-from .transaction_errors import StreamBusy, StreamUncommittable
-from .transaction_jobs import StepHook, abort_transaction, commit_next_batch, no_hook
-from .transaction_policy import TransactionSettings
+from ...store import NotFound
+from ..context import ControllerContext
+from ..retries import is_transient
+from .jobs import StreamUncommittable, abort_transaction, commit_next_batch
+from .rules import TransactionSettings
 
 log = logging.getLogger(__name__)
-
-RETRIABLE_ERRORS = (StreamBusy, WriteConflict, ScaleConflict, ClientError, asyncio.TimeoutError, OSError)
 
 StreamKey = tuple[str, str]
 TransactionKey = tuple[str, str, uuid.UUID]
@@ -35,7 +34,6 @@ class TransactionWorkers:
     def __init__(self, context: ControllerContext, settings: TransactionSettings):
         self.context = context
         self.settings = settings
-        self.step_hook: StepHook = no_hook
         self._commits: dict[StreamKey, asyncio.Task] = {}
         self._commit_again: set[StreamKey] = set()
         self._aborts: dict[TransactionKey, asyncio.Task] = {}
@@ -85,35 +83,29 @@ class TransactionWorkers:
         """One batch. Done when nothing was committing and nobody asked again meanwhile."""
         self._commit_again.discard(key)
         stream = self.context.store.stream(*key)
-        committed = await commit_next_batch(self.context, stream, self.settings, self.context.now_ms(),
-                                            self.step_hook)
+        committed = await commit_next_batch(self.context, stream, self.settings, self.context.now_ms())
         return not committed and key not in self._commit_again
 
     async def _abort_step(self, key: TransactionKey) -> bool:
         scope, name, transaction_id = key
         await abort_transaction(self.context, self.context.store.stream(scope, name), transaction_id,
-                                self.context.now_ms(), self.step_hook)
+                                self.context.now_ms())
         return True
 
     async def _run(self, registry: dict, key, description: str, step: Callable[[], Awaitable[bool]]) -> None:
-        """Runs ``step`` until it reports done, backing off after retriable failures."""
-        delay_ms = self.settings.retry_delay_ms_min
+        """Runs ``step`` until it reports done; each step retries transient failures with a fresh back-off."""
+        def note_retry(error: BaseException, delay_seconds: float) -> None:
+            log.info("%s retry in %d ms: %r", description, delay_seconds * 1000, error)
+
         try:
-            while True:
-                try:
-                    if await step():
-                        return
-                    delay_ms = self.settings.retry_delay_ms_min
-                except NotFound as error:
-                    log.info("%s stopped (gone): %r", description, error)
-                    return
-                except StreamUncommittable as error:
-                    log.warning("%s wait for the next sweep: %s", description, error)
-                    return
-                except RETRIABLE_ERRORS as error:
-                    log.info("%s retry in %d ms: %r", description, delay_ms, error)
-                    await asyncio.sleep(delay_ms / 1000)
-                    delay_ms = min(delay_ms * 2, self.settings.retry_delay_ms_max)
+            while not await retry(step, self.settings.job_backoff, retriable=is_transient, on_retry=note_retry):
+                pass
+        except NotFound as error:
+            log.info("%s stopped (gone): %r", description, error)
+        except StreamUncommittable as error:
+            log.warning("%s wait for the next sweep: %s", description, error)
+        except Exception:  # noqa: BLE001 - a worker must not die silently; the next sweep restarts the job
+            log.exception("%s failed; the next sweep restarts it", description)
         finally:
             if registry.get(key) is asyncio.current_task():
                 del registry[key]

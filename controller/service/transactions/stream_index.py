@@ -20,20 +20,18 @@ Ordering rules that keep the index complete:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Callable
 
-from wire.retry import Backoff
-from controller.store import AlreadyExists, NotFound, Versioned, VersionedKeyValueStore, Write, WriteConflict
-from controller.store.codec import Decoder, Encoder
-from controller.store.key_value import ABSENT, PAGE_ENTRIES_DEFAULT
+from wire.retry import retry
+
+from ...store import NotFound, Versioned, VersionedKeyValueStore, Write, WriteConflict
+from ...store.codec import Decoder, Encoder
+from ...store.key_value import ABSENT, PAGE_ENTRIES_DEFAULT
+from ..retries import TRANSACTION_INDEX_UPDATE, is_lost_race
 
 FORMAT_VERSION = 1
 STREAMS_TABLE = "_system/_tables/transactionStreams"
-UPDATE_ATTEMPTS_MAX = 20
-_CONFLICT_BACKOFF = Backoff(initial_seconds=0.001, multiplier=2.0, max_delay_seconds=0.1, attempts=UPDATE_ATTEMPTS_MAX,
-                            jitter=1.0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,28 +55,29 @@ def stream_key(scope: str, stream: str) -> str:
 
 async def _update(kv: VersionedKeyValueStore, scope: str, stream: str,
                   change: Callable[[TransactionStreamRecord], TransactionStreamRecord]) -> TransactionStreamRecord:
-    """Read-modify-write of the stream's entry (created if absent). Returns the record it replaced."""
+    """Read-modify-write of the stream's entry (created if absent). Returns the record it replaced.
+
+    A lost race is retried after a short wait (``TRANSACTION_INDEX_UPDATE``): another update is
+    accepted but not yet durable, so reads still show the old version, and re-reading at once
+    would spin through every attempt within one log write.
+
+    Raises:
+        WriteConflict: the entry kept changing.
+    """
     key = stream_key(scope, stream)
-    delays = _CONFLICT_BACKOFF.delays()
-    for _ in range(UPDATE_ATTEMPTS_MAX):
+
+    async def update_once() -> TransactionStreamRecord:
         try:
             (found,) = await kv.get_many(STREAMS_TABLE, [key])
         except NotFound:
             await kv.create_table(STREAMS_TABLE)
-            continue
+            found = None
         old = TransactionStreamRecord() if found is None else TransactionStreamRecord.decode(found.value)
         expected = ABSENT if found is None else found.version
-        try:
-            await kv.write_batch(STREAMS_TABLE, [Write(key, change(old).encode(), expected)])
-            return old
-        except (AlreadyExists, WriteConflict):
-            # Another update is accepted but not yet durable, so reads still show the old version: wait for
-            # it rather than spinning through every attempt within one log write.
-            delay = next(delays, None)
-            if delay is None:
-                break
-            await asyncio.sleep(delay)
-    raise WriteConflict(f"index entry of {key} kept changing", STREAMS_TABLE, key)
+        await kv.write_batch(STREAMS_TABLE, [Write(key, change(old).encode(), expected)])
+        return old
+
+    return await retry(update_once, TRANSACTION_INDEX_UPDATE, retriable=is_lost_race)
 
 
 async def touch(kv: VersionedKeyValueStore, scope: str, stream: str) -> None:

@@ -19,8 +19,8 @@ from typing import Sequence
 
 from wire.naming import segment_id, segment_number_of, stream_segment_name, transaction_segment_name
 
-from .context import ControllerContext
-from .segment_calls import bounded_gather
+from ..context import ControllerContext
+from ..segment_calls import bounded_gather
 
 NO_SCALING = 0  # ScaleType byte for transaction segments, which never auto-scale
 

@@ -36,33 +36,39 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Awaitable, Callable
 
-from controller.store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, scale
-from controller.store.records import (EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, EpochRecord,
-                                      StreamConfiguration, TransactionRecord, WriterMarkRecord)
-from controller.store.records.transactions import NO_TIME
-from controller.store.readers import note_writer_mark
-from controller.store.states import TransactionStatus
-from controller.store.transactions import (get_committing_transactions, get_transaction, list_transactions,
-                                           replace_committing_transactions, transition_transaction)
 from wire.naming import segment_id
 
-from .context import ControllerContext
-from .paging import all_pages
-from .segment_calls import SegmentCalls
-from .transaction_errors import StreamBusy, StreamUncommittable
-from .transaction_policy import TransactionSettings, commits_in_place, select_commit_batch
-from .transaction_segments import delete_transaction_segments, merge_transactions
+from ...store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, scale
+from ...store.readers import note_writer_mark
+from ...store.records import (EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, EpochRecord,
+                              StreamConfiguration, TransactionRecord, WriterMarkRecord)
+from ...store.records.transactions import NO_TIME
+from ...store.states import TransactionStatus
+from ...store.transactions import (get_committing_transactions, get_transaction, list_transactions,
+                                   replace_committing_transactions, transition_transaction)
+from ..context import ControllerContext
+from ..errors import StreamBusy
+from ..paging import all_pages
+from ..segment_calls import SegmentCalls
+from .rules import TransactionSettings, commits_in_place, select_commit_batch
+from .segments import delete_transaction_segments, merge_transactions
 
 UNSCALED = StreamConfiguration()  # transaction duplicates never auto-scale and have no rollover size
 
 log = logging.getLogger(__name__)
 
-StepHook = Callable[[str], Awaitable[None]]
-"""Called with the name of each step before it runs (tests stop a job there to simulate a crash)."""
 
-# Step names passed to the hook, in the order a rolling commit reaches them.
+class StreamUncommittable(Exception):
+    """The stream is SEALED with transactions still COMMITTING: their parents cannot take data.
+
+    Internal to the commit job: the transactions stay COMMITTING and the job is retried at the
+    next sweep (a seal workflow should let committing transactions finish first, spec §6.2).
+    """
+
+
+# The fault points (``FaultPoints``) of the jobs, in the order a rolling commit reaches them: a test
+# armed at one makes the job stop right before that step, as if the controller had died there.
 STEP_BATCH = "commit.batch"  # the batch is recorded, the stream not yet held
 STEP_MERGE = "commit.merge"  # in place: about to merge into the active segments
 STEP_ROLLING_DUPLICATES = "commit.rolling.duplicates"  # about to create and fill the txn duplicates
@@ -72,17 +78,13 @@ STEP_COMPLETE = "commit.complete"  # data merged, transactions not yet COMMITTED
 STEP_ABORT = "abort.delete"  # about to delete an aborting transaction's segments
 
 
-async def no_hook(step: str) -> None:
-    return None
-
-
 async def list_all_transactions(stream: StreamStore) -> list[TransactionRecord]:
     """Every transaction record of the stream, page by page."""
     return await all_pages(lambda token: list_transactions(stream, token), b"")
 
 
 async def commit_next_batch(context: ControllerContext, stream: StreamStore, settings: TransactionSettings,
-                            now: int, step_hook: StepHook = no_hook) -> bool:
+                            now: int) -> bool:
     """Commits the batch in progress, or the next one. Returns False when nothing is COMMITTING.
 
     Raises:
@@ -90,7 +92,9 @@ async def commit_next_batch(context: ControllerContext, stream: StreamStore, set
         StreamUncommittable: the stream is SEALED with transactions still COMMITTING.
         NotFound: the stream is gone.
         WriteConflict, clients.errors.ClientError: a lost race or a segment-store failure; retry.
+        SimulatedCrash: a test armed one of the fault points above.
     """
+    faults = context.fault_points
     state, _ = await stream.get_state()
     record, record_version = await get_committing_transactions(stream)
     if record.is_empty:
@@ -103,12 +107,12 @@ async def commit_next_batch(context: ControllerContext, stream: StreamStore, set
             _refuse(stream, state)
         record_version = await replace_committing_transactions(stream, batch, record_version)
         record = batch
-    await step_hook(STEP_BATCH)
+    faults.reach(STEP_BATCH)
     await _hold_stream(stream, state)
     transaction_epoch = await stream.get_epoch(record.epoch)
     active, _ = await stream.get_current_epoch()
     if not record.is_rolling and commits_in_place(transaction_epoch, active):
-        await step_hook(STEP_MERGE)
+        faults.reach(STEP_MERGE)
         offsets = await merge_transactions(context, stream.scope, stream.name,
                                            [segment.segment_id for segment in active.segments], record.epoch,
                                            record.transaction_ids)
@@ -116,8 +120,8 @@ async def commit_next_batch(context: ControllerContext, stream: StreamStore, set
         if not record.is_rolling:
             record = CommittingTransactionsRecord(record.epoch, record.transaction_ids, active.epoch)
             record_version = await replace_committing_transactions(stream, record, record_version)
-        offsets = await _roll(context, stream, record, transaction_epoch, now, step_hook)
-    await step_hook(STEP_COMPLETE)
+        offsets = await _roll(context, stream, record, transaction_epoch, now)
+    faults.reach(STEP_COMPLETE)
     await _complete_batch(stream, record, record_version, offsets, now)
     return True
 
@@ -141,7 +145,7 @@ async def _hold_stream(stream: StreamStore, state: State) -> None:
 
 
 async def _roll(context: ControllerContext, stream: StreamStore, record: CommittingTransactionsRecord,
-                transaction_epoch: EpochRecord, now: int, step_hook: StepHook) -> dict[uuid.UUID, dict[int, int]]:
+                transaction_epoch: EpochRecord, now: int) -> dict[uuid.UUID, dict[int, int]]:
     """The rolling-transaction steps (module docstring). Returns the merge offsets per transaction
     (empty if an earlier run already moved the current epoch past the duplicates)."""
     first, second = record.active_epoch + 1, record.active_epoch + 2
@@ -151,16 +155,16 @@ async def _roll(context: ControllerContext, stream: StreamStore, record: Committ
     segments = SegmentCalls(context, stream.scope, stream.name)
     active = await stream.get_epoch(record.active_epoch)
     transaction_duplicates = [segment_id(segment.number, first) for segment in transaction_epoch.segments]
-    await step_hook(STEP_ROLLING_DUPLICATES)
+    context.fault_points.reach(STEP_ROLLING_DUPLICATES)
     await segments.create(transaction_duplicates, UNSCALED)
     offsets = await merge_transactions(context, stream.scope, stream.name, transaction_duplicates, record.epoch,
                                        record.transaction_ids)
     sealed_sizes = await segments.seal(transaction_duplicates)
-    await step_hook(STEP_ROLLING_EPOCHS)
+    context.fault_points.reach(STEP_ROLLING_EPOCHS)
     configuration, _ = await stream.get_configuration()
     await segments.create([segment_id(segment.number, second) for segment in active.segments], configuration)
     await scale.create_rolling_epochs(stream, record.epoch, record.active_epoch, now)
-    await step_hook(STEP_ROLLING_SEAL)
+    context.fault_points.reach(STEP_ROLLING_SEAL)
     sealed_sizes.update(await segments.seal(active.segment_ids))
     await scale.complete_rolling_epochs(stream, record.active_epoch, sealed_sizes)
     return offsets
@@ -198,8 +202,8 @@ async def _note_writer_marks(stream: StreamStore, committed: list[TransactionRec
             log.info("writer %s of %s reported a mark concurrently; keeping its own", writer_id, stream)
 
 
-async def abort_transaction(context: ControllerContext, stream: StreamStore, transaction_id: uuid.UUID, now: int,
-                            step_hook: StepHook = no_hook) -> None:
+async def abort_transaction(context: ControllerContext, stream: StreamStore, transaction_id: uuid.UUID,
+                            now: int) -> None:
     """Deletes an ABORTING transaction's segments and records it ABORTED (idempotent).
 
     Raises:
@@ -210,7 +214,7 @@ async def abort_transaction(context: ControllerContext, stream: StreamStore, tra
     if record.status != TransactionStatus.ABORTING:
         return
     epoch = await stream.get_epoch(record.epoch)
-    await step_hook(STEP_ABORT)
+    context.fault_points.reach(STEP_ABORT)
     await delete_transaction_segments(context, stream.scope, stream.name,
                                       [segment.segment_id for segment in epoch.segments], record.epoch, transaction_id)
     await transition_transaction(stream, transaction_id, TransactionStatus.ABORTED, now)

@@ -25,9 +25,11 @@ import asyncio
 import dataclasses
 import uuid
 
-from clients.grpc_api import controller_pb2 as pb
-from controller.store import AlreadyExists, NotFound, VersionedKeyValueStore, WriteConflict
-from controller.store.codec import Decoder, Encoder
+from wire.retry import retry
+
+from ...store import NotFound, VersionedKeyValueStore
+from ...store.codec import Decoder, Encoder
+from ..retries import COMPARE_AND_SWAP, is_lost_race
 
 FORMAT_VERSION = 1
 COUNTER_TABLE = "_system/_tables/transactionCounter"
@@ -38,7 +40,6 @@ COUNTER_LOW_MASK = (1 << COUNTER_LOW_BITS) - 1
 COUNTER_MAX = (1 << (32 + COUNTER_LOW_BITS)) - 1
 EPOCH_MAX = 2**31 - 1
 RESERVATION_BLOCK_DEFAULT = 1000
-RESERVATION_ATTEMPTS_MAX = 20
 _UINT64_MASK = (1 << 64) - 1
 
 
@@ -76,14 +77,13 @@ def _signed_64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def to_wire(transaction_id: uuid.UUID) -> pb.TxnId:
-    """The wire form: most and least significant 64 bits as signed int64s."""
-    return pb.TxnId(highBits=_signed_64(transaction_id.int >> 64),
-                    lowBits=_signed_64(transaction_id.int & _UINT64_MASK))
+def to_signed_halves(transaction_id: uuid.UUID) -> tuple[int, int]:
+    """The wire form (``TxnId{highBits, lowBits}``): most and least significant 64 bits as signed int64s."""
+    return _signed_64(transaction_id.int >> 64), _signed_64(transaction_id.int & _UINT64_MASK)
 
 
-def from_wire(transaction_id: pb.TxnId) -> uuid.UUID:
-    return uuid.UUID(int=((transaction_id.highBits & _UINT64_MASK) << 64) | (transaction_id.lowBits & _UINT64_MASK))
+def from_signed_halves(high_bits: int, low_bits: int) -> uuid.UUID:
+    return uuid.UUID(int=((high_bits & _UINT64_MASK) << 64) | (low_bits & _UINT64_MASK))
 
 
 class TransactionIdAllocator:
@@ -107,25 +107,26 @@ class TransactionIdAllocator:
         return compose_transaction_id(epoch, counter)
 
     async def _reserve_block(self) -> tuple[int, int]:
-        """Moves the stored counter past one block (compare-and-swap). Returns the block [start, end)."""
-        for _ in range(RESERVATION_ATTEMPTS_MAX):
-            try:
-                (found,) = await self._kv.get_many(COUNTER_TABLE, [COUNTER_KEY])
-            except NotFound:
-                await self._kv.create_table(COUNTER_TABLE)
-                continue
-            start = COUNTER_FIRST if found is None else TransactionCounterRecord.decode(found.value).next_value
-            end = start + self._block_size
-            if end - 1 > COUNTER_MAX:
-                raise CounterExhausted("the transaction counter is exhausted")
-            value = TransactionCounterRecord(end).encode()
-            try:
-                if found is None:
-                    await self._kv.create(COUNTER_TABLE, COUNTER_KEY, value)
-                else:
-                    await self._kv.replace(COUNTER_TABLE, COUNTER_KEY, value, found.version)
-                return start, end
-            except (AlreadyExists, WriteConflict):
-                continue  # another controller reserved a block first: read again
-        raise WriteConflict(f"could not reserve transaction ids after {RESERVATION_ATTEMPTS_MAX} attempts",
-                            COUNTER_TABLE, COUNTER_KEY)
+        """Moves the stored counter past one block (compare-and-swap). Returns the block [start, end).
+
+        Raises:
+            WriteConflict: other controllers kept reserving first (``COMPARE_AND_SWAP`` attempts).
+        """
+        return await retry(self._try_reserve_block, COMPARE_AND_SWAP, retriable=is_lost_race)
+
+    async def _try_reserve_block(self) -> tuple[int, int]:
+        try:
+            (found,) = await self._kv.get_many(COUNTER_TABLE, [COUNTER_KEY])
+        except NotFound:
+            await self._kv.create_table(COUNTER_TABLE)
+            found = None
+        start = COUNTER_FIRST if found is None else TransactionCounterRecord.decode(found.value).next_value
+        end = start + self._block_size
+        if end - 1 > COUNTER_MAX:
+            raise CounterExhausted("the transaction counter is exhausted")
+        value = TransactionCounterRecord(end).encode()
+        if found is None:
+            await self._kv.create(COUNTER_TABLE, COUNTER_KEY, value)  # AlreadyExists: another controller was first
+        else:
+            await self._kv.replace(COUNTER_TABLE, COUNTER_KEY, value, found.version)
+        return start, end

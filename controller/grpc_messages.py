@@ -1,5 +1,8 @@
 """Conversions between the gRPC messages and the services' values (spec §3, presence rules §1.5).
 
+The only place besides ``grpc_service`` that knows the protobuf messages: the services take and
+return plain values.
+
 Every ``SegmentId`` built here carries its ``streamInfo``; key ranges are copied exactly (epochs
 tile [0, 1) with the last range ending at exactly 1.0); tags are always set on a configuration
 reply; a retention policy is left unset when the stream has none.
@@ -11,10 +14,15 @@ import uuid
 from typing import Iterable
 
 from clients.grpc_api import controller_pb2 as pb
-from ..store.records import (NewSegment, ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy,
-                             RetentionType, ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration)
-from .errors import InvalidArgument
-from .key_value_tables import KeyValueTableRecord
+
+from .service.errors import InvalidArgument
+from .service.key_value_tables import KeyValueTableRecord
+from .service.transactions import CreatedTransaction, TransactionSegment
+from .service.transactions.ids import from_signed_halves, to_signed_halves
+from .store.records import (NewSegment, ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy,
+                            RetentionType, ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration,
+                            TransactionRecord)
+from .store.states import TransactionStatus
 
 
 def stream_info(scope: str, stream: str) -> pb.StreamInfo:
@@ -29,7 +37,7 @@ def key_range(scope: str, stream: str, value: int, key_start: float, key_end: fl
     return pb.SegmentRange(segmentId=segment_id(scope, stream, value), minKey=key_start, maxKey=key_end)
 
 
-def segment_range(scope: str, stream: str, segment: SegmentRecord | NewSegment) -> pb.SegmentRange:
+def segment_range(scope: str, stream: str, segment: SegmentRecord | NewSegment | TransactionSegment) -> pb.SegmentRange:
     return key_range(scope, stream, segment.segment_id, segment.key_start, segment.key_end)
 
 
@@ -162,3 +170,31 @@ def table_to(scope: str, table: str, record: KeyValueTableRecord) -> pb.KeyValue
                                   primaryKeyLength=record.primary_key_length,
                                   secondaryKeyLength=record.secondary_key_length,
                                   rolloverSizeBytes=record.rollover_size_bytes)
+
+
+# ---------------------------------------------------------------------- transactions
+
+_COMPLETED_STATUS = {TransactionStatus.COMMITTED: pb.TxnResponse.COMMITTED,
+                     TransactionStatus.ABORTED: pb.TxnResponse.ABORTED}
+
+
+def transaction_id_to(transaction_id: uuid.UUID) -> pb.TxnId:
+    high_bits, low_bits = to_signed_halves(transaction_id)
+    return pb.TxnId(highBits=high_bits, lowBits=low_bits)
+
+
+def transaction_id_from(message: pb.TxnId) -> uuid.UUID:
+    return from_signed_halves(message.highBits, message.lowBits)
+
+
+def created_transaction(scope: str, stream: str, created: CreatedTransaction) -> pb.CreateTxnResponse:
+    """The id and the segments to write to (generalised ids, by key), with no delegation token."""
+    return pb.CreateTxnResponse(txnId=transaction_id_to(created.transaction_id),
+                                activeSegments=[segment_range(scope, stream, segment) for segment in created.segments],
+                                delegationToken="")
+
+
+def completed_transactions(records: Iterable[TransactionRecord]) -> pb.ListCompletedTxnResponse:
+    return pb.ListCompletedTxnResponse(response=[
+        pb.TxnResponse(txnId=transaction_id_to(record.transaction_id), status=_COMPLETED_STATUS[record.status])
+        for record in records])
