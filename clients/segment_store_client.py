@@ -92,6 +92,19 @@ class SegmentStoreClient:
 
         return await retry(attempt, self._retry)
 
+    async def runs_container(self, endpoint: Endpoint, container_id: int, wait_seconds: float = 2.0) -> bool:
+        """Whether the store at ``endpoint`` runs container ``container_id``.
+
+        Asks with FlushToStorage, which a store answers with WrongHost for a container it does not
+        run; a flush still going after ``wait_seconds`` means it does run it (and goes on there).
+        """
+        connection = await self._connections.get(endpoint)
+        try:
+            reply = await connection.request(wc.FlushToStorage(container_id, "", next_request_id()), wait_seconds)
+        except errors.RequestTimeout:
+            return True
+        return not isinstance(reply, wc.WrongHost)
+
     # ------------------------------------------------------------------ segments
 
     async def _call_unless(self, already_done: type[errors.ServerError], segment: str,

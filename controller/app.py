@@ -28,18 +28,25 @@ log = logging.getLogger("tributary.controller")
 SHUTDOWN_GRACE_SECONDS = 2.0
 
 
+class ContainerCountMismatch(Exception):
+    """The controller's container count is not the segment store's."""
+
+
 class ControllerApp:
     """One controller. ``segment_store`` (all containers on one store) or ``locator`` says where segments live."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, segment_store: Endpoint | None = None,
                  locator: SegmentLocator | None = None, container_count: int = 4,
                  settings: ServiceSettings = ServiceSettings(), fault_points: FaultPoints | None = None,
-                 now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None):
+                 now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
+                 verify_container_count: bool = False):
         if (segment_store is None) == (locator is None):
             raise ValueError("give exactly one of segment_store and locator")
         self.host = host
         self.port = port
         self.locator = locator or SegmentLocator.single_host(container_count, segment_store)
+        # A controller started beside a separate segment store checks that both count containers alike.
+        self._verify_with = segment_store if verify_container_count else None
         self.settings = settings
         self.fault_points = fault_points or FaultPoints()
         self._now_ms = now_ms
@@ -56,9 +63,12 @@ class ControllerApp:
 
         Raises:
             GrpcStartupError: the gRPC port is busy or not available (everything started is stopped).
+            ContainerCountMismatch: the segment store runs another number of containers.
             clients.errors.ClientError: the segment store cannot be reached.
         """
         self.client = SegmentStoreClient(self.locator.endpoint_for)
+        if self._verify_with is not None:
+            await self._verify_container_count(self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))
         self.context = ControllerContext(store, self.client, self.locator, self._now_ms, self.settings,
                                          self.fault_points)
@@ -76,6 +86,20 @@ class ControllerApp:
             raise
         log.info("controller listening", extra={"host": self.host, "port": self.port,
                                                 "pending_workflows": self.pending_workflows_at_start})
+
+    async def _verify_container_count(self, endpoint: Endpoint) -> None:
+        """Container ``count - 1`` must run on the store and container ``count`` must not."""
+        count = self.locator.container_count
+        try:
+            matches = (await self.client.runs_container(endpoint, count - 1)
+                       and not await self.client.runs_container(endpoint, count))
+        except BaseException:
+            await self._stop_parts()
+            raise
+        if not matches:
+            await self._stop_parts()
+            raise ContainerCountMismatch(f"--containers {count} does not match the segment store at "
+                                         f"{endpoint[0]}:{endpoint[1]} (give both the same count)")
 
     async def stop(self) -> None:
         """Stops serving, then the background work (pending intents stay for the next controller)."""
@@ -99,4 +123,4 @@ class ControllerApp:
             self.client = None
 
 
-__all__ = ["ControllerApp", "GrpcStartupError"]
+__all__ = ["ContainerCountMismatch", "ControllerApp", "GrpcStartupError"]

@@ -219,10 +219,11 @@ async def _start_segment_store(config):
 async def _start_controller(host, port, segment_store, container_count, wait_seconds: float):
     """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
     from clients.errors import ClientError
-    from controller.app import ControllerApp, GrpcStartupError
+    from controller.app import ContainerCountMismatch, ControllerApp, GrpcStartupError
 
     async def start() -> ControllerApp:
-        app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count)
+        app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count,
+                            verify_container_count=True)
         await app.start()
         return app
 
@@ -231,7 +232,7 @@ async def _start_controller(host, port, segment_store, container_count, wait_sec
     try:
         return await retry(start, policy,
                            retriable=lambda error: isinstance(error, (TimeoutError, ClientError, OSError)))
-    except GrpcStartupError as error:
+    except (GrpcStartupError, ContainerCountMismatch) as error:
         raise CommandFailed(str(error)) from None
     except (TimeoutError, ClientError, OSError) as error:
         raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "

@@ -99,3 +99,19 @@ def test_controller_without_a_segment_store_gives_up_clearly():
     result = tributary("controller", "--port", "0", "--segment-store", f"127.0.0.1:{free_port()}", "--wait", "0.5")
     assert result.returncode == 1
     assert "error: cannot reach the segment store" in result.stderr
+
+
+def test_controller_with_another_container_count_than_the_segment_store_is_a_clear_error(tmp_path):
+    """`--containers` must match the segment store's: more or fewer is a one-line error, exit status 1."""
+    store = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--log-file-size", "16"]).start()
+    try:
+        for count in ("3", "5"):  # the store runs 4
+            result = tributary("controller", "--port", "0", "--segment-store", f"127.0.0.1:{store.port}",
+                               "--containers", count, "--wait", "5")
+            assert result.returncode == 1, result.stderr
+            assert result.stderr.strip().splitlines() == [
+                f"error: --containers {count} does not match the segment store at 127.0.0.1:{store.port} "
+                "(give both the same count)"], result.stderr
+    finally:
+        store.kill()
+        shutil.rmtree(tmp_path / "data", ignore_errors=True)
