@@ -186,7 +186,7 @@ async def test_the_log_is_truncated_before_the_newest_checkpoint_every_pending_o
     made.open()
     await made.write_checkpoint()
     await made.submit(create("s"))
-    for n in range(6):
+    for _ in range(6):
         await made.submit(append("s", b"x"))
     positions = [sequence for sequence, _, _ in made.checkpoints]
     assert len(positions) >= 3
