@@ -25,13 +25,18 @@ import asyncio
 import uuid
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from wire import Reply
 from wire import commands as wc
 from wire.envelope import envelope
 
 from . import errors
 from .containers import SegmentContainer
 from .replies import CloseConnection, append_error_reply
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
 
 
 class WriterState:
@@ -47,7 +52,8 @@ class WriterState:
         self.last_stored = last_event_number  # highest event number submitted
         self.last_acked = last_event_number
         self.last_seen = 0  # the decoder's per-connection monotonicity counter starts at 0
-        self.outstanding: deque = deque()  # (future, append) in submission order
+        # (future, append) in submission order: the future of the offset the append lands at (of None for a duplicate)
+        self.outstanding: deque[tuple[asyncio.Future[Any], _Append]] = deque()
         self.failed = False
 
 
@@ -69,7 +75,7 @@ class AppendProcessor:
     ``on_bytes_settled(n)`` tells the connection ``n`` append bytes are no longer outstanding.
     """
 
-    def __init__(self, container_for: Callable[[str], SegmentContainer], send: Callable[[object], None],
+    def __init__(self, container_for: Callable[[str], SegmentContainer], send: Callable[[Reply], None],
                  close: Callable[[str], None],
                  on_bytes_settled: Callable[[int], None]):
         self._container_for = container_for
@@ -78,7 +84,7 @@ class AppendProcessor:
         self._settled = on_bytes_settled
         self._writers: dict[uuid.UUID, WriterState] = {}
 
-    def setup_append(self, command: wc.SetupAppend):
+    def setup_append(self, command: wc.SetupAppend) -> Reply:
         """Returns AppendSetup (or an error reply) for a SetupAppend."""
         try:
             container = self._container_for(command.segment)
@@ -101,7 +107,7 @@ class AppendProcessor:
         return self._append(command.writer_id, command.event_number, 1, command.data, command.request_id,
                             command.expected_offset)
 
-    def _append(self, writer_id: uuid.UUID, event_number: int, event_count: int, data, request_id: int,
+    def _append(self, writer_id: uuid.UUID, event_number: int, event_count: int, data: BytesLike, request_id: int,
                 expected_offset: int | None) -> int:
         """Submits one append; returns the bytes now outstanding for it. Raises CloseConnection."""
         state = self._writers.get(writer_id)
@@ -124,7 +130,7 @@ class AppendProcessor:
 
     def _duplicate(self, state: WriterState, event_number: int, request_id: int, conditional: bool) -> int:
         """Queues the acknowledgement of an append already stored (or in flight); writes nothing."""
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         state.outstanding.append((done, _Append(event_number, request_id, conditional, 0, duplicate=True)))
         self._drain(state)

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import wire
 from wire import commands as wc
@@ -71,7 +71,8 @@ class Routes(Protocol):
 class SegmentStoreConnection(asyncio.Protocol):
     """One client connection, routed to containers by ``routes``."""
 
-    def __init__(self, routes: Routes, limits: ConnectionLimits, on_closed: Callable | None = None):
+    def __init__(self, routes: Routes, limits: ConnectionLimits,
+                 on_closed: Callable[[SegmentStoreConnection], None] | None = None):
         container_for = routes.container_for
         self._container_for = container_for
         self._cache = routes.cache
@@ -84,8 +85,9 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._appends = AppendProcessor(container_for, self.send, self.close, self._append_bytes_settled)
         self._handlers = RequestHandlers(container_for, tail_read_timeout=limits.tail_read_timeout,
                                          transients=self._transients, container_by_id=routes.container_by_id)
-        self._tasks: set[asyncio.Task] = set()
-        self._backlog: deque = deque()  # decoded commands not yet dispatched, in arrival order
+        self._tasks: set[asyncio.Task[None]] = set()
+        # decoded commands not yet dispatched, in arrival order
+        self._backlog: deque[wire.Command | _ProtocolFailure] = deque()
         self._pump_scheduled = False
         self._writable = asyncio.Event()
         self._writable.set()
@@ -95,20 +97,21 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._waiting_for_cache = False  # appends wait while the cache is throttled (Tier-2 behind)
         self._closed = False
         self._closing = False  # a protocol error was seen: finish what was taken, then close
-        self._settled: asyncio.Future | None = None  # while closing: resolved once nothing taken is pending
-        self._closer: asyncio.Task | None = None
+        self._settled: asyncio.Future[None] | None = None  # while closing: resolved once nothing taken is pending
+        self._closer: asyncio.Task[None] | None = None
         self._client_version = wire.WIRE_VERSION  # the client's high version, from its Hello
-        self.peer = None
+        self.peer: object = None  # the client's address (the transport's "peername"), once connected
 
     def __repr__(self) -> str:
         return f"<SegmentStoreConnection {self.peer} closed={self._closed}>"
 
     # ------------------------------------------------------------------ transport callbacks
 
-    def connection_made(self, transport) -> None:
-        self._transport = transport
-        self.peer = transport.get_extra_info("peername")
-        transport.set_write_buffer_limits(high=self._limits.write_buffer_high)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream server's transport: an asyncio.Transport in all but name (uvloop's does not subclass it).
+        self._transport = stream = cast(asyncio.Transport, transport)
+        self.peer = stream.get_extra_info("peername")
+        stream.set_write_buffer_limits(high=self._limits.write_buffer_high)
 
     def data_received(self, data: bytes) -> None:
         if self._closed or self._closing:
@@ -121,10 +124,10 @@ class SegmentStoreConnection(asyncio.Protocol):
             self._backlog.append(_ProtocolFailure(str(error)))
         self._schedule_pump()
 
-    def eof_received(self):
+    def eof_received(self) -> bool:
         return False
 
-    def connection_lost(self, error) -> None:
+    def connection_lost(self, error: Exception | None) -> None:
         self._closed = True
         for task in self._tasks:
             task.cancel()
@@ -165,7 +168,7 @@ class SegmentStoreConnection(asyncio.Protocol):
                     self._cache.when_relieved(self._cache_relieved)
                 break
             command = backlog.popleft()
-            if type(command) is _ProtocolFailure:
+            if isinstance(command, _ProtocolFailure):
                 backlog.clear()
                 self._close_after_pending(f"protocol error: {command.reason}")
                 return
@@ -176,7 +179,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._waiting_for_cache = False
         self._schedule_pump()
 
-    def _dispatch(self, command) -> None:
+    def _dispatch(self, command: wire.Command) -> None:
         kind = type(command)
         try:
             if kind in _APPENDS:
@@ -190,30 +193,33 @@ class SegmentStoreConnection(asyncio.Protocol):
         except CloseConnection as close:
             self.close(str(close))
 
-    def _append(self, command) -> None:
-        kind = type(command)
-        if kind is wc.AppendBlockEnd:
+    def _append(self, command: wire.Command) -> None:
+        if isinstance(command, wc.AppendBlockEnd):
             size = self._appends.append_block_end(command)
-        elif kind is wc.ConditionalAppend:
+        elif isinstance(command, wc.ConditionalAppend):
             size = self._appends.conditional_append(command)
-        else:
+        elif isinstance(command, wc.ConditionalBlockEnd):
             size = self._appends.conditional_block_end(command)
+        else:
+            raise TypeError(f"not an append: {command!r}")  # _dispatch passes the kinds of _APPENDS only
         self._append_bytes_outstanding += size
         if self._append_bytes_outstanding > self._limits.append_bytes_outstanding_max:
             self._paused_for_appends = True
 
-    def _answer_now(self, command) -> None:
-        if type(command) is wc.Hello:
+    def _answer_now(self, command: wire.Command) -> None:
+        if isinstance(command, wc.Hello):
             self._client_version = command.high_version
             self.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
             if command.low_version > wire.WIRE_VERSION or command.high_version < wire.OLDEST_COMPATIBLE_VERSION:
                 self.close(f"incompatible client versions {command.low_version}..{command.high_version}")
-        elif type(command) is wc.KeepAlive:
+        elif isinstance(command, wc.KeepAlive):
             self.send(wc.KeepAlive())
-        else:
+        elif isinstance(command, wc.SetupAppend):
             self.send(self._appends.setup_append(command))
+        else:
+            raise TypeError(f"not answered at once: {command!r}")  # _dispatch passes the kinds of _IMMEDIATE only
 
-    async def _answer_later(self, command) -> None:
+    async def _answer_later(self, command: wire.Command) -> None:
         try:
             reply = await self._handlers.handle(command)
         except CloseConnection as close:
@@ -232,7 +238,7 @@ class SegmentStoreConnection(asyncio.Protocol):
             await self._writable.wait()
         self.send(reply)
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if self._backlog:
             self._schedule_pump()
@@ -240,7 +246,7 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ output and lifecycle
 
-    def send(self, reply) -> None:
+    def send(self, reply: wire.Reply) -> None:
         if self._closed or self._transport is None:
             return
         if type(reply) is wc.ErrorMessage and self._client_version < _ERROR_MESSAGE_VERSION:
@@ -270,7 +276,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         settled = self._settled = self._loop.create_future()
         self._notify_if_settled()
 
-        async def close_when_settled():
+        async def close_when_settled() -> None:
             try:
                 await asyncio.wait_for(settled, grace_seconds)
             except TimeoutError:
@@ -325,6 +331,6 @@ class _ProtocolFailure:
         self.reason = reason
 
 
-def _ignore_outcome(future: asyncio.Future) -> None:
+def _ignore_outcome(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()

@@ -8,10 +8,11 @@ into the reply. Handlers never touch the transport.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from wire import Command, Reply, Request, naming
 from wire import commands as wc
-from wire import naming
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 from . import containers, errors
@@ -42,7 +43,8 @@ class RequestHandlers:
         self._container_by_id = container_by_id
         self._tail_read_timeout = tail_read_timeout
         self._transients = transients  # transient segments created on this connection
-        self.table = {
+        # request type -> its handler (each takes requests of its key's type)
+        self.table: dict[type[Command], Callable[[Any], Awaitable[Reply]]] = {
             wc.ReadSegment: self.read_segment,
             wc.GetStreamSegmentInfo: self.get_stream_segment_info,
             wc.CreateSegment: self.create_segment,
@@ -72,10 +74,10 @@ class RequestHandlers:
             wc.LocateOffset: self.locate_offset,
         }
 
-    async def handle(self, command):
+    async def handle(self, command: Command) -> Reply:
         """Returns the reply to ``command``. Raises CloseConnection when it has none."""
         handler = self.table.get(type(command))
-        if handler is None:
+        if handler is None or not isinstance(command, Request):  # the handled commands are requests
             raise CloseConnection(f"{type(command).__name__} is not a request this server handles")
         try:
             return await handler(command)

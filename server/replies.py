@@ -13,6 +13,9 @@ SegmentIsSealed); the replies both tables share are built by ``error_reply``.
 
 from __future__ import annotations
 
+import uuid
+
+from wire import Reply
 from wire import commands as wc
 
 from . import errors
@@ -23,7 +26,7 @@ class CloseConnection(Exception):
 
 
 def error_reply(error: errors.SegmentStoreError, request_id: int, segment: str, offset: int = -1,
-                operation: str = ""):
+                operation: str = "") -> Reply:
     """The reply for ``error`` to a request about ``segment``.
 
     Raises:
@@ -56,8 +59,8 @@ def error_reply(error: errors.SegmentStoreError, request_id: int, segment: str, 
     raise CloseConnection(repr(error))
 
 
-def append_error_reply(error: errors.SegmentStoreError, writer_id, request_id: int, segment: str,
-                       event_number: int = -1, conditional: bool = False):
+def append_error_reply(error: errors.SegmentStoreError, writer_id: uuid.UUID, request_id: int, segment: str,
+                       event_number: int = -1, conditional: bool = False) -> Reply:
     """The reply for ``error`` to a SetupAppend (``event_number`` -1) or to an append of ``segment``.
 
     * BadOffset of a conditional append: ConditionalCheckFailed (the writer stays set up);

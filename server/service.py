@@ -83,7 +83,8 @@ class SegmentStoreService:
             await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
         except (ChunkStorageError, MetadataStoreError) as error:
             await self._stop_containers()
-            await self.chunk_storage.close()
+            if self.chunk_storage is not None:  # always: only Tier-2 raises these
+                await self.chunk_storage.close()
             raise StartupError(f"tier-2 ({self.config.tier2}) is not usable: {error}") from error
         limits = ConnectionLimits(append_bytes_outstanding_max=self.config.append_bytes_outstanding_max,
                                   write_buffer_high=self.config.write_buffer_high,
@@ -169,11 +170,12 @@ class SegmentStoreService:
         await container.start()
 
     def _tier2_settings(self, container_id: int) -> Tier2Settings | None:
-        if self.chunk_storage is None:
+        chunk_storage, cache = self.chunk_storage, self.cache
+        if chunk_storage is None or cache is None:  # no Tier-2 (the cache exists exactly when Tier-2 does)
             return None
         count = self.config.container_count
         return Tier2Settings(
-            self.chunk_storage, self.cache,
+            chunk_storage, cache,
             storage=StorageConfig(max_chunk_size=self.config.max_chunk_size),
             writer=StorageWriterConfig(flush_size=self.config.flush_size, flush_interval=self.config.flush_interval,
                                        operation_timeout=self.config.tier2_timeout),

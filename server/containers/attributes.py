@@ -17,7 +17,7 @@ REPLACE_IF_EQUALS  set if the current value equals the comparison value
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from wire.constants import NULL_ATTRIBUTE_VALUE
@@ -61,7 +61,8 @@ class AttributeUpdate(NamedTuple):
     compare_value: int = NULL_ATTRIBUTE_VALUE
 
 
-def decide(segment: str, updates, current: Callable[[uuid.UUID], int]) -> dict[uuid.UUID, int]:
+def decide(segment: str, updates: Iterable[AttributeUpdate],
+           current: Callable[[uuid.UUID], int]) -> dict[uuid.UUID, int]:
     """Validates ``updates`` together against ``current`` values and returns the values to store.
 
     Updates apply in order, each seeing the effect of the previous ones in the

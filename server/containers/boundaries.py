@@ -52,12 +52,16 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from wire.constants import EVENT_TYPE_CODE, MAX_READ_SIZE
 from wire.envelope import ENVELOPE_HEADER, ENVELOPE_HEADER_SIZE
 
 from .metadata import SegmentMetadata, SegmentType
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
 
 ENVELOPE = ENVELOPE_HEADER
 HEADER_SIZE = ENVELOPE_HEADER_SIZE
@@ -66,7 +70,7 @@ DEFAULT_CAPACITY = 4096  # known boundaries kept per segment (8 bytes each)
 READ_SIZE = MAX_READ_SIZE  # bytes asked of the read path per read while walking
 _MIN_READ = 64 * 1024
 
-Read = Callable[[int, int], Awaitable[object]]
+Read = Callable[[int, int], Awaitable["BytesLike"]]
 """``read(offset, max_length)``: bytes-like data of the segment from ``offset`` (at least one byte)."""
 
 
@@ -86,7 +90,7 @@ class BoundaryIndex:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self._offsets)
 
     def __repr__(self) -> str:
@@ -155,13 +159,13 @@ class SegmentBoundaries:
             index = self._indexes[segment.segment_id] = BoundaryIndex(self.spacing, self.capacity)
         return index
 
-    def appended(self, segment: SegmentMetadata, offset: int, data) -> None:
+    def appended(self, segment: SegmentMetadata, offset: int, data: BytesLike) -> None:
         """``data`` was appended at ``offset``: a boundary, if the bytes look like an event."""
         if segment.segment_type != SegmentType.STREAM:
             return  # transient segments get a large event in chunks: their appends are not boundaries
         index = self._indexes.get(segment.segment_id)
         if index is None:
-            index = self.index_of(segment)
+            index = self._indexes[segment.segment_id] = BoundaryIndex(self.spacing, self.capacity)
         if index.due(offset) and looks_like_events(data):
             index.add(offset)
 
@@ -185,7 +189,7 @@ class SegmentBoundaries:
         self._indexes.pop(segment.segment_id, None)
 
 
-def looks_like_events(data) -> bool:
+def looks_like_events(data: BytesLike) -> bool:
     """Whether ``data`` begins with an envelope that fits in it (a cheap check, not a proof)."""
     if len(data) < HEADER_SIZE:
         return False
@@ -215,9 +219,10 @@ async def locate(index: BoundaryIndex | None, start: int, length: int, target: i
             # small again after a jump over a payload (large events are not read, only their headers).
             read_size = min(READ_SIZE, 2 * read_size) if at <= len(view) else _MIN_READ
             size = min(read_size, max(_MIN_READ, target + HEADER_SIZE - position), length - position)
-            view, view_at, at = await _read_at_least(read, position, size), position, 0
-            if view is None:
+            got = await _read_at_least(read, position, size)
+            if got is None:
                 return length  # the read path had no bytes there (cannot happen below the length)
+            view, view_at, at = got, position, 0
         type_code, event_length = ENVELOPE.unpack_from(view, at)
         if type_code != EVENT_TYPE_CODE or event_length < 0:
             return length

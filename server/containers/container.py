@@ -18,18 +18,22 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import overload
 
 from wire import naming
 from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
+from wire.fields import BytesLike
 
 from .. import errors
 from ..tier1 import DurableDataLog
 from ..tier2.chunked_storage import ChunkedSegmentStorage
+from ..tier2.records import ChunkLayout
 from . import attributes as attrs
 from . import table as table_format
 from . import table_maintenance
 from .metadata import SegmentMetadata, SegmentType
+from .pending import Decision, PendingState
 from .pipeline import OperationPipeline
 from .segment_reader import SegmentReader
 from .state import ContainerState
@@ -58,7 +62,7 @@ class SegmentContainer:
         self._log = durable_log
         self._wall_clock_ms = wall_clock_ms
         self._on_failure = on_failure
-        self._failure: BaseException | None = None
+        self.failure: BaseException | None = None  # why the container failed, if it did
         self._state = ContainerState(tier2.cache if tier2 is not None else None)
         self._pipeline = OperationPipeline(
             container_id, durable_log, self._state, checkpoint_every_operations=checkpoint_every_operations,
@@ -108,15 +112,10 @@ class SegmentContainer:
         self.status = ContainerStatus.STOPPED
         await self._log.close()
 
-    @property
-    def failure(self) -> BaseException | None:
-        """Why the container failed, if it did."""
-        return self._failure
-
     def _fail(self, error: BaseException) -> None:
-        if self._failure is not None:
+        if self.failure is not None:
             return
-        self._failure = error
+        self.failure = error
         self.status = ContainerStatus.FAILED
         log.error("container failed", extra={"container": self.container_id, "error": repr(error)})
         self._pipeline.fail(error)
@@ -131,7 +130,7 @@ class SegmentContainer:
         if self._tier2 is not None:
             await self._tier2.flush()
 
-    async def storage_chunks(self, name: str) -> list:
+    async def storage_chunks(self, name: str) -> list[ChunkLayout]:
         """The Tier-2 chunks of ``name`` (empty before its first flush or without Tier-2)."""
         self._segment(name)
         return [] if self._tier2 is None else await self._tier2.chunks(name)
@@ -139,13 +138,13 @@ class SegmentContainer:
     # ------------------------------------------------------------------ mutations
 
     async def create_segment(self, name: str, segment_type: SegmentType = SegmentType.STREAM,
-                             attributes: dict | None = None) -> None:
-        attributes = dict(attributes or {})
-        attributes.setdefault(attrs.CREATION_TIME, self._wall_clock_ms())
-        attributes[attrs.SEGMENT_TYPE] = int(segment_type)
+                             attributes: Mapping[uuid.UUID, int] | None = None) -> None:
+        values = dict(attributes or {})
+        values.setdefault(attrs.CREATION_TIME, self._wall_clock_ms())
+        values[attrs.SEGMENT_TYPE] = int(segment_type)
 
-        def decide(pending):
-            return pending.create(name, segment_type, attributes)
+        def decide(pending: PendingState) -> Decision:
+            return pending.create(name, segment_type, values)
         try:
             await self._pipeline.submit(decide)
         except errors.SegmentAlreadyExists:
@@ -161,9 +160,9 @@ class SegmentContainer:
         await self.create_segment(name, SegmentType.TRANSIENT, {attrs.CREATION_EPOCH: self.epoch})
         return name
 
-    def submit_event_append(self, name: str, data, writer_id: uuid.UUID, event_number: int,
+    def submit_event_append(self, name: str, data: BytesLike, writer_id: uuid.UUID, event_number: int,
                             previous_event_number: int, event_count: int,
-                            expected_offset: int | None = None) -> asyncio.Future:
+                            expected_offset: int | None = None) -> asyncio.Future[int]:
         """Decides a writer's append now; returns a future of the offset it lands at, once durable.
 
         The writer's attribute moves from ``previous_event_number`` to ``event_number`` atomically
@@ -174,13 +173,14 @@ class SegmentContainer:
                    attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
         return self._pipeline.submit(lambda pending: pending.append(name, data, updates, expected_offset))
 
-    def delete_soon(self, name: str) -> asyncio.Future:
+    def delete_soon(self, name: str) -> asyncio.Future[None]:
         """Decides the deletion of ``name`` now; returns a future of its outcome (for cleanups nobody awaits)."""
         return self._pipeline.submit(lambda pending: pending.delete(name))
 
-    async def append(self, name: str, data, attribute_updates=(), expected_offset: int | None = None) -> int:
+    async def append(self, name: str, data: BytesLike, attribute_updates: Iterable[attrs.AttributeUpdate] = (),
+                     expected_offset: int | None = None) -> int:
         """Appends ``data``; returns the segment length after it."""
-        offset = await self._pipeline.submit(
+        offset: int = await self._pipeline.submit(
             lambda pending: pending.append(name, data, attribute_updates, expected_offset))
         return offset + len(data)
 
@@ -193,10 +193,11 @@ class SegmentContainer:
     async def delete(self, name: str) -> None:
         await self._pipeline.submit(lambda pending: pending.delete(name))
 
-    async def update_attributes(self, name: str, attribute_updates) -> None:
+    async def update_attributes(self, name: str, attribute_updates: Iterable[attrs.AttributeUpdate]) -> None:
         await self._pipeline.submit(lambda pending: pending.update_attributes(name, attribute_updates))
 
-    async def merge(self, target: str, source: str, attribute_updates=(), header=b"") -> int:
+    async def merge(self, target: str, source: str, attribute_updates: Iterable[attrs.AttributeUpdate] = (),
+                    header: BytesLike = b"") -> int:
         """Merges ``source`` (sealing it) after ``header`` into ``target``; returns the target's new length.
 
         A retried merge whose source was already merged into ``target`` answers the target's length.
@@ -205,16 +206,22 @@ class SegmentContainer:
             return self.get_info(target).length
         return await self._pipeline.submit(lambda pending: pending.merge(target, source, attribute_updates, header))
 
-    async def update_table(self, name: str, entries, table_offset: int = -1) -> list[int]:
-        """Updates (key, expected version, value) entries atomically (a None value removes); returns new versions."""
-        for key, _, value in entries:
-            table_format.check_key(key, value)
+    @overload
+    async def update_table(self, name: str, entries: Sequence[tuple[BytesLike, int, BytesLike]],
+                           table_offset: int = -1) -> list[int]: ...
+
+    @overload
+    async def update_table(self, name: str, entries: Sequence[table_format.TableUpdate],
+                           table_offset: int = -1) -> list[int | None]: ...
+
+    async def update_table(self, name: str, entries: Sequence[table_format.TableUpdate],
+                           table_offset: int = -1) -> list[int] | list[int | None]:
+        """Updates (key, expected version, value) entries atomically; returns new versions (None: removed)."""
         return await self._pipeline.submit(lambda pending: pending.table_update(name, entries, table_offset))
 
-    async def remove_table_keys(self, name: str, keys, table_offset: int = -1) -> None:
+    async def remove_table_keys(self, name: str, keys: Sequence[table_format.TableRemoval],
+                                table_offset: int = -1) -> None:
         """Removes (key, expected version) keys atomically."""
-        for key, _ in keys:
-            table_format.check_key(key)
         await self._pipeline.submit(lambda pending: pending.table_remove(name, keys, table_offset))
 
     async def compact_table(self, name: str) -> None:
@@ -234,7 +241,7 @@ class SegmentContainer:
             raise errors.NoSuchSegment(name)
         return segment
 
-    def _table(self, name: str, operation: str):
+    def _table(self, name: str, operation: str) -> table_format.TableIndex:
         table = self._segment(name).table
         if table is None:
             raise errors.OperationUnsupported(name, operation)
@@ -254,11 +261,11 @@ class SegmentContainer:
         self._table(name, "getTableSegmentInfo")
         return self.get_info(name)
 
-    def read_table(self, name: str, keys) -> list[TableEntry | None]:
+    def read_table(self, name: str, keys: Iterable[BytesLike]) -> list[TableEntry | None]:
         """The latest entry of each key (None for a key the table does not hold)."""
         return self._table(name, "readTable").lookup(keys)
 
-    def read_table_page(self, name: str, token: bytes, max_count: int,
+    def read_table_page(self, name: str, token: BytesLike, max_count: int,
                         max_bytes: int) -> tuple[list[TableEntry], bytes]:
         """Entries after ``token`` in the table's iteration order, and the token of the next page."""
         return self._table(name, "readTableEntries").page(token, max_count, max_bytes)
@@ -266,14 +273,7 @@ class SegmentContainer:
     async def read_table_delta(self, name: str, from_position: int, max_count: int, max_bytes: int) -> TableDelta:
         """The table's changes from ``from_position``: the latest entry of each key changed, a page at a time."""
         self._table(name, "readTableEntriesDelta")
-        segment = self._segment(name)
-        if not 0 <= from_position <= segment.length:
-            raise errors.IllegalArgument(name, f"position {from_position} is beyond the table's length "
-                                               f"{segment.length}")
-        start = max(from_position, segment.start_offset)
-        end = min(segment.length, start + max_bytes + table_format.DELTA_WINDOW_EXTRA)
-        return table_format.delta_page(await self._reader.read_range(name, start, end), start, segment.length,
-                                       max_count, max_bytes)
+        return await self._reader.read_table_delta(name, from_position, max_count, max_bytes)
 
     def segment_names(self) -> list[str]:
         return list(self._state.by_name)

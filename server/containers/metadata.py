@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import enum
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .read_index import ReadIndex
 from .table import TableIndex
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .cache import CacheManager
 
 
 class SegmentType(enum.IntEnum):
@@ -20,8 +28,9 @@ class SegmentMetadata:
     __slots__ = ("segment_id", "name", "segment_type", "sealed", "attributes", "last_modified", "data", "table",
                  "waiters", "table_incomplete")
 
-    def __init__(self, segment_id: int, name: str, segment_type: SegmentType, attributes: dict,
-                 last_modified: int, start_offset: int = 0, length: int | None = None, cache=None):
+    def __init__(self, segment_id: int, name: str, segment_type: SegmentType, attributes: Mapping[uuid.UUID, int],
+                 last_modified: int, start_offset: int = 0, length: int | None = None,
+                 cache: CacheManager | None = None):
         self.segment_id = segment_id
         self.name = name
         self.segment_type = SegmentType(segment_type)
@@ -30,7 +39,7 @@ class SegmentMetadata:
         self.last_modified = last_modified
         self.table = TableIndex() if self.segment_type == SegmentType.TABLE else None
         self.data = ReadIndex(start_offset, length, cache)
-        self.waiters: list = []  # futures of reads parked at the tail
+        self.waiters: list[asyncio.Future[None]] = []  # futures of reads parked at the tail
         self.table_incomplete = False  # restored with bytes in Tier-2 that its key index does not hold yet
 
     def __repr__(self) -> str:

@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
 
 FRAME_VERSION = 0
 _FRAME_HEADER = struct.Struct(">BqqI")
@@ -54,8 +57,8 @@ class CorruptFrame(Exception):
 class Append(NamedTuple):
     segment_id: int
     offset: int
-    data: object  # bytes-like
-    attributes: dict
+    data: BytesLike
+    attributes: dict[uuid.UUID, int]
 
 
 class Seal(NamedTuple):
@@ -68,20 +71,20 @@ class Merge(NamedTuple):
     source_id: int
     target_offset: int
     source_length: int
-    header: object  # bytes-like, written to the target just before the source's bytes
-    attributes: dict
+    header: BytesLike  # written to the target just before the source's bytes
+    attributes: dict[uuid.UUID, int]
 
 
 class CreateSegment(NamedTuple):
     segment_id: int
     segment_type: int
     name: str
-    attributes: dict
+    attributes: dict[uuid.UUID, int]
 
 
 class UpdateAttributes(NamedTuple):
     segment_id: int
-    attributes: dict
+    attributes: dict[uuid.UUID, int]
 
 
 class Truncate(NamedTuple):
@@ -97,6 +100,8 @@ class Delete(NamedTuple):
     segment_id: int
 
 
+Operation: TypeAlias = Append | Seal | Merge | CreateSegment | UpdateAttributes | Truncate | Checkpoint | Delete
+
 TYPE_IDS = {Append: 1, Seal: 2, Merge: 3, CreateSegment: 4, UpdateAttributes: 6, Truncate: 7, Checkpoint: 8,
             Delete: 10}
 
@@ -104,45 +109,45 @@ TYPE_IDS = {Append: 1, Seal: 2, Merge: 3, CreateSegment: 4, UpdateAttributes: 6,
 # --------------------------------------------------------------------------- encoding
 
 
-def encode_attributes(attributes: dict) -> bytes:
+def encode_attributes(attributes: dict[uuid.UUID, int]) -> bytes:
     parts = [_ATTR_COUNT.pack(len(attributes))]
     parts.extend(_ATTR.pack(key.bytes, value) for key, value in attributes.items())
     return b"".join(parts)
 
 
-def encode_frame(timestamp_ms: int, first_sequence: int, operations: list) -> list:
+def encode_frame(timestamp_ms: int, first_sequence: int, operations: list[Operation]) -> list[BytesLike]:
     """Encodes a frame as a list of byte chunks (payloads are included without copying)."""
-    parts: list = [_FRAME_HEADER.pack(FRAME_VERSION, timestamp_ms, first_sequence, len(operations))]
+    parts: list[BytesLike] = [_FRAME_HEADER.pack(FRAME_VERSION, timestamp_ms, first_sequence, len(operations))]
     for operation in operations:
         _encode_operation(operation, parts)
     return parts
 
 
-def _encode_operation(operation, parts: list) -> None:
+def _encode_operation(operation: Operation, parts: list[BytesLike]) -> None:
     kind = type(operation)
-    if kind is Append:
+    if isinstance(operation, Append):
         fixed = _QQ.pack(operation.segment_id, operation.offset) + encode_attributes(operation.attributes)
         parts.append(_OP_HEADER.pack(1, len(fixed) + len(operation.data)))
         parts.append(fixed)
         parts.append(operation.data)
         return
-    if kind is Merge:
+    if isinstance(operation, Merge):
         fixed = _QQQQ.pack(operation.target_id, operation.source_id, operation.target_offset,
                            operation.source_length) + _HEADER_LENGTH.pack(len(operation.header))
         body = [fixed, bytes(operation.header), encode_attributes(operation.attributes)]
-    elif kind is Seal:
+    elif isinstance(operation, Seal):
         body = [_QQ.pack(operation.segment_id, operation.length)]
-    elif kind is CreateSegment:
+    elif isinstance(operation, CreateSegment):
         name = operation.name.encode("utf-8", "surrogatepass")
         body = [_CREATE.pack(operation.segment_id, operation.segment_type, len(name)), name,
                 encode_attributes(operation.attributes)]
-    elif kind is UpdateAttributes:
+    elif isinstance(operation, UpdateAttributes):
         body = [_Q.pack(operation.segment_id), encode_attributes(operation.attributes)]
-    elif kind is Truncate:
+    elif isinstance(operation, Truncate):
         body = [_QQ.pack(operation.segment_id, operation.offset)]
-    elif kind is Checkpoint:
+    elif isinstance(operation, Checkpoint):
         body = [operation.snapshot]
-    elif kind is Delete:
+    elif isinstance(operation, Delete):
         body = [_Q.pack(operation.segment_id)]
     else:
         raise TypeError(f"not an operation: {operation!r}")
@@ -154,10 +159,10 @@ def _encode_operation(operation, parts: list) -> None:
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_attributes(view, position: int) -> tuple[dict, int]:
+def decode_attributes(view: memoryview, position: int) -> tuple[dict[uuid.UUID, int], int]:
     (count,) = _ATTR_COUNT.unpack_from(view, position)
     position += 2
-    attributes = {}
+    attributes: dict[uuid.UUID, int] = {}
     for _ in range(count):
         key, value = _ATTR.unpack_from(view, position)
         attributes[uuid.UUID(bytes=key)] = value
@@ -165,7 +170,7 @@ def decode_attributes(view, position: int) -> tuple[dict, int]:
     return attributes, position
 
 
-def decode_frame(record) -> tuple[int, int, list]:
+def decode_frame(record: BytesLike) -> tuple[int, int, list[Operation]]:
     """Decodes one log record into (timestamp_ms, first_sequence, operations).
 
     Payloads of Append operations are memoryview slices of ``record``.
@@ -177,7 +182,7 @@ def decode_frame(record) -> tuple[int, int, list]:
         if version != FRAME_VERSION:
             raise CorruptFrame(f"unknown frame version {version}")
         position = _FRAME_HEADER.size
-        operations = []
+        operations: list[Operation] = []
         for _ in range(count):
             type_id, length = _OP_HEADER.unpack_from(view, position)
             position += _OP_HEADER.size
@@ -193,7 +198,7 @@ def decode_frame(record) -> tuple[int, int, list]:
         raise CorruptFrame(str(error)) from error
 
 
-def _decode_operation(type_id: int, body: memoryview):
+def _decode_operation(type_id: int, body: memoryview) -> Operation:
     if type_id == 1:
         segment_id, offset = _QQ.unpack_from(body, 0)
         attributes, position = decode_attributes(body, 16)

@@ -16,7 +16,9 @@ conditions, then offset conditions.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from wire.constants import NO_VERSION, NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
@@ -26,6 +28,9 @@ from . import operations as ops
 from . import table
 from .metadata import SegmentMetadata, SegmentType
 from .state import ContainerState
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
 
 
 class PendingSegment:
@@ -44,8 +49,8 @@ class PendingSegment:
         self.start_offset = start_offset
         self.sealed = sealed
         self.deleted = False
-        self.attributes: dict = {}  # changed attributes only
-        self.table_keys: dict = {}  # changed table keys only: key -> version, or None when removed
+        self.attributes: dict[uuid.UUID, int] = {}  # changed attributes only
+        self.table_keys: dict[bytes, int | None] = {}  # changed table keys only: key -> version, or None when removed
         self.inflight = 0
 
     @classmethod
@@ -53,7 +58,7 @@ class PendingSegment:
         return cls(segment.segment_id, segment.name, segment.segment_type, segment, segment.length,
                    segment.start_offset, segment.sealed)
 
-    def attribute(self, attribute_id) -> int:
+    def attribute(self, attribute_id: uuid.UUID) -> int:
         if attribute_id in self.attributes:
             return self.attributes[attribute_id]
         return self.base.attributes.get(attribute_id, NULL_ATTRIBUTE_VALUE) if self.base else NULL_ATTRIBUTE_VALUE
@@ -70,8 +75,8 @@ class PendingSegment:
 class Decision(NamedTuple):
     """A decided operation, the pending segments it touched, and the result for the caller."""
 
-    operation: object
-    touched: tuple
+    operation: ops.Operation
+    touched: tuple[PendingSegment, ...]
     result: object = None
 
 
@@ -97,7 +102,7 @@ class PendingState:
             raise errors.NoSuchSegment(name)
         return view
 
-    def _touch(self, *views: PendingSegment) -> tuple:
+    def _touch(self, *views: PendingSegment) -> tuple[PendingSegment, ...]:
         for view in views:
             if self._overlays.get(view.name) is not view:
                 self._overlays[view.name] = view
@@ -117,7 +122,7 @@ class PendingState:
 
     # ------------------------------------------------------------------ segment lifecycle
 
-    def create(self, name: str, segment_type: SegmentType, attributes: dict) -> Decision:
+    def create(self, name: str, segment_type: SegmentType, attributes: dict[uuid.UUID, int]) -> Decision:
         if self._view(name) is not None:
             raise errors.SegmentAlreadyExists(name)
         segment_id = max(self._next_segment_id, self._state.next_segment_id)
@@ -147,11 +152,13 @@ class PendingState:
 
     # ------------------------------------------------------------------ data and attributes
 
-    def append(self, name: str, data, updates=(), expected_offset: int | None = None) -> Decision:
+    def append(self, name: str, data: BytesLike, updates: Iterable[attrs.AttributeUpdate] = (),
+               expected_offset: int | None = None) -> Decision:
         """Decides an append; the result is the offset at which ``data`` lands."""
         return self._append(self._existing(name), data, updates, expected_offset)
 
-    def _append(self, view: PendingSegment, data, updates=(), expected_offset: int | None = None) -> Decision:
+    def _append(self, view: PendingSegment, data: BytesLike, updates: Iterable[attrs.AttributeUpdate] = (),
+                expected_offset: int | None = None) -> Decision:
         name = view.name
         if len(data) > self._max_operation_bytes:
             raise errors.IllegalArgument(name, f"an append of {len(data)} bytes exceeds the limit of "
@@ -166,7 +173,7 @@ class PendingState:
         view.attributes.update(decided)
         return Decision(ops.Append(view.segment_id, offset, data, decided), self._touch(view), offset)
 
-    def update_attributes(self, name: str, updates) -> Decision:
+    def update_attributes(self, name: str, updates: Iterable[attrs.AttributeUpdate]) -> Decision:
         view = self._existing(name)
         if view.sealed:
             raise errors.SegmentIsSealed(name)
@@ -174,7 +181,8 @@ class PendingState:
         view.attributes.update(decided)
         return Decision(ops.UpdateAttributes(view.segment_id, decided), self._touch(view))
 
-    def merge(self, target_name: str, source_name: str, updates=(), header=b"") -> Decision:
+    def merge(self, target_name: str, source_name: str, updates: Iterable[attrs.AttributeUpdate] = (),
+              header: BytesLike = b"") -> Decision:
         """Decides a merge (sealing the source); the result is the target's length after it."""
         source = self._view(source_name)
         target = self._view(target_name)
@@ -203,15 +211,19 @@ class PendingState:
             raise errors.OperationUnsupported(name, "updateTableEntries")
         return view
 
-    def table_update(self, name: str, entries, table_offset: int) -> Decision:
+    def table_update(self, name: str, entries: Sequence[table.TableUpdate], table_offset: int) -> Decision:
         """Decides an update batch of (key, version, value); the result is the new versions.
 
         A value of None removes its key in the same batch (its version in the result is None):
         the container's own storage metadata commits updates and removals atomically this way.
         """
+        for key, _, value in entries:
+            table.check_key(key, value)
         view = self._table(name)
         self._check_versions(view, [(key, version) for key, version, _ in entries])
-        parts, versions, offset = [], [], self._check_append(view, table_offset)
+        parts: list[BytesLike] = []
+        versions: list[int | None] = []
+        offset = self._check_append(view, table_offset)
         for key, _, value in entries:
             if value is None:
                 versions.append(None)
@@ -232,18 +244,20 @@ class PendingState:
         before it: everything below can then be truncated, since changes in flight lie above it."""
         view = self._table(name)
         committed = view.base
-        parts = []
+        if committed is None or committed.table is None:  # created in flight, not committed yet: nothing to re-write
+            raise errors.OperationUnsupported(name, "compactTable")
+        parts: list[BytesLike] = []
         for key, version, value in committed.table.items():
             if key not in view.table_keys:
                 parts += table.serialize_update(key, value, version)
         decision = self._append(view, b"".join(parts))
         return decision._replace(result=committed.length)
 
-    def table_remove(self, name: str, keys, table_offset: int) -> Decision:
+    def table_remove(self, name: str, keys: Iterable[table.TableRemoval], table_offset: int) -> Decision:
         """Decides a removal batch of (key, version) (absent keys too, as Java does)."""
         return self.table_update(name, [(key, version, None) for key, version in keys], table_offset)
 
-    def _check_versions(self, view: PendingSegment, keys) -> None:
+    def _check_versions(self, view: PendingSegment, keys: Iterable[table.TableRemoval]) -> None:
         bad_version = False
         for key, version in keys:
             if version == NO_VERSION:

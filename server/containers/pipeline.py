@@ -31,6 +31,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..tier1 import DurableDataLog, LogAddress, LogError
@@ -38,10 +39,17 @@ from . import operations as ops
 from .pending import Decision, PendingState
 from .state import ContainerState, InconsistentState, wake_readers
 
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
+
+    from .metadata import SegmentMetadata
+
 log = logging.getLogger("tributary.container")
 FRAME_HEADROOM = 4096  # frame and operation headers, attribute updates
 
 Decide = Callable[[PendingState], Decision]
+# The future of a submitted mutation: its decision's result (whose type depends on the mutation).
+Outcome = asyncio.Future[Any]
 
 
 class _Frame:
@@ -49,7 +57,7 @@ class _Frame:
 
     def __init__(self) -> None:
         self.decisions: list[Decision] = []
-        self.futures: list[asyncio.Future] = []
+        self.futures: list[Outcome] = []
         self.size = 0
         self.done = False
         self.timestamp_ms = 0
@@ -77,7 +85,7 @@ class OperationPipeline:
         self._frame: _Frame | None = None
         self._in_flight: deque[_Frame] = deque()  # frames handed to the log, in order
         self._next_sequence = 1  # of the first operation of the next frame
-        self._held: deque | None = None  # mutations waiting for a checkpoint, when one is due
+        self._held: deque[tuple[Decide, Outcome]] | None = None  # mutations waiting for a checkpoint, when one is due
         self._checkpoint_started = False
         self._operations_since_checkpoint = 0
         self.logged_bytes = 0  # bytes of every frame so far (replayed ones included)
@@ -157,13 +165,13 @@ class OperationPipeline:
 
     # ------------------------------------------------------------------ submission
 
-    def submit(self, decide: Decide) -> asyncio.Future:
+    def submit(self, decide: Decide) -> Outcome:
         """Decides a mutation now (or, while a checkpoint is due, in arrival order after it).
 
         Returns a future resolved with the decision's result once the operation is
         durable and applied, or failed with the operating error that rejected it.
         """
-        future = asyncio.get_running_loop().create_future()
+        future: Outcome = asyncio.get_running_loop().create_future()
         if self._unavailable is not None:
             future.set_exception(errors.ContainerUnavailable("", f"container {self._container_id} is "
                                                                  f"{self._unavailable}"))
@@ -179,7 +187,7 @@ class OperationPipeline:
         if frame is not None and frame.futures:
             await asyncio.wait(frame.futures)  # frames commit in order: the newest one is the last
 
-    def _decide(self, decide: Decide, future: asyncio.Future) -> None:
+    def _decide(self, decide: Decide, future: Outcome) -> None:
         try:
             decision = decide(self._pending)
         except errors.SegmentStoreError as error:
@@ -187,7 +195,7 @@ class OperationPipeline:
             return
         self._add_to_frame(decision, future)
 
-    def _add_to_frame(self, decision: Decision, future: asyncio.Future) -> None:
+    def _add_to_frame(self, decision: Decision, future: Outcome) -> None:
         size = _operation_size(decision.operation)
         frame = self._frame
         if frame is not None and frame.size + size > self._max_frame_bytes:
@@ -218,7 +226,7 @@ class OperationPipeline:
 
     # ------------------------------------------------------------------ log and apply
 
-    async def _write(self, frame: _Frame, parts: list) -> None:
+    async def _write(self, frame: _Frame, parts: list[BytesLike]) -> None:
         try:
             address = await self._log.append(parts)
         except (LogError, OSError) as error:
@@ -237,7 +245,7 @@ class OperationPipeline:
         """Applies durable frames in order (a frame never commits before the ones ahead of it)."""
         while self._in_flight and self._in_flight[0].done:
             frame = self._in_flight.popleft()
-            woken = set()
+            woken: set[SegmentMetadata] = set()
             for index, decision in enumerate(frame.decisions):
                 segment = self._state.apply(decision.operation, frame.timestamp_ms, frame.first_sequence + index)
                 self._pending.release(decision)
@@ -290,7 +298,7 @@ class OperationPipeline:
             log.warning("checkpoint too large for one log record; skipped",
                         extra={"container": self._container_id, "bytes": len(snapshot)})
             return
-        future = asyncio.get_running_loop().create_future()
+        future: Outcome = asyncio.get_running_loop().create_future()
         self._add_to_frame(Decision(ops.Checkpoint(snapshot), ()), future)
         self._flush()
         await future
@@ -313,7 +321,7 @@ class OperationPipeline:
             await self._log.truncate(LogAddress(chosen[1].sequence - 1))
 
 
-def _operation_size(operation) -> int:
+def _operation_size(operation: ops.Operation) -> int:
     if isinstance(operation, ops.Append):
         return len(operation.data) + 64 + 24 * len(operation.attributes)
     if isinstance(operation, ops.Checkpoint):

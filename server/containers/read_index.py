@@ -19,15 +19,21 @@ or removed, so it can keep the total under budget.
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
+
+    from .cache import CacheManager
 
 _SMALL_BLOCK_SLACK = 2  # a block may pin at most this many times its size of a larger buffer
 
 
-def own(data):
+def own(data: BytesLike) -> BytesLike:
     """Returns ``data`` or a copy of it, so that a small view never pins a much larger buffer."""
     if isinstance(data, memoryview) and data.obj is not None:
         backing = data.obj
-        backing_size = backing.nbytes if isinstance(backing, memoryview) else len(backing)
+        backing_size = len(backing) if isinstance(backing, (bytes, bytearray)) else memoryview(backing).nbytes
         if backing_size > _SMALL_BLOCK_SLACK * len(data):
             return bytes(data)
     return data
@@ -51,9 +57,9 @@ class ReadIndex:
     __slots__ = ("_starts", "_blocks", "length", "start_offset", "storage_length", "redirects", "cache",
                  "cached_bytes")
 
-    def __init__(self, start_offset: int = 0, length: int | None = None, cache=None):
+    def __init__(self, start_offset: int = 0, length: int | None = None, cache: CacheManager | None = None):
         self._starts: list[int] = []  # offset of each block
-        self._blocks: list = []
+        self._blocks: list[BytesLike] = []
         self.start_offset = start_offset
         self.length = start_offset if length is None else length
         self.storage_length = self.length  # bytes below this are in Tier-2 (all of them, on a restore)
@@ -67,7 +73,7 @@ class ReadIndex:
 
     # ------------------------------------------------------------------ adding bytes
 
-    def append(self, data) -> None:
+    def append(self, data: BytesLike) -> None:
         size = len(data)
         if not size:
             return
@@ -85,7 +91,7 @@ class ReadIndex:
                 self._add(len(self._blocks), base + start, block)
         self.length = base + other.length
 
-    def insert(self, offset: int, data) -> None:
+    def insert(self, offset: int, data: BytesLike) -> None:
         """Caches ``data`` (read from Tier-2) at ``offset``, filling gaps only."""
         base, end = offset, offset + len(data)
         position = max(offset, self.start_offset)
@@ -101,7 +107,7 @@ class ReadIndex:
             self._add(index, position, own(view[position - base:piece_end - base]))
             position = piece_end
 
-    def _add(self, index: int, offset: int, block) -> None:
+    def _add(self, index: int, offset: int, block: BytesLike) -> None:
         self._starts.insert(index, offset)
         self._blocks.insert(index, block)
         self.cached_bytes += len(block)
@@ -110,13 +116,13 @@ class ReadIndex:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_length: int) -> list:
+    def read(self, offset: int, max_length: int) -> list[memoryview]:
         """Views of the cached bytes contiguous from ``offset``, at most ``max_length`` of them.
 
         Empty when ``offset`` is not cached. The caller checks ``start_offset <= offset <= length``.
         """
         remaining = min(max_length, self.length - offset)
-        parts = []
+        parts: list[memoryview] = []
         index = bisect.bisect_right(self._starts, offset) - 1
         if remaining <= 0 or index < 0:
             return parts
@@ -191,7 +197,7 @@ class ReadIndex:
         self._starts.clear()
         self._blocks.clear()
 
-    def _forget(self, start: int, block) -> None:
+    def _forget(self, start: int, block: BytesLike) -> None:
         self.cached_bytes -= len(block)
         if self.cache is not None:
             self.cache.removed(self, start)

@@ -14,41 +14,63 @@ state is inconsistent and the container stops.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from wire.constants import MAX_READ_SIZE
 from wire.retry import Backoff, retry
 
 from .. import errors
 from ..tier2 import errors as storage_errors
-from ..tier2.chunked_storage import ChunkedSegmentStorage
 from . import boundaries
+from . import table as table_format
 from .metadata import SegmentMetadata
 from .state import ContainerState, InconsistentState
 from .storage_writer import TIER2_TRANSIENT_ERRORS
-from .views import ReadResult
+from .views import ReadResult, TableDelta
+
+if TYPE_CHECKING:
+    from wire.fields import BytesLike
 
 log = logging.getLogger("tributary.container")
 READ_AHEAD_BYTES = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
 READ_AHEAD_BLOCKS = 4  # a read of Tier-2 bytes starts fetching this many following blocks
 # A read retries a failing Tier-2 with growing pauses before it fails (a merge concatenated meanwhile retries too).
 TIER2_READ_RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=2.0, attempts=8, jitter=0.0)
-_NOT_CACHED = object()
+
+
+class _NotCached(enum.Enum):
+    """What ``_read_now`` answers when Tier-2 (not the cache) holds the bytes."""
+
+    NOT_CACHED = "not cached"
+
+
+_NOT_CACHED = _NotCached.NOT_CACHED
+
+
+class StoredBytes(Protocol):
+    """What reads need of Tier-2: SLTS (``ChunkedSegmentStorage``) in the segment store."""
+
+    async def read(self, name: str, offset: int, length: int) -> bytes:
+        """Exactly ``min(length, segment length - offset)`` bytes of segment ``name`` from ``offset``."""
+        ...
 
 
 class SegmentReader:
     """Answers reads of a container's segments. ``lookup(name)`` returns a live segment or raises."""
 
-    def __init__(self, container_id: int, state: ContainerState, storage: ChunkedSegmentStorage | None,
+    def __init__(self, container_id: int, state: ContainerState, storage: StoredBytes | None,
                  lookup: Callable[[str], SegmentMetadata], on_inconsistency: Callable[[BaseException], None]):
         self._container_id = container_id
         self._state = state
         self._storage = storage
         self._lookup = lookup
         self._on_inconsistency = on_inconsistency
-        self._in_flight_reads: dict[tuple[str, int], asyncio.Future] = {}
-        self._prefetches: set[asyncio.Task] = set()
+        # (segment, block) -> the future of (bytes, their offset) of a Tier-2 read in progress
+        self._in_flight_reads: dict[tuple[str, int], asyncio.Future[tuple[bytes, int]]] = {}
+        self._prefetches: set[asyncio.Task[None]] = set()
 
     async def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
                    wait_timeout: float | None = None) -> ReadResult:
@@ -85,7 +107,8 @@ class SegmentReader:
 
     async def read_range(self, name: str, start: int, end: int) -> bytes:
         """The bytes ``[start, end)`` of ``name`` (below its length), wherever they are."""
-        parts, offset = [], start
+        parts: list[BytesLike] = []
+        offset = start
         while offset < end:
             result = await self.read(name, offset, end - offset)
             if not result.length:
@@ -94,11 +117,22 @@ class SegmentReader:
             offset += result.length
         return b"".join(parts)
 
+    async def read_table_delta(self, name: str, from_position: int, max_count: int, max_bytes: int) -> TableDelta:
+        """A page of the table's change log from ``from_position`` (whole records; see ``table.delta_page``)."""
+        segment = self._lookup(name)
+        if not 0 <= from_position <= segment.length:
+            raise errors.IllegalArgument(name, f"position {from_position} is beyond the table's length "
+                                               f"{segment.length}")
+        start = max(from_position, segment.start_offset)
+        end = min(segment.length, start + max_bytes + table_format.DELTA_WINDOW_EXTRA)
+        return table_format.delta_page(await self.read_range(name, start, end), start, segment.length,
+                                       max_count, max_bytes)
+
     async def locate_offset(self, name: str, target: int) -> int:
         """The first event boundary of ``name`` at or after ``target`` (LocateOffset; see ``boundaries.py``)."""
         segment = self._lookup(name)
 
-        async def read(offset: int, size: int):
+        async def read(offset: int, size: int) -> BytesLike:
             return (await self.read(name, offset, size)).data()
 
         return await boundaries.locate(self._state.boundaries.index_of(segment), segment.start_offset,
@@ -138,8 +172,14 @@ class SegmentReader:
                                                          "error": repr(error), "delay": round(delay, 3)})
         return on_retry
 
-    async def _fetch_block(self, segment: SegmentMetadata, block: int):
-        """Reads one read-ahead block from Tier-2 (concurrent readers share one read) and caches it."""
+    async def _fetch_block(self, segment: SegmentMetadata, block: int) -> tuple[bytes, int]:
+        """Reads one read-ahead block from Tier-2 (concurrent readers share one read) and caches it.
+
+        Returns the bytes and the offset they start at (the block's, or the segment's start offset if above).
+        """
+        storage = self._storage
+        if storage is None:  # bytes below the Tier-2 length, above the start offset, exist only with Tier-2
+            raise InconsistentState(f"bytes at {block} of {segment.name!r} are in tier-2, but there is none")
         key = (segment.name, block)
         pending = self._in_flight_reads.get(key)
         if pending is not None:
@@ -149,7 +189,7 @@ class SegmentReader:
             data = segment.data
             start = max(block, data.start_offset)
             end = min(data.storage_length, block + READ_AHEAD_BYTES)
-            fetched = await self._storage.read(segment.name, start, end - start)
+            fetched = await storage.read(segment.name, start, end - start)
             if self._state.by_id.get(segment.segment_id) is segment and not (data.cache and data.cache.throttled):
                 data.insert(start, fetched)
             pending.set_result((fetched, start))
@@ -177,7 +217,7 @@ class SegmentReader:
         except Exception:  # noqa: BLE001 - a failed prefetch costs nothing: the read itself will retry
             pass
 
-    def _spawn(self, work: Awaitable) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._prefetches.add(task)
         task.add_done_callback(self._prefetches.discard)
@@ -187,7 +227,8 @@ def _retriable_read(error: BaseException) -> bool:
     return isinstance(error, (storage_errors.SegmentNotFound, *TIER2_TRANSIENT_ERRORS))
 
 
-def _read_now(segment: SegmentMetadata, offset: int, read_size: int):
+def _read_now(segment: SegmentMetadata, offset: int,
+              read_size: int) -> ReadResult | Literal[_NotCached.NOT_CACHED] | None:
     """The read's answer from the cache, None if it must wait at the tail, _NOT_CACHED if Tier-2 has it."""
     if offset < segment.start_offset:
         raise errors.SegmentIsTruncated(segment.name, segment.start_offset, offset)
@@ -204,7 +245,7 @@ def _read_now(segment: SegmentMetadata, offset: int, read_size: int):
     return None
 
 
-def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: list) -> ReadResult:
+def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: Sequence[BytesLike]) -> ReadResult:
     result = ReadResult(parts, at_tail=False, end_of_segment=False)
     if result.length < read_size and offset + result.length == segment.length:  # a short read up to the end
         result.at_tail, result.end_of_segment = not segment.sealed, segment.sealed

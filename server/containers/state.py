@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
 from .operations import decode_attributes, encode_attributes
 from .read_index import Redirect
+
+if TYPE_CHECKING:
+    from .cache import CacheManager
 
 _MERGED_SOURCES_REMEMBERED = 10_000
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")
@@ -45,7 +49,7 @@ class StateObserver:
 
 
 class ContainerState:
-    def __init__(self, cache=None, observer: StateObserver | None = None):
+    def __init__(self, cache: CacheManager | None = None, observer: StateObserver | None = None):
         self.cache = cache
         self.observer = observer or StateObserver()
         self.boundaries = SegmentBoundaries()  # known event boundaries of stream segments (in memory only)
@@ -81,7 +85,8 @@ class ContainerState:
             self.observer.appended(segment, operation.offset, len(operation.data), sequence)
             return segment
         if kind is ops.CreateSegment:
-            return self._create(operation, timestamp_ms)
+            self._create(operation, timestamp_ms)
+            return None
         if kind is ops.Seal:
             segment = self.segment(operation.segment_id)
             segment.sealed = True
@@ -119,7 +124,6 @@ class ContainerState:
         self.by_id[segment.segment_id] = segment
         self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
         self.merged_sources.pop(segment.name, None)
-        return None
 
     def _merge(self, operation: ops.Merge, timestamp_ms: int, sequence: int) -> SegmentMetadata:
         target = self.segment(operation.target_id)

@@ -25,7 +25,7 @@ from ..tier2.metadata_store import (
     VersionMismatch,
     Write,
 )
-from .table import TableIndex
+from .table import TableIndex, TableUpdate
 
 
 def storage_metadata_segment(container_id: int) -> str:
@@ -38,7 +38,7 @@ class TableMetadataStore(MetadataStore):
     the container lost its log to a newer owner."""
 
     def __init__(self, segment_name: str, index: Callable[[], TableIndex | None],
-                 update: Callable[[list], Awaitable[list[int]]], fenced: Callable[[], bool]):
+                 update: Callable[[list[TableUpdate]], Awaitable[list[int | None]]], fenced: Callable[[], bool]):
         self.segment_name = segment_name
         self._index = index
         self._update = update
@@ -54,7 +54,7 @@ class TableMetadataStore(MetadataStore):
 
     async def write(self, writes: Iterable[Write]) -> dict[str, int]:
         writes = list(writes)
-        entries = [(key.encode("utf-8", "surrogatepass"),
+        entries: list[TableUpdate] = [(key.encode("utf-8", "surrogatepass"),
                     NO_VERSION if expected is None else WIRE_NOT_EXISTS if expected == NOT_EXISTS else expected,
                     None if value is None else bytes(value))
                    for key, value, expected in writes]
@@ -68,7 +68,8 @@ class TableMetadataStore(MetadataStore):
             raise MetadataStoreUnavailable(str(error)) from error
         except errors.NoSuchSegment as error:
             raise MetadataStoreUnavailable(f"{self.segment_name} does not exist yet") from error
-        return {write.key: version for write, version in zip(writes, versions, strict=True) if write.value is not None}
+        # A removed key (a write of None) has no version.
+        return {write.key: version for write, version in zip(writes, versions, strict=True) if version is not None}
 
     async def keys(self) -> list[str]:
         index = self._index()

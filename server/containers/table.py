@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple, TypeAlias
 
 from sortedcontainers import SortedDict
 
 from wire.constants import NO_VERSION
+from wire.fields import BytesLike
 
 from ..errors import IllegalArgument
 from .views import TableDelta, TableEntry
@@ -33,13 +34,18 @@ MAX_KEY_LENGTH = 8192
 MAX_VALUE_LENGTH = 1024 * 1024 - 8192
 TOKEN_SIZE = 16
 
+# What a table update batch holds, per key: (key, expected version, value); a value of None removes the key.
+TableUpdate: TypeAlias = tuple[BytesLike, int, BytesLike | None]
+# What a removal batch holds, per key: (key, expected version).
+TableRemoval: TypeAlias = tuple[BytesLike, int]
+
 
 class Entry(NamedTuple):
     """One record of a table segment's data."""
 
     version: int  # its segment offset (or, for a record re-written by compaction, the original one)
     key: bytes
-    value: object | None  # None for a removal
+    value: BytesLike | None  # None for a removal
     size: int  # bytes the record takes
 
 
@@ -47,31 +53,31 @@ def key_hash(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()[:TOKEN_SIZE]
 
 
-def check_key(key, value=None) -> None:
+def check_key(key: BytesLike, value: BytesLike | None = None) -> None:
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise IllegalArgument("", f"table keys are 1..{MAX_KEY_LENGTH} bytes, got {len(key)}")
     if value is not None and len(value) > MAX_VALUE_LENGTH:
         raise IllegalArgument("", f"table values are at most {MAX_VALUE_LENGTH} bytes, got {len(value)}")
 
 
-def serialize_update(key, value, explicit_version: int = NO_VERSION) -> list:
+def serialize_update(key: BytesLike, value: BytesLike, explicit_version: int = NO_VERSION) -> list[BytesLike]:
     """An update record; compaction re-writes live entries with their version made explicit."""
     return [ENTRY_HEADER.pack(0, len(key), len(value), explicit_version), key, value]
 
 
-def serialize_removal(key) -> list:
+def serialize_removal(key: BytesLike) -> list[BytesLike]:
     return [ENTRY_HEADER.pack(0, len(key), REMOVAL, NO_VERSION), key]
 
 
-def update_size(key, value) -> int:
+def update_size(key: BytesLike, value: BytesLike) -> int:
     return ENTRY_HEADER_SIZE + len(key) + len(value)
 
 
-def removal_size(key) -> int:
+def removal_size(key: BytesLike) -> int:
     return ENTRY_HEADER_SIZE + len(key)
 
 
-def parse_entries(data, base_offset: int) -> Iterator[Entry]:
+def parse_entries(data: BytesLike, base_offset: int) -> Iterator[Entry]:
     """Parses whole records from ``data``, which starts at segment offset ``base_offset``.
 
     Raises ValueError on a malformed record (table data is written only by the container).
@@ -95,7 +101,7 @@ def parse_entries(data, base_offset: int) -> Iterator[Entry]:
         position += size
 
 
-def complete_length(data) -> int:
+def complete_length(data: BytesLike) -> int:
     """The length of the longest prefix of ``data`` made of whole records."""
     view = memoryview(data)
     position = 0
@@ -113,8 +119,8 @@ class TableIndex:
 
     __slots__ = ("_entries", "_by_hash", "live_bytes")
 
-    def __init__(self):
-        self._entries: dict[bytes, tuple[int, object]] = {}  # key -> (version, value)
+    def __init__(self) -> None:
+        self._entries: dict[bytes, tuple[int, bytes]] = {}  # key -> (version, value)
         self._by_hash: SortedDict = SortedDict()  # key hash -> key
         self.live_bytes = 0  # what the live entries' records would take (compaction's yardstick)
 
@@ -122,15 +128,15 @@ class TableIndex:
     def entry_count(self) -> int:
         return len(self._entries)
 
-    def get(self, key: bytes) -> tuple[int, object] | None:
+    def get(self, key: bytes) -> tuple[int, bytes] | None:
         return self._entries.get(key)
 
-    def items(self):
+    def items(self) -> Iterator[tuple[bytes, int, bytes]]:
         """(key, version, value) of every key, in no particular order."""
         for key, (version, value) in self._entries.items():
             yield key, version, value
 
-    def index_batch(self, data, base_offset: int) -> None:
+    def index_batch(self, data: BytesLike, base_offset: int) -> None:
         """Applies an appended batch of records (committed) to the index."""
         for entry in parse_entries(data, base_offset):
             previous = self._entries.get(entry.key)
@@ -148,16 +154,16 @@ class TableIndex:
                 # bytes are evicted from the cache once they are in Tier-2.
                 self._entries[entry.key] = (entry.version, bytes(entry.value))
 
-    def lookup(self, keys) -> list[TableEntry | None]:
+    def lookup(self, keys: Iterable[BytesLike]) -> list[TableEntry | None]:
         """The entry of each key (None for a key the table does not hold)."""
-        found = []
-        for key in keys:
-            key = bytes(key)
+        found: list[TableEntry | None] = []
+        for each in keys:
+            key = bytes(each)
             hit = self._entries.get(key)
             found.append(None if hit is None else TableEntry(key, hit[0], hit[1]))
         return found
 
-    def page(self, token: bytes, max_count: int, max_bytes: int) -> tuple[list[TableEntry], bytes]:
+    def page(self, token: BytesLike, max_count: int, max_bytes: int) -> tuple[list[TableEntry], bytes]:
         """Entries after ``token`` in key-hash order, and the next token.
 
         An empty page comes with an empty token (the iteration is over).
@@ -165,7 +171,8 @@ class TableIndex:
         if token and len(token) != TOKEN_SIZE:
             raise IllegalArgument("", "invalid continuation token")
         start = self._by_hash.bisect_right(bytes(token)) if token else 0
-        items, size, last_hash = [], 0, b""
+        items: list[TableEntry] = []
+        size, last_hash = 0, b""
         for hash_value in self._by_hash.islice(start):
             if len(items) >= max_count or size >= max_bytes:
                 break
@@ -181,14 +188,14 @@ class TableIndex:
 DELTA_WINDOW_EXTRA = ENTRY_HEADER_SIZE + MAX_KEY_LENGTH + MAX_VALUE_LENGTH
 
 
-def delta_page(data, base: int, end: int, max_entries: int, max_bytes: int) -> TableDelta:
+def delta_page(data: BytesLike, base: int, end: int, max_entries: int, max_bytes: int) -> TableDelta:
     """The change-log page of the whole records in ``data`` (at ``base``; the table ends at ``end``).
 
     Holds the latest live entry of each key changed, whether the page reaches the end, and the
     position after its last record. Java's semantics, protocol reference §3.8.8.
     """
     data = memoryview(data)[:complete_length(data)]
-    page: dict = {}
+    page: dict[bytes, TableEntry] = {}
     page_bytes, last_position, reached_end = 0, 0, True
     for entry in parse_entries(data, base):
         if len(page) >= max_entries or page_bytes >= max_bytes:

@@ -80,10 +80,11 @@ async def compact(pipeline: OperationPipeline, segment: SegmentMetadata) -> None
 async def compact_if_bloated(container_id: int, pipeline: OperationPipeline, segment: SegmentMetadata | None,
                              threshold: int) -> None:
     """Compacts a table once its dead records outweigh its live ones and ``threshold`` bytes."""
-    if segment is None or segment.table_incomplete:
+    if segment is None or segment.table is None or segment.table_incomplete:
         return
-    dead = segment.length - segment.start_offset - segment.table.live_bytes
-    if dead > max(threshold, segment.table.live_bytes):
+    live = segment.table.live_bytes
+    dead = segment.length - segment.start_offset - live
+    if dead > max(threshold, live):
         try:
             await compact(pipeline, segment)
         except errors.ContainerUnavailable:

@@ -20,6 +20,7 @@ from ..tier2 import errors as storage_errors
 from ..tier2.chunk_storage import ChunkStorage
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.config import StorageConfig
+from ..tier2.records import ChunkLayout
 from . import table_maintenance
 from .cache import CacheManager
 from .pipeline import OperationPipeline
@@ -99,7 +100,7 @@ class Tier2Link:
         """Returns once everything applied so far is in Tier-2."""
         await self.writer.flush(self._state.last_sequence)
 
-    async def chunks(self, name: str) -> list:
+    async def chunks(self, name: str) -> list[ChunkLayout]:
         """The Tier-2 chunks of ``name`` (empty before its first flush)."""
         try:
             return await self.storage.list_chunks(name)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from wire.fields import BytesLike
+
     from .metadata import SegmentMetadata
 
 
@@ -23,13 +26,13 @@ class ReadResult:
 
     __slots__ = ("parts", "length", "at_tail", "end_of_segment")
 
-    def __init__(self, parts: list, at_tail: bool, end_of_segment: bool):
+    def __init__(self, parts: Sequence[BytesLike], at_tail: bool, end_of_segment: bool):
         self.parts = parts
         self.length = sum(map(len, parts))
         self.at_tail = at_tail
         self.end_of_segment = end_of_segment
 
-    def data(self):
+    def data(self) -> BytesLike:
         """The data as one buffer (a view if it lies in one block, otherwise one copy)."""
         if len(self.parts) == 1:
             return self.parts[0]
@@ -56,7 +59,7 @@ class SegmentInfo:
 class TableEntry(NamedTuple):
     key: bytes
     version: int
-    value: bytes
+    value: BytesLike  # bytes, or a view of a table's data (delta pages)
 
 
 class TableDelta(NamedTuple):

@@ -22,14 +22,16 @@ instance decides (design §2.4, "fail-stop on log write failure").
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import xxhash
 
-from .errors import LogError, LogFenced, LogWriteFailed
+from .errors import LogClosed, LogError, LogFenced, LogWriteFailed
 from .file_operations import FileOperations
 from .log_files import LogFilePool
 from .log_metadata import METADATA_FILE_NAME, LogFileEntry, LogMetadata, load_metadata, store_metadata
 from .record_format import CHECKSUM_SIZE, HEADER_SIZE, checksum_of, pack_checksum_into, pack_fields_into
+from .writer_thread import QueuedRecord
 
 # Payloads up to this size are copied into the staging buffer (a cheap memcpy) so that a batch of
 # small records is a handful of iovecs; larger ones are written from the caller's buffer.
@@ -59,7 +61,7 @@ class BatchWriter:
         current = self.metadata.files[-1].name if self.metadata.files else "-"
         return f"<BatchWriter {current} offset={self._offset} epoch={self.epoch} {state}>"
 
-    def write_batch(self, records: list) -> None:
+    def write_batch(self, records: list[QueuedRecord]) -> None:
         """Writes ``records`` ((sequence, data, length, waiter) tuples, in order) durably.
 
         Raises:
@@ -104,7 +106,7 @@ class BatchWriter:
         finally:
             self._pool.close()
 
-    def _records_fitting(self, records: list, start: int) -> int:
+    def _records_fitting(self, records: list[QueuedRecord], start: int) -> int:
         room = self._capacity - self._offset
         end = start
         while end < len(records):
@@ -115,13 +117,14 @@ class BatchWriter:
             end += 1
         return end
 
-    def _write_group(self, records: list, start: int, end: int) -> None:
+    def _write_group(self, records: list[QueuedRecord], start: int, end: int) -> None:
+        fd = self._open_fd()
         buffers, size = self._encode(records, start, end)
-        self._file_operations.write(self._fd, buffers, self._offset)
-        self._file_operations.sync(self._fd)
+        self._file_operations.write(fd, buffers, self._offset)
+        self._file_operations.sync(fd)
         self._offset += size
 
-    def _encode(self, records: list, start: int, end: int) -> tuple[list, int]:
+    def _encode(self, records: list[QueuedRecord], start: int, end: int) -> tuple[list, int]:
         """Headers (and small payloads) into the staging buffer; returns the iovecs and their size."""
         staging, epoch = self._staging, self.epoch
         buffers: list = []
@@ -154,6 +157,7 @@ class BatchWriter:
 
     def _roll(self, first_sequence: int, length: int) -> None:
         """Makes a spare file the current one, starting at ``first_sequence``."""
+        old_fd = self._open_fd()
         self._check_epoch_unchanged()
         name = self._pool.take()
         fd = self._file_operations.open_for_update(self._pool.path(name))
@@ -168,9 +172,16 @@ class BatchWriter:
             self._file_operations.close(fd)
             raise
         self.metadata = metadata
-        old_fd, self._fd, self._offset, self._capacity = self._fd, fd, 0, capacity
+        self._fd, self._offset, self._capacity = fd, 0, capacity
         self._file_operations.close(old_fd)
         self._pool.prepare_ahead()
+
+    def _open_fd(self) -> int:
+        """The current file's descriptor (writes and rolls happen before ``close``, on the same thread)."""
+        fd = self._fd
+        if fd is None:
+            raise LogClosed(f"log {self.directory}: the writer is closed")
+        return fd
 
     def _check_metadata_unchanged(self) -> None:
         """One stat per batch: another owner replacing the metadata changes its inode."""
@@ -192,7 +203,7 @@ class BatchWriter:
         if self._failure is not None:
             raise type(self._failure)(f"the log already failed: {self._failure}") from self._failure
 
-    def _fail_with(self, error: Exception):
+    def _fail_with(self, error: Exception) -> NoReturn:
         """Remembers the first failure and raises it as a LogError (I/O errors become LogWriteFailed)."""
         if isinstance(error, LogError):
             self._failure = error

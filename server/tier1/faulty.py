@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
 
 from ..buffers import prefix_views
 from .api import AppendData, DurableDataLog, LogAddress
@@ -192,6 +193,13 @@ class FaultyFileOperations(FileOperations):
         self._inner.sync_directory(directory)
 
 
+@runtime_checkable
+class _FileOperationsSeam(Protocol):
+    """A log whose file I/O goes through a replaceable ``file_operations`` (LocalDurableDataLog, until open())."""
+
+    file_operations: FileOperations
+
+
 class FaultyDurableDataLog(DurableDataLog):
     """Wraps a DurableDataLog and injects append failures, latency and (through the seam) disk faults.
 
@@ -204,8 +212,8 @@ class FaultyDurableDataLog(DurableDataLog):
         self.max_append_size = inner.max_append_size
         self._random = random.Random(seed)
         self.file_faults: FaultyFileOperations | None = None
-        seam = getattr(inner, "file_operations", None)
-        if isinstance(seam, FileOperations):
+        if isinstance(inner, _FileOperationsSeam) and isinstance(inner.file_operations, FileOperations):
+            seam = inner.file_operations
             self.file_faults = seam if isinstance(seam, FaultyFileOperations) else FaultyFileOperations(seam, seed=seed)
             inner.file_operations = self.file_faults
         self._appends_to_skip: int | None = None  # armed: this many succeed, then one fails

@@ -29,17 +29,21 @@ import asyncio
 import enum
 import os
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from .api import DEFAULT_MAX_APPEND_SIZE, AppendData, DurableDataLog, LogAddress
+from .batch_writer import BatchWriter
 from .errors import LogClosed, LogError, LogWriteFailed, RecordTooLarge
 from .file_operations import FileOperations
 from .log_files import LogFilePool
+from .log_metadata import LogFileEntry
 from .ownership import DirectoryLock
 from .record_format import HEADER_SIZE, LENGTH_MAX
 from .recovery import RecoveredLog, recover_log
 from .scanner import LogFileScanner, corruption_in_file
-from .writer_thread import BatchTaker, WriterThread
+from .writer_thread import BatchTaker, QueuedRecord, WriterThread
+
+BytesLike = bytes | bytearray | memoryview  # one part of AppendData
 
 DEFAULT_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_BATCH_BYTES_MAX = 1024 * 1024
@@ -76,10 +80,11 @@ class LocalDurableDataLog(DurableDataLog):
         self._lock = DirectoryLock(self.directory)
         self._state = LogState.NEW
         self._epoch: int | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: WriterThread | None = None
-        self._writer = None
-        self._pending: deque = deque()  # (sequence, data, length, future), shared with the I/O thread
+        # Set by a successful open(); used only once it succeeded (open, or failed or closed after that).
+        self._loop: asyncio.AbstractEventLoop
+        self._thread: WriterThread
+        self._writer: BatchWriter
+        self._pending: deque[QueuedRecord] = deque()  # shared with the I/O thread
         self._taker = BatchTaker(self._pending, batch_bytes_max)
         self._unacknowledged_bytes = 0
         self._drain_requested = False  # the thread was asked to drain and has not reported idle since
@@ -179,10 +184,12 @@ class LocalDurableDataLog(DurableDataLog):
         kind = type(data)
         if kind is bytes or kind is bytearray:
             length = len(data)
-        elif kind is list or kind is tuple:
+        elif type(data) is list or type(data) is tuple:
             data, length = _parts_and_length(data)
         else:
-            data = _byte_view(data)
+            # One buffer of another type (a memoryview, an array): mypy does not narrow on exact types, so it
+            # still sees a Sequence of parts here; a sequence other than a list or tuple fails in memoryview().
+            data = _byte_view(data)  # type: ignore[arg-type]
             length = len(data)
         if length > self.max_append_size:
             raise RecordTooLarge(f"record of {length} bytes exceeds max_append_size {self.max_append_size}")
@@ -213,7 +220,8 @@ class LocalDurableDataLog(DurableDataLog):
         self._thread.post(self._on_batch_done, records, size, error, more)
         return more
 
-    def _on_batch_done(self, records: list, size: int, error: BaseException | None, more: bool) -> None:
+    def _on_batch_done(self, records: list[QueuedRecord], size: int, error: BaseException | None,
+                       more: bool) -> None:
         self._unacknowledged_bytes -= size
         if error is not None:
             self._fail(error, records)
@@ -235,7 +243,7 @@ class LocalDurableDataLog(DurableDataLog):
 
     # ------------------------------------------------------------------ failure
 
-    def _fail(self, error: BaseException, records: list) -> None:
+    def _fail(self, error: BaseException, records: list[QueuedRecord]) -> None:
         """Fails ``records`` and everything queued; an open log becomes FAILED and lets go of its files."""
         if not isinstance(error, LogError):
             wrapped = LogWriteFailed(f"log {self.directory}: {error!r}")
@@ -248,8 +256,8 @@ class LocalDurableDataLog(DurableDataLog):
             self._state = LogState.FAILED
             self._release_task = asyncio.ensure_future(self._release())
 
-    def _take_all_pending(self) -> list:
-        records = []
+    def _take_all_pending(self) -> list[QueuedRecord]:
+        records: list[QueuedRecord] = []
         while True:  # popleft, not clear(): the I/O thread may be taking records concurrently
             try:
                 record = self._pending.popleft()
@@ -259,7 +267,7 @@ class LocalDurableDataLog(DurableDataLog):
             self._unacknowledged_bytes -= HEADER_SIZE + record[2]
 
     @staticmethod
-    def _fail_records(records: list, error: LogError) -> None:
+    def _fail_records(records: list[QueuedRecord], error: LogError) -> None:
         for _, _, _, future in records:
             if not future.done():
                 failure = type(error)(str(error))  # one instance per waiter: tracebacks stay apart
@@ -267,9 +275,10 @@ class LocalDurableDataLog(DurableDataLog):
                 future.set_exception(failure)
 
     def _not_open_error(self) -> LogError:
-        if self._state is LogState.FAILED or (self._state is LogState.CLOSED and self._failure is not None):
-            error = type(self._failure)(f"the log failed earlier: {self._failure}")
-            error.__cause__ = self._failure
+        failure = self._failure  # set before the state becomes FAILED
+        if failure is not None and self._state in (LogState.FAILED, LogState.CLOSED):
+            error = type(failure)(f"the log failed earlier: {failure}")
+            error.__cause__ = failure
             return error
         return LogClosed(f"log {self.directory} is {self._state.value}")
 
@@ -305,7 +314,8 @@ class LocalDurableDataLog(DurableDataLog):
                 async for address, payload in self._read_file(entry, start, file_end):
                     yield address, payload
 
-    async def _read_file(self, entry, start: int, end_sequence: int):
+    async def _read_file(self, entry: LogFileEntry, start: int,
+                         end_sequence: int) -> AsyncIterator[tuple[LogAddress, memoryview]]:
         path = os.path.join(self.directory, entry.name)
         fd = self.file_operations.open_for_reading(path)
         try:
@@ -338,7 +348,7 @@ def _close_after_failed_open(recovered: list[RecoveredLog], pool: LogFilePool) -
         pool.close()
 
 
-def _byte_view(data) -> memoryview:
+def _byte_view(data: BytesLike) -> memoryview:
     """A flat byte view of any contiguous buffer (so len() counts bytes)."""
     view = memoryview(data)
     if not view.c_contiguous:  # also a strided 1-D byte view: pwritev and xxhash refuse those
@@ -346,13 +356,13 @@ def _byte_view(data) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _parts_and_length(parts) -> tuple[list | tuple, int]:
+def _parts_and_length(parts: Sequence[BytesLike]) -> tuple[Sequence[BytesLike], int]:
     """The parts as flat byte buffers (``parts`` itself if they already are, as a container's are) and their length."""
     length = 0
     for part in parts:
         kind = type(part)
-        if kind is bytes or kind is bytearray or (
-                kind is memoryview and part.format == "B" and part.ndim == 1 and part.c_contiguous):
+        if kind is bytes or kind is bytearray or (  # (memoryview cannot be subclassed: isinstance is exact)
+                isinstance(part, memoryview) and part.format == "B" and part.ndim == 1 and part.c_contiguous):
             length += len(part)
         else:
             views = [_byte_view(part) for part in parts]

@@ -104,10 +104,8 @@ class LogFileScanner:
         header = parse_header(header_view)
         reason = self._judge(header, offset)
         record = self._view(offset, HEADER_SIZE + header.length) if reason is None else None
-        if reason is None and (record is None or not checksum_matches(header, record)):
-            reason = "checksum mismatch"
-        if reason is not None:
-            self.stop_reason = reason
+        if record is None or not checksum_matches(header, record):
+            self.stop_reason = reason or "checksum mismatch"
             return None
         self.offset = offset + HEADER_SIZE + header.length
         self.next_sequence += 1

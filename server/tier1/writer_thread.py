@@ -21,8 +21,15 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any, TypeAlias, TypeVar
 
+from .api import AppendData, LogAddress
 from .record_format import HEADER_SIZE
+
+T = TypeVar("T")
+
+# A record queued for the writer thread: (sequence, data, length, the future of its address once durable).
+QueuedRecord: TypeAlias = tuple[int, AppendData, int, asyncio.Future[LogAddress]]
 
 _DRAIN = object()
 _STOP = object()
@@ -41,9 +48,9 @@ class WriterThread:
     def __repr__(self) -> str:
         return f"<WriterThread {self._thread.name} alive={self._thread.is_alive()}>"
 
-    def submit(self, function: Callable, *arguments) -> asyncio.Future:
+    def submit(self, function: Callable[..., T], *arguments: Any) -> asyncio.Future[T]:
         """Runs ``function(*arguments)`` on the thread; the returned loop future gets its outcome."""
-        future = self._loop.create_future()
+        future: asyncio.Future[T] = self._loop.create_future()
         self._jobs.put((function, arguments, future))
         return future
 
@@ -104,17 +111,17 @@ def _set_exception(future: asyncio.Future, error: BaseException) -> None:
 class BatchTaker:
     """Takes batches off the shared deque on the writer thread, holding back one record that did not fit."""
 
-    def __init__(self, pending: deque, batch_bytes_max: int):
+    def __init__(self, pending: deque[QueuedRecord], batch_bytes_max: int):
         self._pending = pending
         self._batch_bytes_max = batch_bytes_max
-        self._carried = None
+        self._carried: QueuedRecord | None = None
 
-    def take(self) -> tuple[list, int]:
+    def take(self) -> tuple[list[QueuedRecord], int]:
         """The next batch and its size on disk (empty when nothing is queued).
 
         Whole records up to batch_bytes_max, at least one.
         """
-        records = [] if self._carried is None else [self._carried]
+        records: list[QueuedRecord] = [] if self._carried is None else [self._carried]
         size = 0 if self._carried is None else HEADER_SIZE + self._carried[2]
         self._carried = None
         pending, limit = self._pending, self._batch_bytes_max

@@ -31,7 +31,8 @@ class SegmentChunkName(NamedTuple):
 class JournalFileName(NamedTuple):
     kind: str  # "journal" or "snapshot"
     epoch: int
-    index: int
+    # Shadows tuple.index on purpose (callers read ``.index``; nothing calls the tuple method on these).
+    index: int  # type: ignore[assignment]
 
 
 def new_segment_chunk(segment: str, epoch: int, offset: int) -> str:

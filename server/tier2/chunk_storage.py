@@ -111,7 +111,7 @@ class ChunkStorage(abc.ABC):
     supports_concat: bool = False
     supports_truncation: bool = False  # no binding truncates: SLTS drops whole head chunks
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.counters = ChunkStorageCounters()
 
     @abc.abstractmethod

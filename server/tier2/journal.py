@@ -71,6 +71,13 @@ class SystemJournal:
         self._snapshot_due = False  # a write failed: snapshot before the next batch
         self._obsolete: list[str] = []  # files the next successful snapshot supersedes
 
+    def _bootstrapped_epoch(self) -> int:
+        """The epoch of the bootstrap in effect. Raises RuntimeError before one succeeded."""
+        epoch = self._epoch
+        if epoch is None:
+            raise RuntimeError("the system journal is used before bootstrap")
+        return epoch
+
     async def check_current(self) -> None:
         """Raises StorageNotPrimary if a newer epoch has written journal files (this owner is a zombie)."""
         if self._epoch is None:
@@ -192,7 +199,7 @@ class SystemJournal:
                 await self._chunks.write(self._current_file, self._current_length, batch)
                 self._current_length += len(batch)
                 return
-            name = chunk_names.journal_file(self._container_id, self._epoch, self._next_file)
+            name = chunk_names.journal_file(self._container_id, self._bootstrapped_epoch(), self._next_file)
             self._next_file += 1
             self._obsolete.append(name)
             await self._chunks.create_with_content(name, batch)
@@ -206,10 +213,11 @@ class SystemJournal:
     async def _write_snapshot(self) -> None:
         """Writes, reads back and checks a snapshot of the pinned records. Raises ChunkStorageError."""
         self._current_file = None  # whatever happens, later batches go to files this snapshot points at
+        epoch = self._bootstrapped_epoch()
         index = self._next_snapshot
         self._next_snapshot += 1
-        name = chunk_names.snapshot_file(self._container_id, self._epoch, index)
-        data = encode_snapshot(Snapshot(self._epoch, index, self._next_file, dict(self.records)))
+        name = chunk_names.snapshot_file(self._container_id, epoch, index)
+        data = encode_snapshot(Snapshot(epoch, index, self._next_file, dict(self.records)))
         try:
             await self._chunks.create_with_content(name, data)
             if await self._chunks.read(name, 0, len(data) + 1) != data:

@@ -51,7 +51,8 @@ Changes = Mapping[str, "Record | None"]  # key -> after-image, None for a remove
 
 class Snapshot(NamedTuple):
     epoch: int
-    index: int
+    # Shadows tuple.index on purpose (callers read ``.index``; nothing calls the tuple method on these).
+    index: int  # type: ignore[assignment]
     next_journal_file: int  # journal files of ``epoch`` from this index on follow the snapshot
     records: dict[str, Record]
 

@@ -70,7 +70,7 @@ class InMemoryMetadataStore(MetadataStore):
     StorageFenced; ``fail_writes = n`` makes the next n writes raise MetadataStoreUnavailable (writing
     nothing); ``gets`` counts the calls of ``get``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._entries: dict[str, Versioned] = {}
         self._next_version = 0
         self.fenced = False

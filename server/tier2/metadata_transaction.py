@@ -74,7 +74,7 @@ class MetadataTransaction:
 
     async def chain(self, segment: SegmentRecord) -> list[ChunkRecord]:
         """Every chunk record of ``segment``, first to last. Raises StorageCorrupted for a broken list."""
-        chain = []
+        chain: list[ChunkRecord] = []
         name = segment.first_chunk
         while name is not None:
             if len(chain) == segment.chunk_count:

@@ -53,18 +53,22 @@ async def read(context: OperationContext, name: str, offset: int, length: int) -
             length -= size
             if not length:
                 return parts[0] if len(parts) == 1 else b"".join(parts)
-        chunk_start, chunk = end, record.next_chunk
-        if chunk is None:
+        next_chunk = record.next_chunk
+        if next_chunk is None:
             raise StorageCorrupted(f"segment {name}: the chunk list ends before offset {offset}")
+        chunk_start, chunk = end, next_chunk
         context.read_index.add(name, chunk_start, chunk, generation)
 
 
 def _nearest_chunk(context: OperationContext, segment: SegmentRecord, offset: int) -> tuple[int, str]:
     """(start offset, name) of the chunk to walk from: the last chunk if it holds ``offset``, else the
     indexed chunk nearest below ``offset``, else the first chunk."""
+    first, last = segment.first_chunk, segment.last_chunk
+    if first is None or last is None:  # ``offset`` is below the length: some chunk holds it
+        raise StorageCorrupted(f"segment {segment.name} has bytes at {offset} but no chunks")
     if offset >= segment.last_chunk_start_offset:
-        return segment.last_chunk_start_offset, segment.last_chunk
+        return segment.last_chunk_start_offset, last
     nearest = context.read_index.floor(segment.name, offset)
     if nearest is None or nearest[0] < segment.first_chunk_start_offset:
-        return segment.first_chunk_start_offset, segment.first_chunk
+        return segment.first_chunk_start_offset, first
     return nearest

@@ -158,7 +158,7 @@ def encode(record: Record) -> bytes:
         fields = _SEGMENT_FIELDS.pack(int(record.flags), record.length, record.start_offset, record.chunk_count,
                                       record.first_chunk_start_offset, record.last_chunk_start_offset,
                                       record.max_rolling_length, record.owner_epoch, record.last_modified)
-        strings = (record.name, record.first_chunk, record.last_chunk)
+        strings: tuple[str | None, ...] = (record.name, record.first_chunk, record.last_chunk)
         kind = _KIND_SEGMENT
     else:
         fields = _CHUNK_FIELDS.pack(int(record.flags), record.length)
@@ -178,11 +178,15 @@ def decode(data: bytes) -> Record:
         if kind == _KIND_SEGMENT:
             flags, *numbers = _SEGMENT_FIELDS.unpack_from(view, position)
             (name, first, last), _ = _decode_strings(view, position + _SEGMENT_FIELDS.size, 3)
+            if name is None:
+                raise StorageCorrupted("segment record without a name")
             return SegmentRecord(name, numbers[0], numbers[1], numbers[2], first, numbers[3], last, numbers[4],
                                  numbers[5], numbers[6], numbers[7], SegmentFlags(flags))
         if kind == _KIND_CHUNK:
             flags, length = _CHUNK_FIELDS.unpack_from(view, position)
             (name, next_chunk), _ = _decode_strings(view, position + _CHUNK_FIELDS.size, 2)
+            if name is None:
+                raise StorageCorrupted("chunk record without a name")
             return ChunkRecord(name, length, next_chunk, ChunkFlags(flags))
     except (struct.error, UnicodeDecodeError) as error:
         raise StorageCorrupted(f"malformed metadata record: {error}") from error
@@ -190,14 +194,15 @@ def decode(data: bytes) -> Record:
 
 
 def _encode_string(value: str | None) -> bytes:
-    encoded = (value or "").encode()
+    text = value or ""
+    encoded = text.encode()
     if len(encoded) > 0xFFFF:
-        raise ValueError(f"name longer than 65535 bytes: {value[:80]}...")
+        raise ValueError(f"name longer than 65535 bytes: {text[:80]}...")
     return _STRING_LENGTH.pack(len(encoded)) + encoded
 
 
 def _decode_strings(view: memoryview, position: int, count: int) -> tuple[list[str | None], int]:
-    values = []
+    values: list[str | None] = []
     for _ in range(count):
         (size,) = _STRING_LENGTH.unpack_from(view, position)
         position += _STRING_LENGTH.size

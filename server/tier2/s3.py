@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 from aiobotocore.session import get_session
@@ -73,7 +74,7 @@ class S3ChunkStorage(ChunkStorage):
         self.conditional_put = conditional_put
         self.min_part_size = min_part_size
         self._client_options = dict(client_options, endpoint_url=endpoint_url, region_name=region)
-        self._client = None
+        self._client: Any = None  # the aiobotocore S3 client (untyped), once made
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._client_lock = asyncio.Lock()
 
@@ -234,7 +235,7 @@ class S3ChunkStorage(ChunkStorage):
                                                         Tagging={"TagSet": tags})
 
     async def list(self, prefix: str = "") -> list[str]:
-        names = []
+        names: list[str] = []
         with _translated(prefix):
             paginator = (await self._s3()).get_paginator("list_objects_v2")
             async for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):

@@ -66,19 +66,23 @@ class _SegmentWriter:
     async def write(self, parts: list[memoryview], new_chunks: NewChunks) -> None:
         rolling = self.segment.max_rolling_length
         while parts:
-            if self._needs_new_chunk():
+            last = self._appendable_chunk()
+            if last is None:
                 piece, parts = _split(parts, rolling)
                 await self._open_chunk(piece, new_chunks)
             else:
-                piece, rest = _split(parts, rolling - self._last.length)
-                if await self._append(piece):
+                piece, rest = _split(parts, rolling - last.length)
+                if await self._append(last, piece):
                     parts = rest
 
-    def _needs_new_chunk(self) -> bool:
-        segment = self.segment
-        return (self._last is None or self._last_has_garbage or not self._context.chunks.supports_append
-                or self._last.length >= segment.max_rolling_length
-                or segment.owner_epoch < self._context.epoch or segment.ownership_changed)
+    def _appendable_chunk(self) -> ChunkRecord | None:
+        """The last chunk if the next piece may be appended to it; None if it needs a new chunk."""
+        segment, last = self.segment, self._last
+        if (last is None or self._last_has_garbage or not self._context.chunks.supports_append
+                or last.length >= segment.max_rolling_length
+                or segment.owner_epoch < self._context.epoch or segment.ownership_changed):
+            return None
+        return last
 
     async def _open_chunk(self, piece: list[memoryview], new_chunks: NewChunks) -> None:
         segment = self.segment
@@ -99,9 +103,8 @@ class _SegmentWriter:
             owner_epoch=self._context.epoch, flags=segment.flags & ~SegmentFlags.OWNERSHIP_CHANGED)
         self.opened.append((segment.length, name))
 
-    async def _append(self, piece: list[memoryview]) -> bool:
-        """Appends to the last chunk; False if it holds bytes beyond its committed length."""
-        last = self._last
+    async def _append(self, last: ChunkRecord, piece: list[memoryview]) -> bool:
+        """Appends to ``last``, the last chunk; False if it holds bytes beyond its committed length."""
         try:
             length = await self._context.chunks.write(last.name, last.length, piece)
         except InvalidOffset as error:
