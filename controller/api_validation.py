@@ -31,9 +31,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
 
 import grpc
+from google.protobuf.message import Message
 
 from clients.grpc_api import controller_pb2 as pb
 from wire import naming
@@ -45,6 +47,25 @@ SHOWN_NAME_LENGTH = 40  # how much of a rejected name a message repeats (details
 SEGMENT_NUMBER_LIMIT = 2**31
 GETURI_STREAM_LENGTH_MAX = naming.MAX_SCOPE_NAME_LENGTH + len(naming.TABLE_SUFFIX)
 WRITER_ID_LENGTH_MAX = 1024  # commit's writerId is only stored; Rust sends a decimal u128
+
+Validator: TypeAlias = Callable[[Any], None]
+"""Checks a request of one RPC (of that RPC's request type); raises ``_Rejected``."""
+
+
+class _ListingReply(Protocol):
+    """A listing reply message (``pb.StreamsInScopeResponse``, ...), whose status enum has SCOPE_NOT_FOUND.
+    Typed Any: the protobuf stubs give each reply its own enum type, declared per instance."""
+
+    SCOPE_NOT_FOUND: Any
+
+    def __init__(self, **fields: Any) -> None: ...
+
+
+class _ScopedListingRequest(Protocol):
+    """A listing request (``pb.StreamsInScopeRequest``, ...) naming its scope."""
+
+    @property
+    def scope(self) -> pb.ScopeInfo: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +162,7 @@ def group_id_problem(text: str) -> str | None:
     return None
 
 
-def txn_id_problem(message) -> str | None:
+def txn_id_problem(message: pb.TxnRequest | pb.PingTxnRequest) -> str | None:
     """The request's ``txnId``: present, with a non-negative epoch (its top 32 bits)."""
     if not message.HasField("txnId"):
         return "the request carries no txnId"
@@ -169,7 +190,7 @@ def scaling_problem(policy: pb.ScalingPolicy) -> str | None:
 def retention_problem(policy: pb.RetentionPolicy) -> str | None:
     if _unknown(RetentionType, policy.retentionType):
         return f"unknown retentionType {policy.retentionType}"
-    if policy.retentionType == RetentionType.UNKNOWN:
+    if policy.retentionType == pb.RetentionPolicy.UNKNOWN:
         return None  # no retention: the values are ignored
     problem = not_negative_problem(retentionParam=policy.retentionParam, retentionMax=policy.retentionMax)
     if problem is None and policy.retentionMax < policy.retentionParam:
@@ -220,14 +241,14 @@ def _check(problem: str | None, reply: object | None = None, code: Code = Code.I
         raise _Rejected(Rejection(problem, reply, code))
 
 
-def _scope_only(status_reply: Callable[[], object] | None = None):
+def _scope_only(status_reply: Callable[[], object] | None = None) -> Callable[[pb.ScopeInfo], None]:
     """RPCs naming one scope: ``status_reply()`` (its "not found" answer) or INVALID_ARGUMENT."""
-    def check(request) -> None:
+    def check(request: pb.ScopeInfo) -> None:
         _check(scope_problem(request.scope), status_reply() if status_reply else None)
     return check
 
 
-def _stream_only(status_reply: Callable[[], object] | None = None):
+def _stream_only(status_reply: Callable[[], object] | None = None) -> Callable[[pb.StreamInfo], None]:
     """RPCs taking a bare StreamInfo: ``status_reply()`` for bad names, INVALID_ARGUMENT without one."""
     def check(request: pb.StreamInfo) -> None:
         _check(stream_info_problem(request), status_reply() if status_reply else None)
@@ -238,9 +259,9 @@ def _create_scope(request: pb.ScopeInfo) -> None:
     _check(scope_problem(request.scope), pb.CreateScopeStatus(status=pb.CreateScopeStatus.INVALID_SCOPE_NAME))
 
 
-def _listing(reply_type):
+def _listing(reply_type: type[_ListingReply]) -> Callable[[_ScopedListingRequest], None]:
     """listStreamsInScope(ForTag), listKeyValueTablesInScope: SCOPE_NOT_FOUND (with a token, spec §1.5)."""
-    def check(request) -> None:
+    def check(request: _ScopedListingRequest) -> None:
         _check(scope_problem(request.scope.scope),
                reply_type(status=reply_type.SCOPE_NOT_FOUND, continuationToken=pb.ContinuationToken(token="")))
     return check
@@ -254,12 +275,14 @@ def _create_stream(request: pb.StreamConfig) -> None:
 
 
 def _update_stream(request: pb.StreamConfig) -> None:
-    _check(stream_info_problem(request.streamInfo), pb.UpdateStreamStatus(status=pb.UpdateStreamStatus.STREAM_NOT_FOUND))
+    U = pb.UpdateStreamStatus
+    _check(stream_info_problem(request.streamInfo), U(status=U.STREAM_NOT_FOUND))
     _check(configuration_problem(request))
 
 
 def _truncate_stream(request: pb.StreamCut) -> None:
-    _check(stream_info_problem(request.streamInfo), pb.UpdateStreamStatus(status=pb.UpdateStreamStatus.STREAM_NOT_FOUND))
+    U = pb.UpdateStreamStatus
+    _check(stream_info_problem(request.streamInfo), U(status=U.STREAM_NOT_FOUND))
     _check(cut_problem(request.cut))
 
 
@@ -267,9 +290,9 @@ def _epoch_segments(request: pb.GetEpochSegmentsRequest) -> None:
     _check(stream_info_problem(request.streamInfo) or not_negative_problem(epoch=request.epoch))
 
 
-def _stream_of(field: str):
+def _stream_of(field: str) -> Callable[[Message], None]:
     """RPCs whose request names its stream in ``field`` and has nothing else to check."""
-    def check(request) -> None:
+    def check(request: Message) -> None:
         _check(stream_info_problem(getattr(request, field)))
     return check
 
@@ -362,7 +385,7 @@ def _create_table(request: pb.KeyValueTableConfig) -> None:
     _check(scope_problem(request.scope), S(status=S.SCOPE_NOT_FOUND))
 
 
-def _table(status_reply: Callable[[], object] | None = None):
+def _table(status_reply: Callable[[], object] | None = None) -> Callable[[pb.KeyValueTableInfo], None]:
     def check(request: pb.KeyValueTableInfo) -> None:
         _check(scope_problem(request.scope) or user_name_problem(request.kvtName, "key-value table name"),
                status_reply() if status_reply else None)
@@ -405,11 +428,11 @@ def _update_subscriber(request: pb.SubscriberStreamCut) -> None:
     _check(cut_problem(request.streamCut.cut), S(status=S.STREAM_CUT_NOT_VALID))
 
 
-def _nothing(request) -> None:
+def _nothing(request: Message) -> None:
     """RPCs whose request cannot be wrong (or is not used: no auth, one controller)."""
 
 
-VALIDATORS: dict[str, Callable[[object], None]] = {
+VALIDATORS: dict[str, Validator] = {
     "getControllerServerList": _nothing,
     "createStream": _create_stream,
     "updateStream": _update_stream,
@@ -461,7 +484,7 @@ VALIDATORS: dict[str, Callable[[object], None]] = {
 }
 
 
-def validate(method: str, request) -> Rejection | None:
+def validate(method: str, request: object) -> Rejection | None:
     """None if ``request`` (a decoded request of RPC ``method``) may go to the services, else why not.
 
     Raises:

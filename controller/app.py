@@ -11,14 +11,16 @@ number of restarts over the same segment stores see the same streams.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
+
+import grpc
 
 from clients.segment_store_client import SegmentStoreClient
 
 from .endpoints import Endpoint, SegmentLocator
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
 from .grpc_service import ControllerServicer
-from .service.context import ControllerContext, ServiceSettings, wall_clock_ms
+from .service.context import DEFAULT_SETTINGS, ControllerContext, ServiceSettings, wall_clock_ms
 from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
 from .service.transactions import TransactionService
@@ -37,14 +39,18 @@ class ControllerApp:
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, segment_store: Endpoint | None = None,
                  locator: SegmentLocator | None = None, container_count: int = 4,
-                 settings: ServiceSettings = ServiceSettings(), fault_points: FaultPoints | None = None,
+                 settings: ServiceSettings = DEFAULT_SETTINGS, fault_points: FaultPoints | None = None,
                  now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
-                 verify_container_count: bool = False):
-        if (segment_store is None) == (locator is None):
+                 verify_container_count: bool = False) -> None:
+        if locator is None:
+            if segment_store is None:
+                raise ValueError("give exactly one of segment_store and locator")
+            locator = SegmentLocator.single_host(container_count, segment_store)
+        elif segment_store is not None:
             raise ValueError("give exactly one of segment_store and locator")
         self.host = host
         self.port = port
-        self.locator = locator or SegmentLocator.single_host(container_count, segment_store)
+        self.locator = locator
         # A controller started beside a separate segment store checks that both count containers alike.
         self._verify_with = segment_store if verify_container_count else None
         self.settings = settings
@@ -55,7 +61,7 @@ class ControllerApp:
         self.context: ControllerContext | None = None
         self.services: ControllerServices | None = None
         self.transactions: TransactionService | None = None
-        self.server = None
+        self.server: grpc.aio.Server | None = None
         self.pending_workflows_at_start = 0
 
     async def start(self) -> None:
@@ -68,7 +74,7 @@ class ControllerApp:
         """
         self.client = SegmentStoreClient(self.locator.endpoint_for)
         if self._verify_with is not None:
-            await self._verify_container_count(self._verify_with)
+            await self._verify_container_count(self.client, self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))
         self.context = ControllerContext(store, self.client, self.locator, self._now_ms, self.settings,
                                          self.fault_points)
@@ -87,12 +93,12 @@ class ControllerApp:
         log.info("controller listening", extra={"host": self.host, "port": self.port,
                                                 "pending_workflows": self.pending_workflows_at_start})
 
-    async def _verify_container_count(self, endpoint: Endpoint) -> None:
+    async def _verify_container_count(self, client: SegmentStoreClient, endpoint: Endpoint) -> None:
         """Container ``count - 1`` must run on the store and container ``count`` must not."""
         count = self.locator.container_count
         try:
-            matches = (await self.client.runs_container(endpoint, count - 1)
-                       and not await self.client.runs_container(endpoint, count))
+            matches = (await client.runs_container(endpoint, count - 1)
+                       and not await client.runs_container(endpoint, count))
         except BaseException:
             await self._stop_parts()
             raise

@@ -24,7 +24,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 

@@ -8,7 +8,7 @@ stable cluster. Any segment name is answered, including those the controller nev
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from wire import naming
 
@@ -23,7 +23,7 @@ class SegmentLocator:
         self._host_of_container = host_of_container
 
     @classmethod
-    def single_host(cls, container_count: int, endpoint: Endpoint) -> "SegmentLocator":
+    def single_host(cls, container_count: int, endpoint: Endpoint) -> SegmentLocator:
         """Every container on one segment store (standalone)."""
         return cls(container_count, lambda _container: endpoint)
 

@@ -11,7 +11,8 @@ reply; a retention policy is left unset when the stream has none.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
+from typing import cast
 
 from clients.grpc_api import controller_pb2 as pb
 
@@ -19,9 +20,18 @@ from .service.errors import InvalidArgument
 from .service.key_value_tables import KeyValueTableRecord
 from .service.transactions import CreatedTransaction, TransactionSegment
 from .service.transactions.ids import from_signed_halves, to_signed_halves
-from .store.records import (NewSegment, ReaderGroupConfigRecord, ReaderGroupRetentionType, RetentionPolicy,
-                            RetentionType, ScaleType, ScalingPolicy, SegmentRecord, StreamConfiguration,
-                            TransactionRecord)
+from .store.records import (
+    NewSegment,
+    ReaderGroupConfigRecord,
+    ReaderGroupRetentionType,
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    SegmentRecord,
+    StreamConfiguration,
+    TransactionRecord,
+)
 from .store.states import TransactionStatus
 
 
@@ -95,16 +105,18 @@ def configuration_from(message: pb.StreamConfig) -> StreamConfiguration:
 
 def configuration_to(scope: str, stream: str, configuration: StreamConfiguration) -> pb.StreamConfig:
     scaling = configuration.scaling
+    scale_type = cast(pb.ScalingPolicy.ScalingPolicyType, int(scaling.scale_type))  # the same numbers
     message = pb.StreamConfig(
         streamInfo=stream_info(scope, stream),
-        scalingPolicy=pb.ScalingPolicy(scaleType=int(scaling.scale_type), targetRate=scaling.target_rate,
+        scalingPolicy=pb.ScalingPolicy(scaleType=scale_type, targetRate=scaling.target_rate,
                                        scaleFactor=scaling.scale_factor, minNumSegments=scaling.min_num_segments),
         tags=pb.Tags(tag=list(configuration.tags)),
         timestampAggregationTimeout=configuration.timestamp_aggregation_timeout,
         rolloverSizeBytes=configuration.rollover_size_bytes)
     if configuration.retention is not None:
         retention = configuration.retention
-        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(retentionType=int(retention.retention_type),
+        retention_type = cast(pb.RetentionPolicy.RetentionPolicyType, int(retention.retention_type))  # the same numbers
+        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(retentionType=retention_type,
                                                             retentionParam=retention.retention_param,
                                                             retentionMax=retention.retention_max))
     return message

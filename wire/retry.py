@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from typing import Awaitable, Callable, Iterator, TypeVar
-
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ async def retry(operation: Callable[[], Awaitable[T]], policy: Backoff, *,
     while True:
         try:
             return await operation()
-        except Exception as error:  # noqa: BLE001 - the predicate decides; everything else is re-raised
+        except Exception as error:  # the predicate decides; everything else is re-raised
             if not retriable(error):
                 raise
             delay = next(delays, None)

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import uuid
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from clients import errors as client_errors
 from wire import naming
@@ -242,12 +244,13 @@ class AutoScaler:
     async def apply(self, stream: StreamStore, now: int) -> list[Decision]:
         """Samples the stream's active segments and submits what ``decide`` says. Returns the decisions."""
         key = (stream.scope, stream.name)
-        found = await stream.read_many([(layout.CONFIGURATION, StreamConfiguration), (layout.STATE, StateRecord),
-                                        (layout.CURRENT_EPOCH, EpochRecord)])
-        if None in found:
+        found_configuration, found_state, found_current = await stream.find_records(
+            (layout.CONFIGURATION, StreamConfiguration), (layout.STATE, StateRecord),
+            (layout.CURRENT_EPOCH, EpochRecord))
+        if found_configuration is None or found_state is None or found_current is None:
             self._forget(key)
             return []
-        (configuration, _), (state, _), (current, _) = found
+        configuration, state, current = found_configuration[0], found_state[0], found_current[0]
         policy = configuration.scaling
         if policy.scale_type == ScaleType.FIXED_NUM_SEGMENTS or state.state not in SAMPLED_STATES:
             self._forget(key)
@@ -285,12 +288,12 @@ class AutoScaler:
                 return None  # missed this round (the segment store is busy, restarting, ...)
 
         ids = [segment.segment_id for segment in current.segments]
-        values = await bounded_gather([lambda segment_id=segment_id: read(segment_id) for segment_id in ids],
+        values = await bounded_gather([functools.partial(read, segment_id) for segment_id in ids],
                                       self._context.settings.segment_calls_concurrency_max)
         old = self._samples.get((stream.scope, stream.name), {})
         horizon = now - self.timings.longest_window_ms
         samples: dict[int, list[Sample]] = {}
-        for segment_id, value in zip(ids, values):
+        for segment_id, value in zip(ids, values, strict=True):  # one value per id
             kept = old.get(segment_id, [])
             if value is not None:
                 kept.append(Sample(now, value))

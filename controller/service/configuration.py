@@ -42,5 +42,5 @@ def checked_configuration(configuration: StreamConfiguration, settings: ServiceS
 
 def same_settings(first: StreamConfiguration, second: StreamConfiguration) -> bool:
     """Equal policies, tags and limits, ignoring the workflow bookkeeping fields."""
-    clean = {"updating": False, "tags_to_remove": ()}
-    return dataclasses.replace(first, **clean) == dataclasses.replace(second, **clean)
+    return (dataclasses.replace(first, updating=False, tags_to_remove=())
+            == dataclasses.replace(second, updating=False, tags_to_remove=()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from clients.segment_store_client import SegmentStoreClient
 from wire.retry import Backoff
@@ -37,6 +37,9 @@ class ServiceSettings:
     transactions_wait_seconds_max: float = 110.0  # seal waits this long for committing txns to finish
     retention_period_seconds: float = 1800.0  # a retention cut per stream this often (Java: 30 min)
     auto_scale: AutoScaleSettings = AutoScaleSettings()  # sampling period, rate windows, cooldown, mute
+
+
+DEFAULT_SETTINGS = ServiceSettings()  # frozen: one instance serves every controller
 
 
 @dataclasses.dataclass

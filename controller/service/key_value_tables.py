@@ -16,7 +16,8 @@ Record format (after the format-version byte)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable
 
 from wire import naming
 
@@ -110,7 +111,7 @@ class KeyValueTables:
     async def _each_partition(self, scope: str, table: str, record: KeyValueTableRecord,
                               call: Callable[[str], Awaitable[object]]) -> None:
         names = [naming.table_segment_name(scope, table, number) for number in range(record.partition_count)]
-        await bounded_gather([lambda name=name: call(name) for name in names],
+        await bounded_gather([functools.partial(call, name) for name in names],
                              self._context.settings.segment_calls_concurrency_max)
 
     async def get_table(self, scope: str, table: str) -> KeyValueTableRecord:

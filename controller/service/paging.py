@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, TypeVar
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, overload
 
 from ..store import MetadataStore, NotFound
 
@@ -10,10 +12,22 @@ Item = TypeVar("Item")
 Token = TypeVar("Token", str, bytes)
 
 
-async def all_pages(list_page: Callable[[Token], Awaitable[tuple[list[Item], Token]]],
-                    first: Token = "") -> list[Item]:
-    """Calls ``list_page(token)`` from ``first`` (the empty token) until a page is empty (or has no next token)."""
-    items, token = [], first
+@overload
+async def all_pages(list_page: Callable[[str], Awaitable[tuple[list[Item], str]]]) -> list[Item]: ...
+
+
+@overload
+async def all_pages(list_page: Callable[[Token], Awaitable[tuple[list[Item], Token]]], first: Token) -> list[Item]: ...
+
+
+async def all_pages(list_page: Callable[[Any], Awaitable[tuple[list[Item], Any]]],
+                    first: str | bytes = "") -> list[Item]:
+    """Calls ``list_page(token)`` from ``first`` (the empty token) until a page is empty (or has no next token).
+
+    Tokens are strings (the default ``first``) or, given ``first=b""``, bytes.
+    """
+    items: list[Item] = []
+    token = first
     while True:
         page, token = await list_page(token)
         if not page:
@@ -28,7 +42,7 @@ async def all_streams(store: MetadataStore) -> list[tuple[str, str]]:
     streams = []
     for scope in await all_pages(store.scopes.list_scopes):
         try:
-            names = await all_pages(lambda token: store.scopes.list_streams(scope, token))
+            names = await all_pages(functools.partial(store.scopes.list_streams, scope))
         except NotFound:
             continue
         streams += [(scope, name) for name in names]

@@ -14,7 +14,7 @@ Formats (after the format-version byte, ``controller.store.codec`` primitives)::
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..store.codec import Decoder, Encoder
 from ..store.records import StreamConfiguration

@@ -18,9 +18,16 @@ from ..store import AlreadyExists, NotFound, WriteConflict
 from ..store import readers as store_readers
 from ..store.records import ReaderGroupConfigRecord, ReaderGroupRetentionType, ScalingPolicy, StreamConfiguration
 from .context import ControllerContext
-from .errors import (ConcurrentWorkflow, GenerationMismatch, InvalidStreamCut,
-                     ReaderGroupConfigMismatch, ReaderGroupNotFound, ScopeNotFound, StreamNotFound,
-                     SubscriberNotFound)
+from .errors import (
+    ConcurrentWorkflow,
+    GenerationMismatch,
+    InvalidStreamCut,
+    ReaderGroupConfigMismatch,
+    ReaderGroupNotFound,
+    ScopeNotFound,
+    StreamNotFound,
+    SubscriberNotFound,
+)
 from .paging import all_pages
 from .scopes import checked_name
 from .stream_access import require_state

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from clients.errors import ClientError
 from wire.retry import Backoff, is_retriable, retry

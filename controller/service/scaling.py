@@ -23,15 +23,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-from typing import Sequence
+from collections.abc import Sequence
 
 from wire.naming import segment_number_of
 
 from ..store import NotFound, ScaleConflict, ScaleInputInvalid, State, StreamStore, WriteConflict, layout
 from ..store import scale as store_scale
 from ..store.key_space import equal_ranges, plan_epoch_transition
-from ..store.records import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitionRecord, StateRecord,
-                             StreamConfiguration, WorkflowIntentRecord, WorkflowKind)
+from ..store.records import (
+    EMPTY_EPOCH_TRANSITION,
+    EpochRecord,
+    EpochTransitionRecord,
+    StateRecord,
+    StreamConfiguration,
+    WorkflowIntentRecord,
+    WorkflowKind,
+)
 from . import payloads
 from .context import ControllerContext
 from .errors import ScalePreconditionFailed, ScaleRejected, StreamSealed
@@ -189,11 +196,9 @@ class Scaling:
         """Whether the scale accepted at ``epoch`` has finished (spec §4.4 checkScale table)."""
         handle = self._context.store.stream(scope, stream)
         try:
-            found = await handle.read_many([(layout.CURRENT_EPOCH, EpochRecord), (layout.STATE, StateRecord),
-                                            (layout.EPOCH_TRANSITION, EpochTransitionRecord)])
-        except NotFound:
-            return ScaleStatus.INVALID_INPUT
-        if None in found:
+            found = await handle.read_records((layout.CURRENT_EPOCH, EpochRecord), (layout.STATE, StateRecord),
+                                              (layout.EPOCH_TRANSITION, EpochTransitionRecord))
+        except NotFound:  # no such stream, or not all of its records (yet)
             return ScaleStatus.INVALID_INPUT
         (active, _), (state, _), (pending, _) = found
         if epoch > active.epoch:
@@ -208,12 +213,9 @@ class Scaling:
 
 async def _scale_inputs(handle: StreamStore) -> tuple[EpochRecord, EpochTransitionRecord, StreamConfiguration]:
     """The current epoch, the pending transition and the configuration, in one read. Raises NotFound."""
-    found = await handle.read_many([(layout.CURRENT_EPOCH, EpochRecord),
-                                    (layout.EPOCH_TRANSITION, EpochTransitionRecord),
-                                    (layout.CONFIGURATION, StreamConfiguration)])
-    if None in found:
-        raise NotFound(f"{handle}: the stream's records are missing", handle.tables.metadata)
-    (current, _), (pending, _), (configuration, _) = found
+    (current, _), (pending, _), (configuration, _) = await handle.read_records(
+        (layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord),
+        (layout.CONFIGURATION, StreamConfiguration))
     return current, pending, configuration
 
 

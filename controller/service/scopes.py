@@ -8,7 +8,8 @@ has a match or the scope is exhausted, because an empty page would end the clien
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from wire import naming
 

@@ -8,7 +8,9 @@ Calls of one step run concurrently, at most ``segment_calls_concurrency_max`` at
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Iterable, TypeVar
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 from clients import errors as client_errors
 from wire import naming
@@ -23,7 +25,7 @@ async def bounded_gather(calls: Iterable[Callable[[], Awaitable[Result]]], concu
     """Runs the calls with at most ``concurrency`` in flight; results in call order. The first error wins."""
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def run(call):
+    async def run(call: Callable[[], Awaitable[Result]]) -> Result:
         async with semaphore:
             return await call()
 
@@ -51,7 +53,7 @@ class SegmentCalls:
         return naming.stream_segment_name(self.scope, self.stream, segment_id)
 
     async def _each(self, segment_ids: Iterable[int], call: Callable[[str], Awaitable[Result]]) -> list[Result]:
-        return await bounded_gather([lambda name=self.name(segment_id): call(name) for segment_id in segment_ids],
+        return await bounded_gather([functools.partial(call, self.name(segment_id)) for segment_id in segment_ids],
                                     self._concurrency)
 
     async def create(self, segment_ids: Iterable[int], configuration: StreamConfiguration) -> None:
@@ -68,7 +70,7 @@ class SegmentCalls:
             await self._client.seal_segment(name)
             return (await self._client.segment_info(name)).write_offset
 
-        return dict(zip(segment_ids, await self._each(segment_ids, seal_one)))
+        return dict(zip(segment_ids, await self._each(segment_ids, seal_one), strict=True))  # one result per id
 
     async def delete(self, segment_ids: Iterable[int]) -> None:
         """Deletes the segments (missing ones are fine)."""
@@ -82,7 +84,7 @@ class SegmentCalls:
             except client_errors.SegmentTruncated:
                 pass
 
-        await bounded_gather([lambda segment_id=segment_id: truncate_one(segment_id) for segment_id in offsets],
+        await bounded_gather([functools.partial(truncate_one, segment_id) for segment_id in offsets],
                              self._concurrency)
 
     async def update_policy(self, segment_ids: Iterable[int], configuration: StreamConfiguration) -> None:
@@ -96,4 +98,4 @@ class SegmentCalls:
         async def length(name: str) -> int:
             return (await self._client.segment_info(name)).write_offset
 
-        return dict(zip(segment_ids, await self._each(segment_ids, length)))
+        return dict(zip(segment_ids, await self._each(segment_ids, length), strict=True))  # one result per id

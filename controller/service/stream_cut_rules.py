@@ -8,6 +8,8 @@ transaction duplicates included: same number, later epoch).
 
 from __future__ import annotations
 
+import itertools
+
 from ..store.records import SegmentRecord
 
 
@@ -44,7 +46,7 @@ def cut_error(cut: dict[int, int], segments: dict[int, SegmentRecord]) -> str | 
     present = sorted((segments[segment_id] for segment_id, offset in cut.items() if offset >= 0),
                      key=lambda segment: segment.key_start)
     future = [segments[segment_id] for segment_id, offset in cut.items() if offset < 0]
-    for first, second in zip(present, present[1:]):
+    for first, second in itertools.pairwise(present):
         if second.key_start < first.key_end:
             return f"segments {first.segment_id} and {second.segment_id} overlap"
     for index, segment in enumerate(future):

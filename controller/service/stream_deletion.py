@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..store import IllegalStateTransition, StreamStore, layout
 from ..store.queries import fetch_epochs
-from ..store.records import TruncationRecord, WorkflowIntentRecord, WorkflowKind
+from ..store.records import SegmentRecord, TruncationRecord, WorkflowIntentRecord, WorkflowKind
 from ..store.stream_cuts import is_truncated
 from .context import ControllerContext
 from .errors import StreamNotSealed
@@ -19,7 +19,7 @@ async def live_segment_ids(stream: StreamStore) -> set[int]:
     current, _ = await stream.get_current_epoch()
     truncation, _ = await stream.read(layout.TRUNCATION, TruncationRecord)
     first = 0 if truncation.is_empty else min(truncation.span.values())
-    segments = set()
+    segments: set[SegmentRecord] = set()
     for epoch in await fetch_epochs(stream, first, current.epoch):
         segments.update(segment for segment in epoch.segments if not is_truncated(segment, truncation))
     return {segment.segment_id for segment in segments}

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from ..store import AlreadyExists, NotFound, StreamStore
 from ..store.records import WorkflowIntentRecord, WorkflowKind
-from ..store.workflows import (begin_workflow, end_workflow, forget_index_entry, get_workflow,
-                               list_pending_workflows)
+from ..store.workflows import begin_workflow, end_workflow, forget_index_entry, get_workflow, list_pending_workflows
 from .context import ControllerContext
 from .errors import ConcurrentWorkflow, ServiceError, StreamBusy, StreamNotFound, WorkflowTimeout
 from .paging import all_pages
@@ -98,7 +98,7 @@ class WorkflowRunner:
         task = self.spawn(self.run(stream, intent, body, deadline))
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise WorkflowTimeout(f"{stream}: {intent.kind.name} did not finish within {timeout:.0f}s") from None
 
     def spawn(self, coroutine) -> asyncio.Task:

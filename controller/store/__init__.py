@@ -17,8 +17,19 @@ Time is always an argument: nothing here reads a clock.
 
 from . import queries, readers, records, retention, scale, transactions, workflows
 from .counting import CountingKeyValueStore
-from .errors import (AlreadyExists, CorruptRecord, DataVersionMismatch, IllegalStateTransition, NotEmpty, NotFound,
-                     RecordTooLarge, ScaleConflict, ScaleInputInvalid, StoreError, WriteConflict)
+from .errors import (
+    AlreadyExists,
+    CorruptRecord,
+    DataVersionMismatch,
+    IllegalStateTransition,
+    NotEmpty,
+    NotFound,
+    RecordTooLarge,
+    ScaleConflict,
+    ScaleInputInvalid,
+    StoreError,
+    WriteConflict,
+)
 from .key_value import ABSENT, ANY, Page, Versioned, VersionedKeyValueStore, Write
 from .layout import ChunkSizes, StreamTables
 from .memory import InMemoryKeyValueStore

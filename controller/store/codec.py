@@ -15,11 +15,25 @@ raise ``CorruptRecord`` naming the record type.
 
 from __future__ import annotations
 
+import enum
 import struct
 import uuid
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, Self, TypeVar
 
 from .errors import CorruptRecord, RecordTooLarge
+
+Item = TypeVar("Item")
+EnumType = TypeVar("EnumType", bound=enum.Enum)
+
+
+class Record(Protocol):
+    """What every stored record is: a value that encodes itself and decodes from its bytes."""
+
+    def encode(self) -> bytes: ...
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self: ...
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
@@ -77,7 +91,7 @@ class Encoder:
     def count(self, value: int) -> Encoder:
         return self._pack(_U32, value)
 
-    def sequence(self, items: Sequence, write: Callable[[Encoder, object], object]) -> Encoder:
+    def sequence(self, items: Sequence[Item], write: Callable[[Encoder, Item], object]) -> Encoder:
         """A list as a count and each item written by ``write(encoder, item)``, e.g. ``Encoder.text``."""
         self.count(len(items))
         for item in items:
@@ -181,7 +195,7 @@ class Decoder:
             raise CorruptRecord(f"{self._record}: count {count} exceeds the remaining bytes")
         return count
 
-    def sequence(self, read: Callable[[Decoder], object]) -> tuple:
+    def sequence(self, read: Callable[[Decoder], Item]) -> tuple[Item, ...]:
         """The items ``Encoder.sequence`` wrote, each read by ``read(decoder)``, e.g. ``Decoder.text``."""
         return tuple(read(self) for _ in range(self.count()))
 
@@ -196,7 +210,7 @@ class Decoder:
     def pairs(self) -> dict[int, int]:
         return dict(self.packed(_PAIR))
 
-    def enum(self, enum_type, value: int):
+    def enum(self, enum_type: type[EnumType], value: int) -> EnumType:
         """Converts a decoded number to ``enum_type``; an unknown member is corruption."""
         try:
             return enum_type(value)

@@ -7,7 +7,7 @@ stream's history is; counting the primitive calls at the interface is how that i
 from __future__ import annotations
 
 import collections
-from typing import Sequence
+from collections.abc import Sequence
 
 from .key_value import PAGE_ENTRIES_DEFAULT, Page, Versioned, VersionedKeyValueStore, Write
 

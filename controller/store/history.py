@@ -15,7 +15,7 @@ Rolling-transaction duplicates carry no delta; their epoch records are read indi
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import CorruptRecord
 from .key_space import apply_delta

@@ -8,7 +8,8 @@ tiling survives any sequence of scales without rounding drift.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
 from wire.naming import segment_id
 
@@ -22,7 +23,7 @@ def equal_ranges(start: float, end: float, count: int) -> list[tuple[float, floa
         raise ValueError("at least one range")
     width = (end - start) / count
     bounds = [start + width * index for index in range(count)] + [end]
-    return list(zip(bounds, bounds[1:]))
+    return list(itertools.pairwise(bounds))
 
 
 def initial_epoch(segment_count: int, starting_number: int, creation_time: int) -> EpochRecord:
@@ -76,8 +77,9 @@ def plan_epoch_transition(current: EpochRecord, segments_to_seal: Sequence[int],
         raise ScaleInputInvalid("a scale seals at least one segment and creates at least one")
     if len(set(segments_to_seal)) != len(segments_to_seal):
         raise ScaleInputInvalid("a segment to seal is named twice")
-    sealed = [current.segment(sealed_id) for sealed_id in segments_to_seal]
-    if None in sealed:
+    found = [current.segment(sealed_id) for sealed_id in segments_to_seal]
+    sealed = [segment for segment in found if segment is not None]
+    if len(sealed) != len(found):
         raise ScaleInputInvalid(f"segments to seal must be in the current epoch {current.epoch}")
     sealed_space = merged_intervals((segment.key_start, segment.key_end) for segment in sealed)
     if merged_intervals(new_ranges) != sealed_space:

@@ -24,7 +24,8 @@ mismatch) and ``errors.RecordTooLarge`` (key or value over the table-entry limit
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from .errors import AlreadyExists, NotFound, RecordTooLarge, WriteConflict
 
@@ -178,15 +179,15 @@ def conflict_for(table: str, expectations: Sequence[tuple[str, int | None]],
     Both implementations use this so that they agree on which error wins: a versioned write to a
     missing key (NotFound) before a create of an existing key (AlreadyExists) before a mismatch.
     """
-    missing = [key for (key, expected), found in zip(expectations, current)
+    missing = [key for (key, expected), found in zip(expectations, current, strict=True)
                if found is None and expected is not None and expected >= 0]
     if missing:
         return NotFound(f"key {missing[0]!r} of {table!r} does not exist", table, missing[0])
-    existing = [key for (key, expected), found in zip(expectations, current)
+    existing = [key for (key, expected), found in zip(expectations, current, strict=True)
                 if found is not None and expected == ABSENT]
     if existing:
         return AlreadyExists(f"key {existing[0]!r} of {table!r} already exists", table, existing[0])
-    mismatched = [key for (key, expected), found in zip(expectations, current)
+    mismatched = [key for (key, expected), found in zip(expectations, current, strict=True)
                   if found is not None and expected is not None and expected >= 0 and found.version != expected]
     if mismatched:
         return WriteConflict(f"key {mismatched[0]!r} of {table!r} has another version", table, mismatched[0])

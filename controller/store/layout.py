@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from wire.naming import epoch_of, uuid_hex
 
@@ -157,3 +157,6 @@ class ChunkSizes:
     def sealed_sizes_keys(self, segment_ids: Iterable[int]) -> list[str]:
         """The keys of the shards holding the sizes of ``segment_ids``, each once, in order."""
         return [sealed_sizes_key(shard) for shard in sorted({self.shard_of(segment_id) for segment_id in segment_ids})]
+
+
+DEFAULT_CHUNK_SIZES = ChunkSizes()  # PDP-32's sizes (frozen: one instance serves every store)

@@ -9,13 +9,21 @@ interleave in tests instead of running back to back.
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 from sortedcontainers import SortedDict
 
 from .errors import NotFound
-from .key_value import (PAGE_ENTRIES_DEFAULT, Page, Versioned, VersionedKeyValueStore, Write, check_removals,
-                        check_writes, conflict_for)
+from .key_value import (
+    PAGE_ENTRIES_DEFAULT,
+    Page,
+    Versioned,
+    VersionedKeyValueStore,
+    Write,
+    check_removals,
+    check_writes,
+    conflict_for,
+)
 
 
 class _Table:

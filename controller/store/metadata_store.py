@@ -16,7 +16,7 @@ from .stream_store import StreamStore
 
 
 class MetadataStore:
-    def __init__(self, kv: VersionedKeyValueStore, sizes: layout.ChunkSizes = layout.ChunkSizes()):
+    def __init__(self, kv: VersionedKeyValueStore, sizes: layout.ChunkSizes = layout.DEFAULT_CHUNK_SIZES):
         self.kv = kv
         self.sizes = sizes
         self.scopes = ScopeStore(kv)

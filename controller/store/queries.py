@@ -16,7 +16,7 @@ test_scalability.py checks the exact counts at 1,000 and 100,000 epochs).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from wire.naming import epoch_of
 
@@ -24,8 +24,15 @@ from . import layout
 from .errors import NotFound
 from .history import chunks_spanning, deltas_between, find_epoch, find_leaf, rebuild_epochs
 from .key_space import successors_with_predecessors
-from .records import (EpochRecord, HistoryChunk, HistoryIndexLeaf, HistoryIndexRoot, SealedEpochRecord,
-                      SegmentRecord, TruncationRecord)
+from .records import (
+    EpochRecord,
+    HistoryChunk,
+    HistoryIndexLeaf,
+    HistoryIndexRoot,
+    SealedEpochRecord,
+    SegmentRecord,
+    TruncationRecord,
+)
 from .stream_cuts import compute_span, creation_epoch_range, is_truncated, overlay_truncation, segments_between
 from .stream_store import StreamStore
 
@@ -45,8 +52,8 @@ async def epoch_segments(stream: StreamStore, epoch: int) -> EpochRecord:
 
 async def epoch_at_time(stream: StreamStore, time: int) -> tuple[int, TruncationRecord]:
     """The epoch that was current at ``time`` (epoch 0 before the stream), with the truncation record."""
-    (root, _), (truncation, _) = await stream.read_many(
-        [(layout.HISTORY_INDEX_ROOT, HistoryIndexRoot), (layout.TRUNCATION, TruncationRecord)])
+    (root, _), (truncation, _) = await stream.read_records(
+        (layout.HISTORY_INDEX_ROOT, HistoryIndexRoot), (layout.TRUNCATION, TruncationRecord))
     leaf, _ = await stream.read(layout.history_leaf_key(find_leaf(root, time)), HistoryIndexLeaf)
     return find_epoch(leaf, time, stream.sizes), truncation
 
@@ -63,20 +70,24 @@ async def successors(stream: StreamStore, segment_id: int) -> dict[SegmentRecord
 
     Empty if the segment has not been sealed by a scale (it is active, or the stream was sealed).
     """
-    (sealed,) = await stream.read_many([(layout.sealed_epoch_key(segment_id), SealedEpochRecord)])
+    (sealed,) = await stream.find_records((layout.sealed_epoch_key(segment_id), SealedEpochRecord))
     if sealed is None:
         return {}
-    sealed_epoch, previous = await stream.read_many(
-        [(layout.epoch_key(sealed[0].epoch), EpochRecord), (layout.epoch_key(sealed[0].epoch - 1), EpochRecord)])
-    return successors_with_predecessors(segment_id, sealed_epoch[0], previous[0])
+    (sealed_epoch, _), (previous, _) = await stream.read_records(
+        (layout.epoch_key(sealed[0].epoch), EpochRecord), (layout.epoch_key(sealed[0].epoch - 1), EpochRecord))
+    return successors_with_predecessors(segment_id, sealed_epoch, previous)
 
 
 async def is_segment_valid(stream: StreamStore, segment_id: int) -> bool:
     """True if the segment exists in the stream (in its creation epoch) and is not truncated away."""
-    epoch, truncation = await stream.read_many(
-        [(layout.epoch_key(epoch_of(segment_id)), EpochRecord), (layout.TRUNCATION, TruncationRecord)])
+    epoch, truncation = await stream.find_records(
+        (layout.epoch_key(epoch_of(segment_id)), EpochRecord), (layout.TRUNCATION, TruncationRecord))
     segment = None if epoch is None else epoch[0].segment(segment_id)
-    return segment is not None and not is_truncated(segment, truncation[0])
+    if segment is None:
+        return False
+    if truncation is None:  # written with the stream, as its epoch 0 is
+        raise NotFound(f"{stream}: no truncation record", stream.tables.metadata, layout.TRUNCATION)
+    return not is_truncated(segment, truncation[0])
 
 
 async def fetch_epochs(stream: StreamStore, first: int, last: int) -> list[EpochRecord]:
@@ -108,8 +119,8 @@ async def segments_between_cuts(stream: StreamStore, from_cut: dict[int, int],
     """Every segment with data between two stream cuts. An empty ``from_cut`` is the head of the
     stream (the truncation cut, or epoch 0), an empty ``to_cut`` its tail (the current epoch)."""
     if not from_cut or not to_cut:
-        (truncation, _), (current, _) = await stream.read_many(
-            [(layout.TRUNCATION, TruncationRecord), (layout.CURRENT_EPOCH, EpochRecord)])
+        (truncation, _), (current, _) = await stream.read_records(
+            (layout.TRUNCATION, TruncationRecord), (layout.CURRENT_EPOCH, EpochRecord))
         to_cut = to_cut or {segment.segment_id: 0 for segment in current.segments}
         from_cut = from_cut or dict(truncation.stream_cut)
     if not from_cut:  # never truncated: the head is epoch 0, which the fetch below starts at

@@ -7,7 +7,7 @@ the watermarking job, so they have their own table keyed by writer id.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from . import layout
 from .errors import AlreadyExists, WriteConflict

@@ -10,7 +10,7 @@ by a crash is harmless and is removed by the next purge).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import layout
 from .errors import WriteConflict
@@ -105,6 +105,6 @@ async def record_sealed_sizes(stream: StreamStore, sealed_sizes: dict[int, int])
     keys = stream.sizes.sealed_sizes_keys(sealed_sizes)
     if not keys:
         return
-    found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys)))
+    found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys), strict=True))  # one per key
     await stream.write(sealed_size_writes(found, sealed_sizes, stream.sizes))
 

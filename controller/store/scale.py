@@ -21,15 +21,25 @@ does it; two controllers cannot both do it. Rolling transactions (``create_rolli
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import layout
 from .errors import NotFound, ScaleConflict, WriteConflict
 from .history import append_to_chunk, index_epoch
 from .key_space import duplicate_epoch, next_epoch, plan_epoch_transition
 from .key_value import ABSENT, Versioned, Write
-from .records import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitionRecord, HistoryChunk, HistoryIndexLeaf,
-                      HistoryIndexRoot, HistoryTimeSeriesRecord, SealedEpochRecord, SealedSizesShard, StateRecord)
+from .records import (
+    EMPTY_EPOCH_TRANSITION,
+    EpochRecord,
+    EpochTransitionRecord,
+    HistoryChunk,
+    HistoryIndexLeaf,
+    HistoryIndexRoot,
+    HistoryTimeSeriesRecord,
+    SealedEpochRecord,
+    SealedSizesShard,
+    StateRecord,
+)
 from .states import State
 from .stream_store import StreamStore
 
@@ -48,8 +58,8 @@ async def submit_scale(stream: StreamStore, segments_to_seal: Sequence[int],
         ScaleInputInvalid: the input does not describe a scale of the current epoch.
         ScaleConflict: a different scale is pending.
     """
-    (current, _), (pending, version) = await stream.read_many(
-        [(layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord)])
+    (current, _), (pending, version) = await stream.read_records(
+        (layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord))
     planned = plan_epoch_transition(current, segments_to_seal, new_ranges, time)
     if not pending.is_empty:
         if same_transition(pending, planned):
@@ -74,13 +84,14 @@ async def create_new_epoch(stream: StreamStore, transition: EpochTransitionRecor
         ScaleConflict: the current epoch is not the transition's active epoch (a stale transition).
     """
     found = await _read_for_append(stream, transition.active_epoch, [transition.new_epoch])
-    if found[layout.epoch_key(transition.new_epoch)] is not None:
-        return EpochRecord.decode(found[layout.epoch_key(transition.new_epoch)].value)
-    current = EpochRecord.decode(found[layout.CURRENT_EPOCH].value)
+    written = found[layout.epoch_key(transition.new_epoch)]
+    if written is not None:
+        return EpochRecord.decode(written.value)
+    current = EpochRecord.decode(_required(found, layout.CURRENT_EPOCH).value)
     if current.epoch != transition.active_epoch:
         raise ScaleConflict(f"{stream}: transition from epoch {transition.active_epoch}, current is {current.epoch}")
     record, delta = next_epoch(current, transition)
-    sealed_epochs = {segment_id: record.epoch for segment_id in transition.segments_to_seal}
+    sealed_epochs = dict.fromkeys(transition.segments_to_seal, record.epoch)
     await stream.write(plan_epoch_appends(found, [(record, delta)], sealed_epochs, stream.sizes))
     return record
 
@@ -93,8 +104,8 @@ async def seal_old_segments(stream: StreamStore, transition: EpochTransitionReco
 
 async def complete_scale(stream: StreamStore, transition: EpochTransitionRecord) -> None:
     """Step 4: clears the ETR and sets SCALING -> ACTIVE (both in one batch; idempotent)."""
-    (pending, transition_version), (state, state_version) = await stream.read_many(
-        [(layout.EPOCH_TRANSITION, EpochTransitionRecord), (layout.STATE, StateRecord)])
+    (pending, transition_version), (state, state_version) = await stream.read_records(
+        (layout.EPOCH_TRANSITION, EpochTransitionRecord), (layout.STATE, StateRecord))
     writes = []
     if same_transition(pending, transition):
         writes.append(Write(layout.EPOCH_TRANSITION, EMPTY_EPOCH_TRANSITION.encode(), transition_version))
@@ -123,15 +134,16 @@ async def create_rolling_epochs(stream: StreamStore, transaction_epoch: int, act
     """
     first, second = active_epoch + 1, active_epoch + 2
     found = await _read_for_append(stream, active_epoch, [first, second], extra=[layout.epoch_key(transaction_epoch)])
-    if found[layout.epoch_key(first)] is not None:
-        return (EpochRecord.decode(found[layout.epoch_key(first)].value),
-                EpochRecord.decode(found[layout.epoch_key(second)].value))
-    current = EpochRecord.decode(found[layout.CURRENT_EPOCH].value)
+    written = found[layout.epoch_key(first)]
+    if written is not None:  # both duplicates are written in one batch
+        return EpochRecord.decode(written.value), EpochRecord.decode(_required(found, layout.epoch_key(second)).value)
+    current = EpochRecord.decode(_required(found, layout.CURRENT_EPOCH).value)
     if current.epoch != active_epoch:
         raise ScaleConflict(f"{stream}: rolling from epoch {active_epoch}, current is {current.epoch}")
-    if found[layout.epoch_key(transaction_epoch)] is None:
+    transaction_found = found[layout.epoch_key(transaction_epoch)]
+    if transaction_found is None:
         raise NotFound(f"{stream}: no transaction epoch {transaction_epoch}")
-    transaction_record = EpochRecord.decode(found[layout.epoch_key(transaction_epoch)].value)
+    transaction_record = EpochRecord.decode(transaction_found.value)
     first_time = max(time, current.creation_time + 1)
     transaction_duplicate = duplicate_epoch(transaction_record, first, first_time)
     active_duplicate = duplicate_epoch(current, second, first_time + 1)
@@ -151,6 +163,15 @@ async def complete_rolling_epochs(stream: StreamStore, active_epoch: int, sealed
 # ---------------------------------------------------------------------- shared machinery
 
 
+def _required(found: dict[str, Versioned | None], key: str) -> Versioned:
+    """``found[key]`` for a record that must exist: written with the stream (its current epoch and
+    history index root) or by the same batch as one found. Raises NotFound if it is absent."""
+    value = found[key]
+    if value is None:
+        raise NotFound(f"no key {key!r} in the stream's metadata", key=key)
+    return value
+
+
 def _append_keys(sizes: layout.ChunkSizes, epochs: Sequence[int]) -> list[str]:
     chunks = sorted({sizes.chunk_of(epoch) for epoch in epochs})
     leaves = sorted({sizes.leaf_of(epoch) for epoch in epochs})
@@ -164,7 +185,7 @@ async def _read_for_append(stream: StreamStore, active_epoch: int, new_epochs: S
     keys = [layout.CURRENT_EPOCH, *extra] + [layout.epoch_key(epoch) for epoch in new_epochs]
     keys += _append_keys(stream.sizes, new_epochs)
     found = await stream.kv.get_many(stream.tables.metadata, keys)
-    return dict(zip(keys, found))
+    return dict(zip(keys, found, strict=True))  # get_many answers each key
 
 
 def plan_epoch_appends(found: dict[str, Versioned | None],
@@ -172,15 +193,15 @@ def plan_epoch_appends(found: dict[str, Versioned | None],
                        sealed_epochs: dict[int, int], sizes: layout.ChunkSizes) -> list[Write]:
     """The batch that appends ``new_epochs``: epoch records, history chunks, index leaves and root,
     and sealed-epoch records, each conditional on the version in ``found`` (ABSENT if it was absent)."""
-    root_found = found[layout.HISTORY_INDEX_ROOT]
+    root_found = _required(found, layout.HISTORY_INDEX_ROOT)
     root = stored_root = HistoryIndexRoot.decode(root_found.value)
     chunks: dict[str, HistoryChunk | None] = {}
     leaves: dict[str, HistoryIndexLeaf | None] = {}
-    for key in found:
+    for key, stored in found.items():
         if key.startswith(layout.HISTORY_CHUNK_PREFIX):
-            chunks[key] = None if found[key] is None else HistoryChunk.decode(found[key].value)
+            chunks[key] = None if stored is None else HistoryChunk.decode(stored.value)
         elif key.startswith(layout.HISTORY_LEAF_PREFIX):
-            leaves[key] = None if found[key] is None else HistoryIndexLeaf.decode(found[key].value)
+            leaves[key] = None if stored is None else HistoryIndexLeaf.decode(stored.value)
     writes = []
     for record, delta in new_epochs:
         chunk_key = layout.history_chunk_key(sizes.chunk_of(record.epoch))
@@ -189,6 +210,7 @@ def plan_epoch_appends(found: dict[str, Versioned | None],
         root, leaves[leaf_key] = index_epoch(root, leaves[leaf_key], record.epoch, record.creation_time, sizes)
         writes.append(Write(layout.epoch_key(record.epoch), record.encode(), ABSENT))
     for key, value in list(chunks.items()) + list(leaves.items()):
+        assert value is not None, "every chunk and leaf read is one that a new epoch went into (_append_keys)"
         writes.append(Write(key, value.encode(), _version_or_absent(found[key])))
     if root != stored_root:
         writes.append(Write(layout.HISTORY_INDEX_ROOT, root.encode(), root_found.version))
@@ -205,17 +227,18 @@ async def _move_current_epoch(stream: StreamStore, from_epoch: int, to_epoch: in
                               sealed_sizes: dict[int, int]) -> None:
     """Sealed sizes into their shards and the current-epoch pointer to ``to_epoch``, in one batch."""
     keys = [layout.CURRENT_EPOCH, layout.epoch_key(to_epoch)] + stream.sizes.sealed_sizes_keys(sealed_sizes)
-    found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys)))
-    current = EpochRecord.decode(found[layout.CURRENT_EPOCH].value)
+    found = dict(zip(keys, await stream.kv.get_many(stream.tables.metadata, keys), strict=True))  # one per key
+    current_found = _required(found, layout.CURRENT_EPOCH)
+    current = EpochRecord.decode(current_found.value)
     if current.epoch >= to_epoch:
         return
     if current.epoch != from_epoch:
         raise ScaleConflict(f"{stream}: moving from epoch {from_epoch}, current is {current.epoch}")
-    if found[layout.epoch_key(to_epoch)] is None:
+    new_current = found[layout.epoch_key(to_epoch)]
+    if new_current is None:
         raise NotFound(f"{stream}: epoch {to_epoch} has not been written")
     writes = sealed_size_writes(found, sealed_sizes, stream.sizes)
-    writes.append(Write(layout.CURRENT_EPOCH, found[layout.epoch_key(to_epoch)].value,
-                        found[layout.CURRENT_EPOCH].version))
+    writes.append(Write(layout.CURRENT_EPOCH, new_current.value, current_found.version))
     await stream.write(writes)
 
 
@@ -228,7 +251,8 @@ def sealed_size_writes(found: dict[str, Versioned | None], sealed_sizes: dict[in
     writes = []
     for shard, additions in sorted(by_shard.items()):
         key = layout.sealed_sizes_key(shard)
-        existing = {} if found[key] is None else SealedSizesShard.decode(found[key].value).sizes
+        stored = found[key]
+        existing = {} if stored is None else SealedSizesShard.decode(stored.value).sizes
         writes.append(Write(key, SealedSizesShard(shard, {**existing, **additions}).encode(),
-                            _version_or_absent(found[key])))
+                            _version_or_absent(stored)))
     return writes

@@ -7,7 +7,7 @@ that overlaps a segment with a smaller id has therefore read past it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from wire.naming import epoch_of
 
@@ -83,7 +83,7 @@ def overlay_truncation(epoch: EpochRecord, truncation: TruncationRecord) -> dict
     Segments of the epoch start at offset 0.
     """
     if truncation.is_empty:
-        return {segment: 0 for segment in epoch.segments}
+        return dict.fromkeys(epoch.segments, 0)
     cut_segments = list(truncation.span)
     result = {}
     for segment in epoch.segments:

@@ -7,19 +7,34 @@ how they are read and written) and the stream's own lifecycle records.
 
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar, overload
 
 from . import layout
+from .codec import Record
 from .errors import AlreadyExists, IllegalStateTransition, NotFound
 from .history import append_to_chunk, index_epoch
 from .key_space import initial_epoch
 from .key_value import ABSENT, Versioned, VersionedKeyValueStore, Write
-from .records import (EMPTY_COMMITTING_TRANSACTIONS, EMPTY_EPOCH_TRANSITION, EMPTY_TRUNCATION, CreationRecord,
-                      EpochRecord, HistoryIndexRoot, HistoryTimeSeriesRecord, RetentionSet, StateRecord,
-                      StreamConfiguration, SubscriberSet)
+from .records import (
+    EMPTY_COMMITTING_TRANSACTIONS,
+    EMPTY_EPOCH_TRANSITION,
+    EMPTY_TRUNCATION,
+    CreationRecord,
+    EpochRecord,
+    HistoryIndexRoot,
+    HistoryTimeSeriesRecord,
+    RetentionSet,
+    StateRecord,
+    StreamConfiguration,
+    SubscriberSet,
+)
 from .states import DELETABLE_STATES, State, state_transition_allowed
 
-RecordType = TypeVar("RecordType")
+RecordType = TypeVar("RecordType", bound=Record)
+First = TypeVar("First", bound=Record)
+Second = TypeVar("Second", bound=Record)
+Third = TypeVar("Third", bound=Record)
 
 
 def decode_found(found: Versioned | None, record_type: type[RecordType]) -> tuple[RecordType, int] | None:
@@ -31,7 +46,7 @@ class StreamStore:
     """Handle on one stream's records. Cheap to make; holds no state beyond names."""
 
     def __init__(self, kv: VersionedKeyValueStore, scope: str, stream: str,
-                 sizes: layout.ChunkSizes = layout.ChunkSizes()):
+                 sizes: layout.ChunkSizes = layout.DEFAULT_CHUNK_SIZES):
         self.kv = kv
         self.scope = scope
         self.name = stream
@@ -48,10 +63,51 @@ class StreamStore:
         found = await self.kv.get(table or self.tables.metadata, key)
         return record_type.decode(found.value), found.version
 
-    async def read_many(self, requests: Sequence[tuple[str, type]]) -> list[tuple[object, int] | None]:
-        """Several metadata records in one store call; None where a key is absent."""
+    async def read_many(self, requests: Sequence[tuple[str, type[RecordType]]]) -> list[tuple[RecordType, int] | None]:
+        """Several metadata records in one store call; None where a key is absent.
+
+        ``find_records`` and ``read_records`` do the same for records of different types.
+        """
         found = await self.kv.get_many(self.tables.metadata, [key for key, _ in requests])
-        return [decode_found(value, record_type) for value, (_, record_type) in zip(found, requests)]
+        return [decode_found(value, record_type) for value, (_, record_type) in zip(found, requests, strict=True)]
+
+    @overload
+    async def find_records(self, first: tuple[str, type[First]], /) -> tuple[tuple[First, int] | None]: ...
+
+    @overload
+    async def find_records(self, first: tuple[str, type[First]], second: tuple[str, type[Second]], /
+                           ) -> tuple[tuple[First, int] | None, tuple[Second, int] | None]: ...
+
+    @overload
+    async def find_records(self, first: tuple[str, type[First]], second: tuple[str, type[Second]],
+                           third: tuple[str, type[Third]], /
+                           ) -> tuple[tuple[First, int] | None, tuple[Second, int] | None,
+                                      tuple[Third, int] | None]: ...
+
+    async def find_records(self, *requests: tuple[str, type[Record]]) -> tuple[tuple[Record, int] | None, ...]:
+        """Metadata records of (key, type) ``requests`` in one store call, each with its version; None
+        where a key is absent. Raises NotFound if the stream's metadata table does not exist."""
+        return tuple(await self.read_many(requests))
+
+    @overload
+    async def read_records(self, first: tuple[str, type[First]], /) -> tuple[tuple[First, int]]: ...
+
+    @overload
+    async def read_records(self, first: tuple[str, type[First]], second: tuple[str, type[Second]], /
+                           ) -> tuple[tuple[First, int], tuple[Second, int]]: ...
+
+    @overload
+    async def read_records(self, first: tuple[str, type[First]], second: tuple[str, type[Second]],
+                           third: tuple[str, type[Third]], /
+                           ) -> tuple[tuple[First, int], tuple[Second, int], tuple[Third, int]]: ...
+
+    async def read_records(self, *requests: tuple[str, type[Record]]) -> tuple[tuple[Record, int], ...]:
+        """Like ``find_records``, for records every stream has: raises NotFound if one is absent (as ``read``)."""
+        found = await self.read_many(requests)
+        for value, (key, _) in zip(found, requests, strict=True):
+            if value is None:
+                raise NotFound(f"no key {key!r} in {self.tables.metadata!r}", self.tables.metadata, key)
+        return tuple(value for value in found if value is not None)
 
     async def write(self, writes: Sequence[Write]) -> list[int]:
         """One atomic batch on the metadata table (see ``VersionedKeyValueStore.write_batch``)."""
@@ -80,7 +136,7 @@ class StreamStore:
         epoch = initial_epoch(configuration.scaling.min_num_segments, starting_segment_number, creation_time)
         history = HistoryTimeSeriesRecord(0, 0, creation_time, (), epoch.segments)
         root, leaf = index_epoch(HistoryIndexRoot(()), None, 0, creation_time, self.sizes)
-        records = [
+        records: list[tuple[str, Record]] = [
             (layout.CREATION, CreationRecord(creation_time)),
             (layout.CONFIGURATION, configuration),
             (layout.STATE, StateRecord(State.CREATING)),
@@ -155,7 +211,7 @@ class StreamStore:
     async def state_and_current_epoch(self) -> tuple[State, EpochRecord] | None:
         """The state and the active epoch (one read), or None if the stream does not exist."""
         try:
-            state, current = await self.read_many([(layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord)])
+            state, current = await self.find_records((layout.STATE, StateRecord), (layout.CURRENT_EPOCH, EpochRecord))
         except NotFound:
             return None
         if state is None or current is None:

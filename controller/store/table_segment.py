@@ -20,15 +20,42 @@ attribute the caller's retry loop reads.
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 from clients import errors as client_errors
-from clients.segment_store_client import SegmentStoreClient
 from wire.constants import NO_VERSION, NOT_EXISTS
 
 from .errors import NotFound, WriteConflict
-from .key_value import (ABSENT, PAGE_ENTRIES_DEFAULT, Page, Versioned, VersionedKeyValueStore, Write,
-                        check_removals, check_writes, conflict_for, encode_key)
+from .key_value import (
+    ABSENT,
+    PAGE_ENTRIES_DEFAULT,
+    Page,
+    Versioned,
+    VersionedKeyValueStore,
+    Write,
+    check_removals,
+    check_writes,
+    conflict_for,
+    encode_key,
+)
+
+
+class TableSegmentCalls(Protocol):
+    """The table-segment calls this store makes (``clients.segment_store_client.SegmentStoreClient``'s)."""
+
+    async def create_table(self, name: str) -> bool: ...
+
+    async def delete_table(self, name: str, must_be_empty: bool = False) -> bool: ...
+
+    async def read_table(self, name: str, keys: Iterable[bytes]) -> list[tuple[int, bytes] | None]: ...
+
+    async def update_table(self, name: str, entries: Iterable[tuple[bytes, int, bytes]]) -> list[int]: ...
+
+    async def remove_table_keys(self, name: str, keys: Iterable[tuple[bytes, int]]) -> None: ...
+
+    async def read_table_entries(self, name: str, token: bytes = b"",
+                                 count: int = 1000) -> tuple[list[tuple[bytes, int, bytes]], bytes]: ...
 
 
 def _wire_version(expected: int | None) -> int:
@@ -38,7 +65,7 @@ def _wire_version(expected: int | None) -> int:
 
 
 @contextlib.contextmanager
-def _table_must_exist(table: str):
+def _table_must_exist(table: str) -> Iterator[None]:
     """Turns the segment store's NoSuchSegment for ``table`` into NotFound."""
     try:
         yield
@@ -49,7 +76,7 @@ def _table_must_exist(table: str):
 class TableSegmentKeyValueStore(VersionedKeyValueStore):
     """Tables kept as table segments on the segment stores that ``client`` reaches."""
 
-    def __init__(self, client: SegmentStoreClient):
+    def __init__(self, client: TableSegmentCalls) -> None:
         self._client = client
 
     async def create_table(self, table: str) -> bool:

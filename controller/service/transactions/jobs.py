@@ -41,12 +41,23 @@ from wire.naming import segment_id
 
 from ...store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, scale
 from ...store.readers import note_writer_mark
-from ...store.records import (EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, EpochRecord,
-                              StreamConfiguration, TransactionRecord, WriterMarkRecord)
+from ...store.records import (
+    EMPTY_COMMITTING_TRANSACTIONS,
+    CommittingTransactionsRecord,
+    EpochRecord,
+    StreamConfiguration,
+    TransactionRecord,
+    WriterMarkRecord,
+)
 from ...store.records.transactions import NO_TIME
 from ...store.states import TransactionStatus
-from ...store.transactions import (get_committing_transactions, get_transaction, list_transactions,
-                                   replace_committing_transactions, transition_transaction)
+from ...store.transactions import (
+    get_committing_transactions,
+    get_transaction,
+    list_transactions,
+    replace_committing_transactions,
+    transition_transaction,
+)
 from ..context import ControllerContext
 from ..errors import StreamBusy
 from ..paging import all_pages

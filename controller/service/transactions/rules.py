@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from wire.retry import Backoff
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from ...store import NotFound, StreamStore, TransactionStatus, WriteConflict
 from ...store.records import TransactionRecord

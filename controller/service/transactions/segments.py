@@ -14,8 +14,9 @@ different segments run concurrently, at most ``segment_calls_concurrency_max`` a
 
 from __future__ import annotations
 
+import functools
 import uuid
-from typing import Sequence
+from collections.abc import Sequence
 
 from wire.naming import segment_id, segment_number_of, stream_segment_name, transaction_segment_name
 
@@ -43,7 +44,7 @@ async def create_transaction_segments(context: ControllerContext, scope: str, st
     """CreateSegment(txn name, scale type 0, rate 0) for every parent (existing ones are fine)."""
     names = [transaction_segment(scope, stream, parent, transaction_epoch, transaction_id)
              for parent in parent_segment_ids]
-    await bounded_gather([lambda name=name: context.segments.create_segment(name, NO_SCALING, 0) for name in names],
+    await bounded_gather([functools.partial(context.segments.create_segment, name, NO_SCALING, 0) for name in names],
                          context.settings.segment_calls_concurrency_max)
 
 
@@ -53,7 +54,7 @@ async def delete_transaction_segments(context: ControllerContext, scope: str, st
     """DeleteSegment for every transaction segment (missing ones are fine)."""
     names = [transaction_segment(scope, stream, parent, transaction_epoch, transaction_id)
              for parent in parent_segment_ids]
-    await bounded_gather([lambda name=name: context.segments.delete_segment(name) for name in names],
+    await bounded_gather([functools.partial(context.segments.delete_segment, name) for name in names],
                          context.settings.segment_calls_concurrency_max)
 
 
@@ -69,10 +70,10 @@ async def merge_transactions(context: ControllerContext, scope: str, stream: str
                    for transaction_id in transaction_ids]
         return await context.segments.merge_segments_batch(stream_segment_name(scope, stream, target), sources)
 
-    lengths = await bounded_gather([lambda target=target: merge_into(target) for target in target_segment_ids],
+    lengths = await bounded_gather([functools.partial(merge_into, target) for target in target_segment_ids],
                                    context.settings.segment_calls_concurrency_max)
     offsets: dict[uuid.UUID, dict[int, int]] = {transaction_id: {} for transaction_id in transaction_ids}
-    for target, target_lengths in zip(target_segment_ids, lengths):
-        for transaction_id, length in zip(transaction_ids, target_lengths):
+    for target, target_lengths in zip(target_segment_ids, lengths, strict=True):  # one result per target
+        for transaction_id, length in zip(transaction_ids, target_lengths, strict=True):  # one per source
             offsets[transaction_id][target] = length
     return offsets

@@ -33,7 +33,8 @@ import dataclasses
 import heapq
 import logging
 import uuid
-from typing import Awaitable, Callable, NamedTuple, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple, TypeVar
 
 from clients.errors import ClientError
 from wire.retry import retry
@@ -43,15 +44,32 @@ from ...store import transactions as stored
 from ...store.records import EpochRecord, TransactionRecord
 from ...store.states import TransactionStatus
 from ..context import ControllerContext
-from ..errors import (InvalidArgument, StreamNotFound, StreamNotWritable, TransactionContention, TransactionNotFound,
-                      TransactionRefused)
+from ..errors import (
+    InvalidArgument,
+    StreamNotFound,
+    StreamNotWritable,
+    TransactionContention,
+    TransactionNotFound,
+    TransactionRefused,
+)
 from ..paging import all_pages
 from ..retries import COMPARE_AND_SWAP
 from . import stream_index
 from .ids import TransactionIdAllocator
 from .jobs import list_all_transactions
-from .rules import (COMPLETED_STATUSES, PingAction, PingStatus, TransactionSettings, abort_deadline, check_lease,
-                    commit_time_of, decide_ping, is_expired, is_purgeable, new_transaction)
+from .rules import (
+    COMPLETED_STATUSES,
+    PingAction,
+    PingStatus,
+    TransactionSettings,
+    abort_deadline,
+    check_lease,
+    commit_time_of,
+    decide_ping,
+    is_expired,
+    is_purgeable,
+    new_transaction,
+)
 from .segments import create_transaction_segments, generalised_segment_id
 from .workers import TransactionWorkers
 
@@ -169,6 +187,7 @@ class TransactionService:
             if decision.action == PingAction.ABORT:
                 await self._begin_abort(stream, transaction_id, now)
             elif decision.action == PingAction.EXTEND:
+                assert decision.record is not None, "an EXTEND decision carries the extended record"
                 await stored.replace_transaction(stream, decision.record, version)
                 self._schedule(stream.scope, stream.name, decision.record)
             return decision.status

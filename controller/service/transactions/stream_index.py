@@ -21,7 +21,7 @@ Ordering rules that keep the index complete:
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from wire.retry import retry
 

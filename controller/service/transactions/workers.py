@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from wire.retry import retry
 
@@ -104,7 +104,7 @@ class TransactionWorkers:
             log.info("%s stopped (gone): %r", description, error)
         except StreamUncommittable as error:
             log.warning("%s wait for the next sweep: %s", description, error)
-        except Exception:  # noqa: BLE001 - a worker must not die silently; the next sweep restarts the job
+        except Exception:  # a worker must not die silently; the next sweep restarts the job
             log.exception("%s failed; the next sweep restarts it", description)
         finally:
             if registry.get(key) is asyncio.current_task():

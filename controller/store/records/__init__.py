@@ -5,13 +5,37 @@ of each module and in controller/store/LAYOUT.md.
 """
 
 from .cuts import EMPTY_TRUNCATION, RetentionSet, StreamCutRecord, TruncationRecord
-from .epochs import (EMPTY_EPOCH_TRANSITION, EpochRecord, EpochTransitionRecord, HistoryChunk, HistoryIndexLeaf,
-                     HistoryIndexRoot, HistoryTimeSeriesRecord, NewSegment, SealedEpochRecord, SealedSizesShard,
-                     SegmentRecord)
-from .readers import (ReaderGroupConfigRecord, ReaderGroupRetentionType, SubscriberRecord, SubscriberSet,
-                      WriterMarkRecord)
-from .streams import (CreationRecord, DeletedStreamRecord, RetentionPolicy, RetentionType, ScaleType,
-                      ScalingPolicy, ScopeRecord, StateRecord, StreamConfiguration)
+from .epochs import (
+    EMPTY_EPOCH_TRANSITION,
+    EpochRecord,
+    EpochTransitionRecord,
+    HistoryChunk,
+    HistoryIndexLeaf,
+    HistoryIndexRoot,
+    HistoryTimeSeriesRecord,
+    NewSegment,
+    SealedEpochRecord,
+    SealedSizesShard,
+    SegmentRecord,
+)
+from .readers import (
+    ReaderGroupConfigRecord,
+    ReaderGroupRetentionType,
+    SubscriberRecord,
+    SubscriberSet,
+    WriterMarkRecord,
+)
+from .streams import (
+    CreationRecord,
+    DeletedStreamRecord,
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    ScopeRecord,
+    StateRecord,
+    StreamConfiguration,
+)
 from .transactions import EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, TransactionRecord
 from .workflows import PendingWorkflowRecord, WorkflowIntentRecord, WorkflowKind
 
