@@ -18,8 +18,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import overload
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, overload
 
 from wire import naming
 from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
@@ -285,10 +285,10 @@ class SegmentContainer:
                 and (segment.attributes.get(attrs.CREATION_EPOCH, 0) < self.epoch
                      or now_ms - segment.last_modified >= idle_ms)]
 
-    async def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
-                   wait_timeout: float | None = None) -> ReadResult:
-        """Reads from ``offset``; at the tail of an unsealed segment waits for data (long-poll); see SegmentReader."""
-        return await self._reader.read(name, offset, max_length, wait_timeout)
+    def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
+             wait_timeout: float | None = None) -> Coroutine[Any, Any, ReadResult]:
+        """Reads from ``offset``, long-polling at the tail (SegmentReader.read's coroutine: no extra frame)."""
+        return self._reader.read(name, offset, max_length, wait_timeout)
 
     async def locate_offset(self, name: str, target: int) -> int:
         """The first event boundary of ``name`` at or after ``target`` (LocateOffset; see ``boundaries.py``).

@@ -81,8 +81,7 @@ class SegmentReader:
         ``wait_timeout`` seconds without data.
         """
         read_size = min(MAX_READ_SIZE, max(8, max_length))
-        loop = asyncio.get_running_loop()
-        deadline = None if wait_timeout is None else loop.time() + wait_timeout
+        deadline = None if wait_timeout is None else asyncio.get_running_loop().time() + wait_timeout
         waited = False
         while True:
             segment = self._lookup(name)
@@ -95,6 +94,7 @@ class SegmentReader:
                 if offset < segment.data.storage_length and self._storage is not None:
                     self._read_ahead(segment, offset)
                 return result
+            loop = asyncio.get_running_loop()
             waiter = loop.create_future()
             segment.waiters.append(waiter)
             timeout = None if deadline is None else max(0.0, deadline - loop.time())
