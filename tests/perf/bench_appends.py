@@ -5,11 +5,12 @@ The server runs as its own process (`tributary segmentstore`, uvloop) on a fresh
 batch as the Rust client does: events queue while one AppendBlockEnd per writer is in flight, and
 the next block takes everything queued (at most 500 events or 8 MiB). Only acknowledged events count.
 
-Bars (issue #3): 1 KiB x 1 writer >= 65,000 events/s; 1 KiB x 8 >= 120,000; 100 B x 8 >= 450,000;
-64 KiB x 8 >= 0.7 x the 1 MiB fdatasync'd append bandwidth; one-in-flight ack p50 <= fdatasync p50 +
-150 us; p99 <= 5 ms at 1,000 events/s.
+Bars (issues #3, #12), judged on the median of ``--runs`` runs unless said: 1 KiB x 1 writer >= 65,000
+events/s; 1 KiB x 8 >= 120,000; 100 B x 8 >= 450,000; 64 KiB x 8 >= 0.7 x the 1 MiB fdatasync'd append
+bandwidth in every run; one-in-flight ack p50 <= fdatasync p50 + 150 us; p99 at 1,000 events/s <= 1 ms,
+or fdatasync p99 + 0.5 ms where the disk's own p99 is worse. Exits 1 when a bar misses.
 
-Usage: python tests/perf/bench_appends.py [--seconds S] [--dir DIR]
+Usage: python tests/perf/bench_appends.py [--seconds S] [--runs N] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import uuid
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from clients.connection import WireConnection, next_request_id  # noqa: E402
+from tests.perf.bars import Bars, Figures  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 from wire import commands as c  # noqa: E402
 from wire.envelope import ENVELOPE_HEADER  # noqa: E402
@@ -41,7 +43,7 @@ MAX_BLOCK_BYTES = 8 * 1024 * 1024
 # --------------------------------------------------------------------------- machine baselines
 
 
-def fdatasync_overwrite_p50(directory: pathlib.Path, iterations: int = 400) -> float:
+def fdatasync_overwrite_samples(directory: pathlib.Path, iterations: int = 400) -> list[float]:
     path = directory / "sync-probe"
     with open(path, "wb") as file:
         file.write(b"\0" * (1 << 20))
@@ -59,7 +61,7 @@ def fdatasync_overwrite_p50(directory: pathlib.Path, iterations: int = 400) -> f
     finally:
         os.close(fd)
         path.unlink()
-    return statistics.median(samples)
+    return samples
 
 
 def fdatasync_append_bandwidth(directory: pathlib.Path, seconds: float) -> float:
@@ -214,53 +216,79 @@ async def run_benchmarks(port: int, seconds: float) -> dict:
     return results
 
 
+def one_run(scratch: pathlib.Path, seconds: float, figures: Figures) -> None:
+    """Measures the machine's baselines, then the segment store, and adds this run's figures."""
+    sync = fdatasync_overwrite_samples(scratch)
+    sync_p50, sync_p99 = statistics.median(sync), percentile(sync, 0.99)
+    append_bandwidth = fdatasync_append_bandwidth(scratch, 2.0)
+    tcp_bandwidth = loopback_tcp_bandwidth(2.0)
+    server = ServerProcess("segmentstore", scratch / "data", log_path=scratch / "server.log").start()
+    try:
+        import uvloop
+        results = uvloop.run(run_benchmarks(server.port, seconds))
+    finally:
+        server.terminate()
+    us, ms = "{:,.0f} us".format, "{:.2f} ms".format
+    figures.add("baseline: fdatasync p50 (4 KiB overwrite)", sync_p50 * 1e6, us)
+    figures.add("baseline: fdatasync p99 (4 KiB overwrite)", sync_p99 * 1e6, us)
+    figures.add("baseline: fdatasync'd 1 MiB appends, MB/s", append_bandwidth / 1e6, "{:,.0f}".format)
+    figures.add("baseline: loopback TCP, GB/s", tcp_bandwidth / 1e9)
+    for writers in (1, 8):
+        for size in (100, 1024, 65536):
+            events, rate = results[(writers, size)]
+            figures.add(f"{writers} writer(s) x {size} B: events/s", events, "{:,.0f}".format)
+            figures.add(f"{writers} writer(s) x {size} B: x fdatasync'd bandwidth", rate / append_bandwidth)
+    one, paced = results["latency"]
+    figures.add("one in flight (1 KiB): ack p50", statistics.median(one) * 1e6, us)
+    figures.add("one in flight (1 KiB): ack p99", percentile(one, 0.99) * 1e6, us)
+    figures.add("one in flight: ack p50 - fdatasync p50", (statistics.median(one) - sync_p50) * 1e6, us)
+    figures.add("1,000 events/s of 1 KiB: ack p50", statistics.median(paced) * 1e3, ms)
+    figures.add("1,000 events/s of 1 KiB: ack p99", percentile(paced, 0.99) * 1e3, ms)
+    figures.add("1,000 events/s: p99 bar (max(1 ms, fdatasync p99 + 0.5 ms))",
+                max(1.0, sync_p99 * 1e3 + 0.5), ms)
+
+
+def judge(figures: Figures) -> Bars:
+    """Throughput and latency bars on the median run; the 64 KiB bar in every run (issues #3, #12)."""
+    median = figures.median
+    verdict = Bars()
+    for writers, size, floor in ((1, 1024, 65_000), (8, 1024, 120_000), (8, 100, 450_000)):
+        name = f"{writers} writer(s) x {size} B: events/s"
+        verdict.check(f"{size} B x {writers} >= {floor:,} events/s (median)", median(name) >= floor,
+                      figures.spread(name))
+    name = "8 writer(s) x 65536 B: x fdatasync'd bandwidth"
+    verdict.check("64 KiB x 8 >= 0.7 x fdatasync'd 1 MiB bandwidth in every run", figures.min(name) >= 0.7,
+                  figures.spread(name))
+    name = "one in flight: ack p50 - fdatasync p50"
+    verdict.check("one-in-flight ack p50 <= fdatasync p50 + 150 us (median)", median(name) <= 150,
+                  figures.spread(name))
+    # each run against its own disk's bar; passed when at least half of the runs meet theirs
+    met = [value <= bar for value, bar in zip(figures.values["1,000 events/s of 1 KiB: ack p99"],
+                                              figures.values["1,000 events/s: p99 bar (max(1 ms, fdatasync p99 + 0.5 ms))"],
+                                              strict=True)]
+    verdict.check("p99 at 1,000 events/s <= max(1 ms, fdatasync p99 + 0.5 ms) (median run)",
+                  2 * sum(met) >= len(met), figures.spread("1,000 events/s of 1 KiB: ack p99"))
+    return verdict
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput phase")
+    parser.add_argument("--runs", type=int, default=1, help="repetitions (figures reported as min/median/max)")
     parser.add_argument("--dir", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2] / ".bench",
                         help="scratch directory (on the disk under test)")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    scratch = pathlib.Path(tempfile.mkdtemp(dir=args.dir))
-    try:
-        sync_p50 = fdatasync_overwrite_p50(scratch)
-        append_bandwidth = fdatasync_append_bandwidth(scratch, 2.0)
-        tcp_bandwidth = loopback_tcp_bandwidth(2.0)
-        server = ServerProcess("segmentstore", scratch / "data", log_path=scratch / "server.log").start()
+    figures = Figures()
+    for run in range(args.runs):
+        scratch = pathlib.Path(tempfile.mkdtemp(dir=args.dir))
         try:
-            import uvloop
-            results = uvloop.run(run_benchmarks(server.port, args.seconds))
+            one_run(scratch, args.seconds, figures)
         finally:
-            server.terminate()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    report(results, sync_p50, append_bandwidth, tcp_bandwidth)
-
-
-def report(results: dict, sync_p50: float, append_bandwidth: float, tcp_bandwidth: float) -> None:
-    print(f"machine: fdatasync p50 (4 KiB overwrite) {sync_p50 * 1e6:.0f} us; fdatasync'd 1 MiB appends "
-          f"{append_bandwidth / 1e6:.0f} MB/s; loopback TCP {tcp_bandwidth / 1e9:.2f} GB/s")
-    print(f"{'writers':>7} {'event':>7} {'events/s':>12} {'MB/s':>9} {'vs fsync bw':>12}")
-    for writers in (1, 8):
-        for size in (100, 1024, 65536):
-            events, rate = results[(writers, size)]
-            print(f"{writers:>7} {size:>7} {events:>12,.0f} {rate / 1e6:>9.1f} {rate / append_bandwidth:>11.2f}x")
-    one, paced = results["latency"]
-    one_p50 = statistics.median(one)
-    print(f"one event in flight (1 KiB): ack p50 {one_p50 * 1e6:.0f} us, p99 {percentile(one, 0.99) * 1e6:.0f} us "
-          f"(fdatasync p50 + {(one_p50 - sync_p50) * 1e6:.0f} us)")
-    print(f"1,000 events/s of 1 KiB: ack latency p50 {statistics.median(paced) * 1e3:.2f} ms, "
-          f"p99 {percentile(paced, 0.99) * 1e3:.2f} ms")
-    bars = [
-        ("1 KiB x 1 >= 65,000 events/s", results[(1, 1024)][0] >= 65_000),
-        ("1 KiB x 8 >= 120,000 events/s", results[(8, 1024)][0] >= 120_000),
-        ("100 B x 8 >= 450,000 events/s", results[(8, 100)][0] >= 450_000),
-        ("64 KiB x 8 >= 0.7 x fdatasync'd 1 MiB bandwidth", results[(8, 65536)][1] >= 0.7 * append_bandwidth),
-        ("one-in-flight p50 <= fdatasync p50 + 150 us", one_p50 <= sync_p50 + 150e-6),
-        ("p99 <= 5 ms at 1,000 events/s", percentile(paced, 0.99) <= 0.005),
-    ]
-    for name, passed in bars:
-        print(f"bar: {name}: {'PASS' if passed else 'FAIL'}")
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(f"run {run + 1} of {args.runs} done", file=sys.stderr)
+    figures.print("bench_appends")
+    sys.exit(judge(figures).exit_code())
 
 
 if __name__ == "__main__":

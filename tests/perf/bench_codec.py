@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
+import sys
 import time
 import uuid
 
-import wire
-from wire import commands as c
-from wire.envelope import envelope_all
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+import wire  # noqa: E402
+from tests.perf.bars import Bars  # noqa: E402
+from wire import commands as c  # noqa: E402
+from wire.envelope import envelope_all  # noqa: E402
 
 WRITER = uuid.uuid4()
 SEGMENT = "benchscope/benchstream/0.#epoch.0"
@@ -120,10 +125,11 @@ def main() -> None:
     small_decode = next(row for row in rows if row[1].startswith("decode (commands"))[2]
     read_chunked = next(row for row in rows if row[0].startswith("SegmentRead") and "64 KiB" in row[1])
     print()
-    print(f"bar: 1 MiB SegmentRead decode (64 KiB reads) {read_chunked[4]:.2f}x of one-copy rate "
-          f"(needs >= 0.50x): {'PASS' if read_chunked[4] >= 0.5 else 'FAIL'}")
-    print(f"bar: small commands decoded {small_decode:,.0f}/s on one core (needs >= 150,000): "
-          f"{'PASS' if small_decode >= 150_000 else 'FAIL'}")
+    bars = Bars()
+    bars.check("1 MiB SegmentRead decode (64 KiB reads) >= 0.50x of the one-copy rate", read_chunked[4] >= 0.5,
+               f"{read_chunked[4]:.2f}x")
+    bars.check("small commands decoded >= 150,000/s on one core", small_decode >= 150_000, f"{small_decode:,.0f}/s")
+    sys.exit(bars.exit_code())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""What every benchmark shares: figures over several runs (min/median/max) and bars that set the exit status.
+
+A benchmark measures its same-run baselines and its figures once per run, records them in a
+``Figures``, prints them, and judges its bars on the spread: ``Bars.check`` prints one line
+per bar and ``Bars.exit_code()`` is 1 when any bar missed (a benchmark ends with
+``sys.exit(bars.exit_code())``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+
+class Figures:
+    """Named figures, one value per run."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+        self.formats: dict[str, Callable[[float], str]] = {}
+
+    def add(self, name: str, value: float, fmt: Callable[[float], str] = "{:,.2f}".format) -> None:
+        self.values.setdefault(name, []).append(value)
+        self.formats.setdefault(name, fmt)
+
+    def min(self, name: str) -> float:
+        return min(self.values[name])
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.values[name])
+
+    def max(self, name: str) -> float:
+        return max(self.values[name])
+
+    def spread(self, name: str) -> str:
+        """``min / median / max`` of the figure (its one value after a single run)."""
+        values, fmt = self.values[name], self.formats[name]
+        if len(values) == 1:
+            return fmt(values[0])
+        return f"{fmt(min(values))} / {fmt(statistics.median(values))} / {fmt(max(values))}"
+
+    def print(self, title: str) -> None:
+        runs = max(len(values) for values in self.values.values())
+        print(f"{title} ({runs} run{'s' if runs > 1 else ''}{', min / median / max' if runs > 1 else ''}):")
+        width = max(len(name) for name in self.values)
+        for name in self.values:
+            print(f"  {name:<{width}}  {self.spread(name)}")
+
+
+class Bars:
+    """Bars judged once, each printed as PASS or FAIL."""
+
+    def __init__(self) -> None:
+        self.missed: list[str] = []
+
+    def check(self, name: str, passed: bool, measured: str = "") -> bool:
+        print(f"bar: {name}{f' (measured {measured})' if measured else ''}: {'PASS' if passed else 'FAIL'}")
+        if not passed:
+            self.missed.append(name)
+        return passed
+
+    def exit_code(self) -> int:
+        if self.missed:
+            print(f"{len(self.missed)} bar(s) missed: " + "; ".join(self.missed))
+        return 1 if self.missed else 0
