@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import wire
 from wire import commands as wc
@@ -38,9 +38,7 @@ from .replies import CloseConnection
 
 log = logging.getLogger("tributary.connection")
 
-_IMMEDIATE = frozenset({wc.Hello, wc.KeepAlive, wc.SetupAppend})
 _ERROR_MESSAGE_VERSION = 15  # the first version whose Rust decoder knows ErrorMessage (protocol reference §3.1)
-_APPENDS = frozenset({wc.AppendBlockEnd, wc.ConditionalAppend, wc.ConditionalBlockEnd})
 
 
 class ConnectionLimits:
@@ -85,6 +83,13 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._appends = AppendProcessor(container_for, self.send, self.close, self._append_bytes_settled)
         self._handlers = RequestHandlers(container_for, tail_read_timeout=limits.tail_read_timeout,
                                          transients=self._transients, container_by_id=routes.container_by_id)
+        # One lookup per command: appends return the bytes they leave outstanding; the others answer at once.
+        self._appending: dict[type, Callable[[Any], int]] = {
+            wc.AppendBlockEnd: self._appends.append_block_end, wc.ConditionalAppend: self._appends.conditional_append,
+            wc.ConditionalBlockEnd: self._appends.conditional_block_end}
+        self._immediate: dict[type, Callable[[Any], None]] = {
+            wc.Hello: self._hello, wc.KeepAlive: self._keep_alive,
+            wc.SetupAppend: self._setup_append}
         self._tasks: set[asyncio.Task[None]] = set()
         # decoded commands not yet dispatched, in arrival order
         self._backlog: deque[wire.Command | _ProtocolFailure] = deque()
@@ -162,7 +167,7 @@ class SegmentStoreConnection(asyncio.Protocol):
             if (self._paused_for_writes or self._paused_for_appends
                     or len(self._tasks) >= self._limits.request_tasks_max):
                 break
-            if type(backlog[0]) in _APPENDS and self._cache is not None and self._cache.throttled:
+            if type(backlog[0]) in self._appending and self._cache is not None and self._cache.throttled:
                 if not self._waiting_for_cache:
                     self._waiting_for_cache = True
                     self._cache.when_relieved(self._cache_relieved)
@@ -182,42 +187,33 @@ class SegmentStoreConnection(asyncio.Protocol):
     def _dispatch(self, command: wire.Command) -> None:
         kind = type(command)
         try:
-            if kind in _APPENDS:
-                self._append(command)
-            elif kind in _IMMEDIATE:
-                self._answer_now(command)
-            else:
-                task = self._loop.create_task(self._answer_later(command))
-                self._tasks.add(task)
-                task.add_done_callback(self._task_done)
+            append = self._appending.get(kind)
+            if append is not None:
+                self._append_bytes_outstanding += append(command)
+                if self._append_bytes_outstanding > self._limits.append_bytes_outstanding_max:
+                    self._paused_for_appends = True
+                return
+            answer = self._immediate.get(kind)
+            if answer is not None:
+                answer(command)
+                return
+            task = self._loop.create_task(self._answer_later(command))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
         except CloseConnection as close:
             self.close(str(close))
 
-    def _append(self, command: wire.Command) -> None:
-        if isinstance(command, wc.AppendBlockEnd):
-            size = self._appends.append_block_end(command)
-        elif isinstance(command, wc.ConditionalAppend):
-            size = self._appends.conditional_append(command)
-        elif isinstance(command, wc.ConditionalBlockEnd):
-            size = self._appends.conditional_block_end(command)
-        else:
-            raise TypeError(f"not an append: {command!r}")  # _dispatch passes the kinds of _APPENDS only
-        self._append_bytes_outstanding += size
-        if self._append_bytes_outstanding > self._limits.append_bytes_outstanding_max:
-            self._paused_for_appends = True
+    def _hello(self, command: wc.Hello) -> None:
+        self._client_version = command.high_version
+        self.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
+        if command.low_version > wire.WIRE_VERSION or command.high_version < wire.OLDEST_COMPATIBLE_VERSION:
+            self.close(f"incompatible client versions {command.low_version}..{command.high_version}")
 
-    def _answer_now(self, command: wire.Command) -> None:
-        if isinstance(command, wc.Hello):
-            self._client_version = command.high_version
-            self.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
-            if command.low_version > wire.WIRE_VERSION or command.high_version < wire.OLDEST_COMPATIBLE_VERSION:
-                self.close(f"incompatible client versions {command.low_version}..{command.high_version}")
-        elif isinstance(command, wc.KeepAlive):
-            self.send(wc.KeepAlive())
-        elif isinstance(command, wc.SetupAppend):
-            self.send(self._appends.setup_append(command))
-        else:
-            raise TypeError(f"not answered at once: {command!r}")  # _dispatch passes the kinds of _IMMEDIATE only
+    def _keep_alive(self, command: wc.KeepAlive) -> None:
+        self.send(wc.KeepAlive())
+
+    def _setup_append(self, command: wc.SetupAppend) -> None:
+        self.send(self._appends.setup_append(command))
 
     async def _answer_later(self, command: wire.Command) -> None:
         try:
