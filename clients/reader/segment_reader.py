@@ -36,8 +36,6 @@ from ..connection import Endpoint, WireConnection, next_request_id
 from ..errors import ConnectionFailed, InvalidEvent, ProtocolViolation
 
 log = logging.getLogger("tributary.reader")
-_HEADER = ENVELOPE_HEADER
-_HEADER_SIZE = ENVELOPE_HEADER_SIZE
 
 Item: TypeAlias = tuple[bytes, int, int]
 """A complete event: (payload, offset of its envelope, envelope and payload size)."""
@@ -80,16 +78,16 @@ def cut_events(data: bytes, position: int, base: int, maximum: int, items: list[
         needs in all, or 0).
     """
     size = len(data)
-    unpack = _HEADER.unpack_from
+    unpack = ENVELOPE_HEADER.unpack_from
     append = items.append
-    while size - position >= _HEADER_SIZE:
+    while size - position >= ENVELOPE_HEADER_SIZE:
         type_code, length = unpack(data, position)
         if type_code != EVENT_TYPE_CODE or length < 0 or length > maximum:
             return position, 0
-        end = position + _HEADER_SIZE + length
+        end = position + ENVELOPE_HEADER_SIZE + length
         if end > size:
-            return position, _HEADER_SIZE + length
-        append((data[position + _HEADER_SIZE:end], base + position, _HEADER_SIZE + length))
+            return position, ENVELOPE_HEADER_SIZE + length
+        append((data[position + ENVELOPE_HEADER_SIZE:end], base + position, ENVELOPE_HEADER_SIZE + length))
         position = end
     return position, 0
 
@@ -285,8 +283,8 @@ class SegmentReader:
             self._request()
             return first
         self._ready, self._ready_index = items, 0
-        if size - position >= _HEADER_SIZE:
-            type_code, length = _HEADER.unpack_from(data, position)
+        if size - position >= ENVELOPE_HEADER_SIZE:
+            type_code, length = ENVELOPE_HEADER.unpack_from(data, position)
             if type_code != EVENT_TYPE_CODE or length < 0:
                 raise InvalidEvent(f"{self.segment} at {self.offset}: not an event (type {type_code}, "
                                    f"length {length})")
@@ -302,10 +300,10 @@ class SegmentReader:
 
         """Starts handing out an event too large to buffer: (None, offset, size), then its chunks."""
         offset = self.offset
-        self._position += _HEADER_SIZE
-        self.offset += _HEADER_SIZE
+        self._position += ENVELOPE_HEADER_SIZE
+        self.offset += ENVELOPE_HEADER_SIZE
         self.large_remaining = length
-        return None, offset, _HEADER_SIZE + length
+        return None, offset, ENVELOPE_HEADER_SIZE + length
 
     def large_chunk(self) -> bytes | None:
         """The next buffered piece of the large event being read (None: wait for data)."""
