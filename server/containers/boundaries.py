@@ -63,8 +63,6 @@ from .metadata import SegmentMetadata, SegmentType
 if TYPE_CHECKING:
     from wire.fields import BytesLike
 
-ENVELOPE = ENVELOPE_HEADER
-HEADER_SIZE = ENVELOPE_HEADER_SIZE
 DEFAULT_SPACING = 256 * 1024  # at most one known boundary per this many bytes (it grows past capacity)
 DEFAULT_CAPACITY = 4096  # known boundaries kept per segment (8 bytes each)
 READ_SIZE = MAX_READ_SIZE  # bytes asked of the read path per read while walking
@@ -191,10 +189,10 @@ class SegmentBoundaries:
 
 def looks_like_events(data: BytesLike) -> bool:
     """Whether ``data`` begins with an envelope that fits in it (a cheap check, not a proof)."""
-    if len(data) < HEADER_SIZE:
+    if len(data) < ENVELOPE_HEADER_SIZE:
         return False
-    type_code, length = ENVELOPE.unpack_from(data, 0)
-    return type_code == EVENT_TYPE_CODE and 0 <= length <= len(data) - HEADER_SIZE
+    type_code, length = ENVELOPE_HEADER.unpack_from(data, 0)
+    return type_code == EVENT_TYPE_CODE and 0 <= length <= len(data) - ENVELOPE_HEADER_SIZE
 
 
 async def locate(index: BoundaryIndex | None, start: int, length: int, target: int, read: Read) -> int:
@@ -211,22 +209,22 @@ async def locate(index: BoundaryIndex | None, start: int, length: int, target: i
     learned_at = position
     view, view_at, read_size = memoryview(b""), position, _MIN_READ
     while position < target:
-        if position + HEADER_SIZE > length:
+        if position + ENVELOPE_HEADER_SIZE > length:
             return length  # the segment ends inside an envelope header: not events
         at = position - view_at
-        if at + HEADER_SIZE > len(view):
+        if at + ENVELOPE_HEADER_SIZE > len(view):
             # Reads grow while the walk goes through them header by header (small events), and start
             # small again after a jump over a payload (large events are not read, only their headers).
             read_size = min(READ_SIZE, 2 * read_size) if at <= len(view) else _MIN_READ
-            size = min(read_size, max(_MIN_READ, target + HEADER_SIZE - position), length - position)
+            size = min(read_size, max(_MIN_READ, target + ENVELOPE_HEADER_SIZE - position), length - position)
             got = await _read_at_least(read, position, size)
             if got is None:
                 return length  # the read path had no bytes there (cannot happen below the length)
             view, view_at, at = got, position, 0
-        type_code, event_length = ENVELOPE.unpack_from(view, at)
+        type_code, event_length = ENVELOPE_HEADER.unpack_from(view, at)
         if type_code != EVENT_TYPE_CODE or event_length < 0:
             return length
-        position += HEADER_SIZE + event_length
+        position += ENVELOPE_HEADER_SIZE + event_length
         if position > length:
             return length  # an envelope running past the end: not events
         if position - learned_at >= index.spacing and position < target:
@@ -240,9 +238,9 @@ async def locate(index: BoundaryIndex | None, start: int, length: int, target: i
 async def _read_at_least(read: Read, offset: int, size: int) -> memoryview | None:
     """A view of ``size`` bytes or fewer from ``offset``, but at least an envelope header's worth (or None)."""
     data = await read(offset, size)
-    if len(data) < HEADER_SIZE:  # a read ending at a cache block's edge: join the next ones
+    if len(data) < ENVELOPE_HEADER_SIZE:  # a read ending at a cache block's edge: join the next ones
         parts, got = [bytes(data)], len(data)
-        while got < HEADER_SIZE:
+        while got < ENVELOPE_HEADER_SIZE:
             more = await read(offset + got, size - got)
             if not len(more):
                 return None
