@@ -57,7 +57,6 @@ class SegmentContainer:
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None):
         self.container_id = container_id
         self.epoch = 0
-        self.status = ContainerStatus.NEW
         self.storage_metadata_name = storage_metadata_segment(container_id)
         self._log = durable_log
         self._wall_clock_ms = wall_clock_ms
@@ -80,6 +79,10 @@ class SegmentContainer:
         self.writer: StorageWriter | None = self._tier2.writer if self._tier2 else None
         self._reader = SegmentReader(container_id, self._state, self.storage, self._segment, self._fail)
 
+    @property
+    def status(self) -> ContainerStatus:
+        return self._pipeline.status
+
     def __repr__(self) -> str:
         return (f"<SegmentContainer {self.container_id} {self.status.value} epoch={self.epoch} "
                 f"segments={len(self._state.by_id)}>")
@@ -88,13 +91,12 @@ class SegmentContainer:
 
     async def start(self) -> None:
         """Opens the log (fencing older owners), recovers by replay, and starts accepting requests."""
-        self.status = ContainerStatus.RECOVERING
+        self._pipeline.status = ContainerStatus.RECOVERING
         self.epoch = await self._log.open()
         found_checkpoint = await self._pipeline.replay(has_tier2=self._tier2 is not None)
         if self._tier2 is not None:
             await self._tier2.recover(self.epoch)
         self._pipeline.open()
-        self.status = ContainerStatus.RUNNING
         if not found_checkpoint:
             await self._pipeline.write_checkpoint()
         if self._tier2 is not None:
@@ -106,17 +108,14 @@ class SegmentContainer:
         """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
         if self._tier2 is not None:
             await self._tier2.stop()
-        if self.status == ContainerStatus.RUNNING:
-            self.status = ContainerStatus.STOPPED
-            await self._pipeline.close()
-        self.status = ContainerStatus.STOPPED
+        await self._pipeline.close()  # lets the frames in flight commit, if it was running
+        self._pipeline.status = ContainerStatus.STOPPED
         await self._log.close()
 
     def _fail(self, error: BaseException) -> None:
         if self.failure is not None:
             return
         self.failure = error
-        self.status = ContainerStatus.FAILED
         log.error("container failed", extra={"container": self.container_id, "error": repr(error)})
         self._pipeline.fail(error)
         if self._on_failure is not None:

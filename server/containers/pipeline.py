@@ -38,6 +38,7 @@ from ..tier1 import DurableDataLog, LogAddress, LogError
 from . import operations as ops
 from .pending import Decision, PendingState
 from .state import ContainerState, InconsistentState, wake_readers
+from .views import ContainerStatus
 
 if TYPE_CHECKING:
     from wire.fields import BytesLike
@@ -81,7 +82,8 @@ class OperationPipeline:
         self.on_checkpoint_logged = on_checkpoint_logged
         self._max_frame_bytes = durable_log.max_append_size - FRAME_HEADROOM
         self._pending: PendingState  # made by open(), over the recovered state
-        self._unavailable: str | None = "new"  # why mutations are refused; None while accepting
+        # The container's status, kept here: mutations are decided only while it is RUNNING.
+        self.status = ContainerStatus.NEW
         self._frame: _Frame | None = None
         self._in_flight: deque[_Frame] = deque()  # frames handed to the log, in order
         self._next_sequence = 1  # of the first operation of the next frame
@@ -134,13 +136,13 @@ class OperationPipeline:
         """Starts accepting mutations after the recovered state."""
         self._next_sequence = self._state.last_sequence + 1
         self._pending = PendingState(self._state, self._max_frame_bytes - FRAME_HEADROOM)
-        self._unavailable = None
+        self.status = ContainerStatus.RUNNING
 
     async def close(self) -> None:
         """Refuses new mutations and waits for the frames in flight."""
-        if self._unavailable is not None:
+        if self.status is not ContainerStatus.RUNNING:
             return
-        self._unavailable = "stopped"
+        self.status = ContainerStatus.STOPPED
         if self._frame is not None:
             self._flush()
         in_flight = [future for frame in self._in_flight for future in frame.futures]
@@ -149,7 +151,7 @@ class OperationPipeline:
 
     def fail(self, error: BaseException) -> None:
         """Fails every mutation in flight or held with ContainerUnavailable; refuses new ones."""
-        self._unavailable = "failed"
+        self.status = ContainerStatus.FAILED
         unavailable = f"container failed: {error!r}"
         frames = list(self._in_flight) + ([self._frame] if self._frame is not None else [])
         self._in_flight, self._frame = deque(), None
@@ -172,9 +174,9 @@ class OperationPipeline:
         durable and applied, or failed with the operating error that rejected it.
         """
         future: Outcome = asyncio.get_running_loop().create_future()
-        if self._unavailable is not None:
+        if self.status is not ContainerStatus.RUNNING:
             future.set_exception(errors.ContainerUnavailable("", f"container {self._container_id} is "
-                                                                 f"{self._unavailable}"))
+                                                                 f"{self.status.value}"))
         elif self._held is not None:
             self._held.append((decide, future))
         else:
@@ -214,7 +216,7 @@ class OperationPipeline:
 
     def _flush(self) -> None:
         frame, self._frame = self._frame, None
-        if frame is None or self._unavailable == "failed":
+        if frame is None or self.status is ContainerStatus.FAILED:
             return
         frame.timestamp_ms = self._wall_clock_ms()
         frame.first_sequence = self._next_sequence
@@ -281,7 +283,7 @@ class OperationPipeline:
         held, self._held = self._held, None
         self._checkpoint_started = False
         for decide, future in held or ():
-            if self._unavailable is None:
+            if self.status is ContainerStatus.RUNNING:
                 self._decide(decide, future)
             else:
                 future.set_exception(errors.ContainerUnavailable("", "container stopped"))
@@ -317,7 +319,7 @@ class OperationPipeline:
         while len(checkpoints) > 1 and checkpoints[1][0] < bound:
             checkpoints.popleft()
             chosen = checkpoints[0]
-        if chosen is not None and self._unavailable is None:
+        if chosen is not None and self.status is ContainerStatus.RUNNING:
             await self._log.truncate(LogAddress(chosen[1].sequence - 1))
 
 
