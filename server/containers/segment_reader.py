@@ -39,6 +39,7 @@ READ_AHEAD_BYTES = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this 
 READ_AHEAD_BLOCKS = 4  # a read of Tier-2 bytes starts fetching this many following blocks
 # A read retries a failing Tier-2 with growing pauses before it fails (a merge concatenated meanwhile retries too).
 TIER2_READ_RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=2.0, attempts=8, jitter=0.0)
+_RETRIED = (storage_errors.SegmentNotFound, *TIER2_TRANSIENT_ERRORS)  # what such a read retries
 
 
 class _NotCached(enum.Enum):
@@ -144,11 +145,11 @@ class SegmentReader:
         """Reads bytes that are not cached: from Tier-2, or from a merged source not yet concatenated."""
         try:
             return await retry(lambda: self._read_stored(segment, offset, read_size), TIER2_READ_RETRY,
-                               retriable=_retriable_read, on_retry=self._log_retry(segment))
+                               retriable=lambda error: isinstance(error, _RETRIED), on_retry=self._log_retry(segment))
         except InconsistentState as error:
             self._on_inconsistency(error)
             raise errors.ContainerUnavailable(segment.name, str(error)) from error
-        except (storage_errors.SegmentNotFound, *TIER2_TRANSIENT_ERRORS) as error:
+        except _RETRIED as error:
             raise errors.ContainerUnavailable(segment.name, "tier-2 is not answering reads") from error
 
     async def _read_stored(self, segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult:
@@ -221,10 +222,6 @@ class SegmentReader:
         task = asyncio.get_running_loop().create_task(work)
         self._prefetches.add(task)
         task.add_done_callback(self._prefetches.discard)
-
-
-def _retriable_read(error: BaseException) -> bool:
-    return isinstance(error, (storage_errors.SegmentNotFound, *TIER2_TRANSIENT_ERRORS))
 
 
 def _read_now(segment: SegmentMetadata, offset: int,
