@@ -22,11 +22,13 @@ from .fakes import settle
 
 
 class GatedLog(DurableDataLog):
-    """Keeps records in memory; with ``gated``, each append waits until the test releases it."""
+    """Keeps records in memory; with ``gated`` each append (with ``gate_checkpoints`` each checkpoint's)
+    waits until the test releases it."""
 
     def __init__(self, records: list[bytes] | None = None, *, gated: bool = False):
         self.records = list(records or [])
         self.gated = gated
+        self.gate_checkpoints = False
         self.gates: list[asyncio.Future] = []
         self.fail_next = False
         self.truncated_upto: LogAddress | None = None
@@ -50,7 +52,8 @@ class GatedLog(DurableDataLog):
         parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
         self.records.append(b"".join(bytes(part) for part in parts))
         address = LogAddress(len(self.records))
-        if self.gated:
+        if self.gated or (self.gate_checkpoints and isinstance(ops.decode_frame(self.records[-1])[2][0],
+                                                                  ops.Checkpoint)):
             gate = asyncio.get_running_loop().create_future()
             self.gates.append(gate)
             await gate
@@ -166,8 +169,12 @@ async def test_a_due_checkpoint_holds_later_mutations_until_it_is_logged_and_rep
     await made.submit(create("s"))
     results = await asyncio.gather(*(made.submit(append("s", bytes([n]) * n)) for n in range(1, 6)))
     assert results == [0, 1, 3, 6, 10]
-    held = made.submit(append("s", b""))  # a checkpoint is due (six operations since the last): this waits
-    assert not held.done()
+    log.gate_checkpoints = True
+    await settle()  # a checkpoint is due (six operations since the last): it is being logged
+    held = made.submit(append("s", b""))
+    await settle()
+    assert not held.done() and len(log.records) == 4  # decided only once the checkpoint is durable
+    log.gates[-1].set_result(None)
     assert await held == 15
     kinds = [[type(op).__name__ for op in frame] for frame in operations(log)]
     assert kinds == [["Checkpoint"], ["CreateSegment"], ["Append"] * 5, ["Checkpoint"], ["Append"]]
