@@ -71,8 +71,7 @@ class SegmentContainer:
             # The storage writer flushes everything when the log holds more than this since its first checkpoint.
             self._tier2 = Tier2Link(self, tier2, self._state, self._pipeline,
                                     log_backlog_target=2 * checkpoint_every_bytes,
-                                    table_compaction_threshold=table_compaction_threshold, on_fatal=self._fail,
-                                    running=lambda: self.status == ContainerStatus.RUNNING)
+                                    table_compaction_threshold=table_compaction_threshold, on_fatal=self._fail)
             self._state.observer = self._tier2.writer
             self._pipeline.on_checkpoint_logged = self._tier2.checkpoint_logged
         self.storage: ChunkedSegmentStorage | None = self._tier2.storage if self._tier2 else None  # SLTS

@@ -27,6 +27,7 @@ from .pipeline import OperationPipeline
 from .state import ContainerState
 from .storage_metadata import TableMetadataStore, storage_metadata_segment
 from .storage_writer import StorageWriter, StorageWriterConfig
+from .views import ContainerStatus
 
 if TYPE_CHECKING:
     from .container import SegmentContainer
@@ -49,14 +50,13 @@ class Tier2Link:
     def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState,
                  pipeline: OperationPipeline, *,
                  log_backlog_target: int, table_compaction_threshold: int,
-                 on_fatal: Callable[[BaseException], None], running: Callable[[], bool]):
+                 on_fatal: Callable[[BaseException], None]):
         self._container_id = container_id = container.container_id
         self.metadata_name = storage_metadata_segment(container_id)
         self._state = state
         self._pipeline = pipeline
         self._log_backlog_target = log_backlog_target
         self._table_compaction_threshold = table_compaction_threshold
-        self._running = running
         self._container = container
         self.storage = ChunkedSegmentStorage(
             container_id, settings.chunks, self.metadata_store(),
@@ -109,7 +109,7 @@ class Tier2Link:
 
     async def _compact_metadata(self) -> None:
         """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold)."""
-        if self._running():
+        if self._pipeline.status is ContainerStatus.RUNNING:
             await table_maintenance.compact_if_bloated(self._container_id, self._pipeline,
                                                        self._state.by_name.get(self.metadata_name),
                                                        self._table_compaction_threshold)
