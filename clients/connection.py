@@ -112,9 +112,10 @@ class WireConnection(asyncio.Protocol):
 
     def send(self, command: Command) -> None:
         """Writes one frame (no reply is awaited). Raises ConnectionFailed."""
-        if self._failure is not None:
+        transport = self._transport
+        if self._failure is not None or transport is None:
             raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
-        self._live_transport.writelines(wire.encode_parts(command))
+        transport.writelines(wire.encode_parts(command))
 
     def expect(self, request_id: int) -> asyncio.Future[Reply]:
         """Registers interest in the reply carrying ``request_id`` (before sending its request)."""
@@ -221,8 +222,10 @@ class WireConnection(asyncio.Protocol):
         decoder = self._decoder
         decoder.feed(data)
         try:
-            # A server sends replies only (a request frame would fail here, as any malformed stream).
-            while (reply := cast(Reply | None, decoder.next_command())) is not None:
+            # A server sends replies only (a request frame would fail here, as any malformed stream); no cast
+            # call per reply on this path, the annotation says it.
+            reply: Reply | None
+            while (reply := decoder.next_command()) is not None:  # type: ignore[assignment]
                 flow = self._flows.get(reply.request_id)
                 if flow is not None:
                     flow.reply_received(reply)
