@@ -227,7 +227,7 @@ class EventWriter(WriterBase):
         self._serializer = serializer or BytesSerializer()
         self._serialize = None if isinstance(self._serializer, BytesSerializer) else self._serializer.serialize
         self._phase = _Phase.NEW
-        self._map: SegmentMap | None = None
+        self._map: SegmentMap  # the routing map, made by start (which every path to routing goes through)
         self._segment_writers: dict[Segment, SegmentWriter] = {}
         self._key_writers: dict[str, SegmentWriter] = {}
         self._hasher = KeyHasher()
@@ -388,20 +388,14 @@ class EventWriter(WriterBase):
         if successors.stream_sealed:
             return None
         # Where this writer's own events of the key will go once it learns of the seal.
-        return self._routes.replace(segment, successors).segment_for(self._hasher.fraction(routing_key)).qualified_name
+        return self._map.replace(segment, successors).segment_for(self._hasher.fraction(routing_key)).qualified_name
 
     # ------------------------------------------------------------------ routing
-
-    @property
-    def _routes(self) -> SegmentMap:
-        """The routing map (made by ``start``, which every path to routing goes through)."""
-        assert self._map is not None, "the writer is started before it routes"
-        return self._map
 
     def _route(self, routing_key: RoutingKey) -> SegmentWriter:
         if routing_key is not None and type(routing_key) is not str:
             raise InvalidArgument(f"routing keys are strings, not {type(routing_key).__name__}")
-        writer = self._segment_writers[self._routes.segment_for(self._hasher.fraction(routing_key))]
+        writer = self._segment_writers[self._map.segment_for(self._hasher.fraction(routing_key))]
         if routing_key is not None:
             if len(self._key_writers) >= _KEY_CACHE_MAX:
                 self._key_writers.clear()
@@ -453,7 +447,7 @@ class EventWriter(WriterBase):
 
     def _replace(self, writer: SegmentWriter, segment: Segment, successors: Successors) -> None:
         """Re-routes the sealed writer's events to its successors (synchronously: nothing interleaves)."""
-        routes = self._map = self._routes.replace(segment, successors)
+        routes = self._map = self._map.replace(segment, successors)
         for successor in routes.segments:
             self._add_segment_writer(successor)
         events = writer.take_events()
