@@ -77,12 +77,13 @@ class RequestHandlers:
     async def handle(self, command: Command) -> Reply:
         """Returns the reply to ``command``. Raises CloseConnection when it has none."""
         handler = self.table.get(type(command))
-        if handler is None or not isinstance(command, Request):  # the handled commands are requests
+        if handler is None:  # the table holds request types only: anything else a client sends ends here
             raise CloseConnection(f"{type(command).__name__} is not a request this server handles")
+        request: Request = command  # type: ignore[assignment]  # found in the table: a request
         try:
-            return await handler(command)
+            return await handler(request)
         except errors.SegmentStoreError as error:  # errors not mapped inside a handler name its segment
-            return error_reply(error, command.request_id, getattr(command, "segment", ""),
+            return error_reply(error, request.request_id, getattr(command, "segment", ""),
                                operation=_OPERATION_NAMES.get(type(command), ""))
 
     # ------------------------------------------------------------------ segments
