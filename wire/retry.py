@@ -67,13 +67,16 @@ def is_retriable(error: BaseException) -> bool:
 
 async def retry(operation: Callable[[], Awaitable[T]], policy: Backoff, *,
                 retriable: Callable[[BaseException], bool] = is_retriable,
-                on_retry: Callable[[BaseException, float], None] | None = None) -> T:
+                on_retry: Callable[[BaseException, float], None] | None = None,
+                deadline: float | None = None) -> T:
     """Runs ``operation`` until it succeeds, a failure is not retriable, or ``policy`` is spent.
+
+    ``deadline`` (event-loop time) also ends the retries: a wait that would end after it is not begun.
 
     Returns:
         The operation's result.
     Raises:
-        The last failure (not retriable, or retriable with the budget spent).
+        The last failure (not retriable, or retriable with the budget or the time spent).
     """
     delays = policy.delays()
     while True:
@@ -83,7 +86,7 @@ async def retry(operation: Callable[[], Awaitable[T]], policy: Backoff, *,
             if not retriable(error):
                 raise
             delay = next(delays, None)
-            if delay is None:
+            if delay is None or (deadline is not None and asyncio.get_running_loop().time() + delay > deadline):
                 raise
             if on_retry is not None:
                 on_retry(error, delay)

@@ -21,7 +21,6 @@ are not here.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -66,10 +65,4 @@ async def retry_while_busy(operation: Callable[[], Awaitable[T]], policy: Backof
             or ``policy`` is spent.
         Whatever else ``operation`` raises, at once.
     """
-    loop = asyncio.get_running_loop()
-
-    def give_up_at_deadline(error: BaseException, delay: float) -> None:
-        if deadline is not None and loop.time() + delay > deadline:
-            raise error
-
-    return await retry(operation, policy, retriable=is_stream_busy, on_retry=give_up_at_deadline)
+    return await retry(operation, policy, retriable=is_stream_busy, deadline=deadline)

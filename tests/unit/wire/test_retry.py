@@ -189,3 +189,19 @@ async def test_retry_sleeps_the_backoff_delays():
     started = loop.time()
     assert await retry(operation, policy) == "ok"
     assert loop.time() - started >= 0.019
+
+
+async def test_retry_stops_before_a_wait_that_would_end_after_the_deadline():
+    """With a deadline, the waits that end before it are taken, the first that would not is not."""
+    policy = Backoff(initial_seconds=0.02, multiplier=1.0, max_delay_seconds=0.02, attempts=None, jitter=0.0)
+    loop = asyncio.get_running_loop()
+    operation = Flaky([ConnectionFailed(str(n)) for n in range(100)])
+    started = loop.time()
+    with pytest.raises(ConnectionFailed):
+        await retry(operation, policy, deadline=started + 0.07)
+    assert 3 <= operation.calls <= 4  # tries at about 0, 20, 40 (and 60) ms; a wait to 80 ms is not begun
+    assert loop.time() - started < 0.07
+    past = Flaky([ConnectionFailed("late")])
+    with pytest.raises(ConnectionFailed):
+        await retry(past, policy, deadline=loop.time())  # no time left: one try, no wait
+    assert past.calls == 1
