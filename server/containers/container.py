@@ -229,11 +229,14 @@ class SegmentContainer:
     # ------------------------------------------------------------------ queries
 
     def _check_running(self) -> None:
-        if self.status != ContainerStatus.RUNNING:
-            raise errors.ContainerUnavailable("", f"container {self.container_id} is {self.status.value}")
+        status = self._pipeline.status
+        if status is not ContainerStatus.RUNNING:
+            raise errors.ContainerUnavailable("", f"container {self.container_id} is {status.value}")
 
     def _segment(self, name: str) -> SegmentMetadata:
-        self._check_running()
+        """The live segment ``name``; every read comes here, so the running check is one attribute test."""
+        if self._pipeline.status is not ContainerStatus.RUNNING:
+            self._check_running()
         segment = self._state.by_name.get(name)
         if segment is None:
             raise errors.NoSuchSegment(name)
