@@ -34,6 +34,7 @@ from . import errors
 from .appends import AppendProcessor
 from .containers import CacheManager, SegmentContainer
 from .handlers import RequestHandlers
+from .outbox import FileFrame, Outbox
 from .replies import CloseConnection
 
 log = logging.getLogger("tributary.connection")
@@ -78,6 +79,7 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._on_closed = on_closed
         self._decoder = wire.Decoder(limits.max_frame_size)
         self._transport: asyncio.Transport | None = None
+        self._outbox: Outbox | None = None  # every reply goes out through it, in order
         self._loop = asyncio.get_event_loop()
         self._transients: set[str] = set()
         self._appends = AppendProcessor(container_for, self.send, self.close, self._append_bytes_settled)
@@ -98,7 +100,8 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._writable.set()
         self._append_bytes_outstanding = 0
         self._paused_for_appends = False
-        self._paused_for_writes = False
+        self._paused_for_writes = False  # the transport's buffer or the outbox is over its limit
+        self._transport_paused = False  # the transport said pause_writing
         self._waiting_for_cache = False  # appends wait while the cache is throttled (Tier-2 behind)
         self._closed = False
         self._closing = False  # a protocol error was seen: finish what was taken, then close
@@ -117,6 +120,8 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._transport = stream = cast(asyncio.Transport, transport)
         self.peer = stream.get_extra_info("peername")
         stream.set_write_buffer_limits(high=self._limits.write_buffer_high)
+        self._outbox = Outbox(stream, self._loop, limit=self._limits.write_buffer_high,
+                              on_unblocked=self._refresh_writable, on_failure=self.close)
 
     def data_received(self, data: bytes) -> None:
         if self._closed or self._closing:
@@ -134,6 +139,8 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def connection_lost(self, error: Exception | None) -> None:
         self._closed = True
+        if self._outbox is not None:
+            self._outbox.close()
         for task in self._tasks:
             task.cancel()
         self._delete_transients()
@@ -142,15 +149,28 @@ class SegmentStoreConnection(asyncio.Protocol):
             self._on_closed(self)
 
     def pause_writing(self) -> None:
-        self._paused_for_writes = True
-        self._writable.clear()
-        self._update_reading()
+        self._transport_paused = True
+        self._refresh_writable()
 
     def resume_writing(self) -> None:
-        self._paused_for_writes = False
-        self._writable.set()
-        self._update_reading()
-        self._schedule_pump()
+        self._transport_paused = False
+        if self._outbox is not None:
+            self._outbox.writing_resumed()
+        self._refresh_writable()
+
+    def _refresh_writable(self) -> None:
+        """Writing pauses while the transport's buffer or the outbox's held frames are over their limit."""
+        paused = self._transport_paused or (self._outbox is not None and self._outbox.blocked)
+        if paused == self._paused_for_writes:
+            return
+        self._paused_for_writes = paused
+        if paused:
+            self._writable.clear()
+            self._update_reading()
+        else:
+            self._writable.set()
+            self._update_reading()
+            self._schedule_pump()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -230,8 +250,13 @@ class SegmentStoreConnection(asyncio.Protocol):
             log.exception("request handler failed", extra={"request": type(command).__name__})
             self.close("internal error")
             return
-        while self._paused_for_writes and not self._closed:
-            await self._writable.wait()
+        try:
+            while self._paused_for_writes and not self._closed:
+                await self._writable.wait()
+        except BaseException:
+            if isinstance(reply, FileFrame):
+                reply.region.release()
+            raise
         self.send(reply)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -242,14 +267,25 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ output and lifecycle
 
-    def send(self, reply: wire.Reply) -> None:
-        if self._closed or self._transport is None:
+    def send(self, reply: wire.Reply | FileFrame) -> None:
+        outbox = self._outbox
+        if self._closed or outbox is None:
+            if isinstance(reply, FileFrame):
+                reply.region.release()
             return
-        if type(reply) is wc.ErrorMessage and self._client_version < _ERROR_MESSAGE_VERSION:
+        kind = type(reply)
+        if kind is FileFrame:
+            outbox.send_file(reply)  # type: ignore[arg-type]  # checked just above
+            if outbox.blocked:
+                self._refresh_writable()
+            return
+        if kind is wc.ErrorMessage and self._client_version < _ERROR_MESSAGE_VERSION:
             # Clients older than v15 cannot decode ErrorMessage; closing gives them the same outcome.
-            self.close(f"error for a v{self._client_version} client: {reply.message}")
+            self.close(f"error for a v{self._client_version} client: {reply.message}")  # type: ignore[union-attr]
             return
-        self._transport.writelines(wire.encode_parts(reply))
+        outbox.send(wire.encode_parts(reply))  # type: ignore[arg-type]  # not a FileFrame
+        if outbox.blocked:
+            self._refresh_writable()
 
     def close(self, reason: str = "") -> None:
         if self._closed:
@@ -257,6 +293,8 @@ class SegmentStoreConnection(asyncio.Protocol):
         self._closed = True
         if reason:
             log.info("closing connection", extra={"peer": str(self.peer), "reason": reason})
+        if self._outbox is not None:
+            self._outbox.close()
         if self._transport is not None:
             self._transport.close()
 

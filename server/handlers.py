@@ -11,12 +11,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from wire import Command, Reply, Request, naming
+from wire import Command, Reply, Request, encode_around, naming
 from wire import commands as wc
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 from . import containers, errors
 from .containers import SegmentContainer, SegmentType
+from .outbox import FileFrame
 from .replies import CloseConnection, error_reply
 
 MAX_TABLE_REPLY_BYTES = 2 * 1024 * 1024
@@ -44,7 +45,7 @@ class RequestHandlers:
         self._tail_read_timeout = tail_read_timeout
         self._transients = transients  # transient segments created on this connection
         # request type -> its handler (each takes requests of its key's type)
-        self.table: dict[type[Command], Callable[[Any], Awaitable[Reply]]] = {
+        self.table: dict[type[Command], Callable[[Any], Awaitable[Reply | FileFrame]]] = {
             wc.ReadSegment: self.read_segment,
             wc.GetStreamSegmentInfo: self.get_stream_segment_info,
             wc.CreateSegment: self.create_segment,
@@ -74,8 +75,9 @@ class RequestHandlers:
             wc.LocateOffset: self.locate_offset,
         }
 
-    async def handle(self, command: Command) -> Reply:
-        """Returns the reply to ``command``. Raises CloseConnection when it has none."""
+    async def handle(self, command: Command) -> Reply | FileFrame:
+        """Returns the reply to ``command`` (a FileFrame: a SegmentRead sent from a file). Raises CloseConnection
+        when it has none."""
         handler = self.table.get(type(command))
         if handler is None:  # the table holds request types only: anything else a client sends ends here
             raise CloseConnection(f"{type(command).__name__} is not a request this server handles")
@@ -94,11 +96,16 @@ class RequestHandlers:
             if offset < 0:
                 raise errors.IllegalArgument(segment, f"negative read offset {offset}")
             result = await self._container_for(segment).read(segment, offset, command.suggested_length,
-                                                             self._tail_read_timeout)
+                                                             self._tail_read_timeout, lend_files=True)
         except TimeoutError:
             raise CloseConnection(f"tail read of {segment} at {offset} waited too long") from None
         except errors.SegmentStoreError as error:
             return error_reply(error, request_id, segment, offset)
+        if result.region is not None:  # Tier-2 bytes: sent from the chunk file (sendfile), not read here
+            head, tail = encode_around(
+                wc.SegmentRead(segment, offset, result.at_tail, result.end_of_segment, b"", request_id),
+                "data", result.region.length)
+            return FileFrame(head, result.region, tail)
         return wc.SegmentRead(segment, offset, result.at_tail, result.end_of_segment, result.data(), request_id)
 
     async def get_stream_segment_info(self, command: wc.GetStreamSegmentInfo):

@@ -4,7 +4,7 @@ Bytes in, commands out, and back; nothing here touches sockets, event loops or
 clocks. Entry points:
 
 * :class:`Decoder` -- incremental stream decoding, with append-block reassembly;
-* :func:`encode` / :func:`encode_parts` -- command to frame bytes;
+* :func:`encode` / :func:`encode_parts` -- command to frame bytes (:func:`encode_around`: all but one buffer);
 * :func:`decode_frame` -- one frame's payload to its command;
 * :mod:`wire.commands` -- every command as an immutable value class;
 * :mod:`wire.envelope` -- the event envelope inside segment data;
@@ -13,7 +13,7 @@ clocks. Entry points:
 
 from . import commands, constants, envelope
 from .base import REGISTRY, Command, ErrorReply, Reply, Request
-from .codec import FRAME_HEADER, decode_frame, encode, encode_parts
+from .codec import FRAME_HEADER, decode_frame, encode, encode_around, encode_parts
 from .commands import *  # noqa: F403 - the command classes are the package's vocabulary
 from .constants import MAX_WIRECOMMAND_SIZE, NULL_ATTRIBUTE_VALUE, OLDEST_COMPATIBLE_VERSION, WIRE_VERSION
 from .decoder import Decoder
@@ -22,6 +22,6 @@ from .errors import ProtocolError
 __all__ = [
     "REGISTRY", "Command", "Decoder", "ErrorReply", "FRAME_HEADER", "MAX_WIRECOMMAND_SIZE",
     "NULL_ATTRIBUTE_VALUE", "OLDEST_COMPATIBLE_VERSION", "ProtocolError", "Reply", "Request", "WIRE_VERSION",
-    "commands", "constants", "decode_frame", "encode", "encode_parts", "envelope",
+    "commands", "constants", "decode_frame", "encode", "encode_around", "encode_parts", "envelope",
     *commands.__all__,
 ]

@@ -287,9 +287,12 @@ class SegmentContainer:
                      or now_ms - segment.last_modified >= idle_ms)]
 
     def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
-             wait_timeout: float | None = None) -> Coroutine[Any, Any, ReadResult]:
-        """Reads from ``offset``, long-polling at the tail (SegmentReader.read's coroutine: no extra frame)."""
-        return self._reader.read(name, offset, max_length, wait_timeout)
+             wait_timeout: float | None = None, lend_files: bool = False) -> Coroutine[Any, Any, ReadResult]:
+        """Reads from ``offset``, long-polling at the tail (SegmentReader.read's coroutine: no extra frame).
+
+        ``lend_files``: Tier-2 bytes may come as a file region to send and release (see ReadResult).
+        """
+        return self._reader.read(name, offset, max_length, wait_timeout, lend_files)
 
     async def locate_offset(self, name: str, target: int) -> int:
         """The first event boundary of ``name`` at or after ``target`` (LocateOffset; see ``boundaries.py``).

@@ -34,6 +34,8 @@ from .views import ReadResult, TableDelta
 if TYPE_CHECKING:
     from wire.fields import BytesLike
 
+    from ..tier2.chunk_storage import ChunkRegion
+
 log = logging.getLogger("tributary.container")
 READ_AHEAD_BYTES = 8 * 1024 * 1024  # Tier-2 reads fetch aligned blocks of this size
 READ_AHEAD_BLOCKS = 4  # a read of Tier-2 bytes starts fetching this many following blocks
@@ -54,8 +56,17 @@ _NOT_CACHED = _NotCached.NOT_CACHED
 class StoredBytes(Protocol):
     """What reads need of Tier-2: SLTS (``ChunkedSegmentStorage``) in the segment store."""
 
+    @property
+    def serves_regions(self) -> bool:
+        """Whether ``read_region`` can lend file regions."""
+        ...
+
     async def read(self, name: str, offset: int, length: int) -> bytes:
         """Exactly ``min(length, segment length - offset)`` bytes of segment ``name`` from ``offset``."""
+        ...
+
+    async def read_region(self, name: str, offset: int, length: int) -> ChunkRegion | None:
+        """Up to ``length`` bytes from ``offset`` (cut at a chunk's end) as a file region to release."""
         ...
 
 
@@ -74,8 +85,11 @@ class SegmentReader:
         self._prefetches: set[asyncio.Task[None]] = set()
 
     async def read(self, name: str, offset: int, max_length: int = MAX_READ_SIZE,
-                   wait_timeout: float | None = None) -> ReadResult:
+                   wait_timeout: float | None = None, lend_files: bool = False) -> ReadResult:
         """Reads from ``offset``; at the tail of an unsealed segment waits for data (long-poll).
+
+        With ``lend_files``, bytes only Tier-2 holds may come as a file region (``ReadResult.region``)
+        when the storage lends them, uncached and unread; the caller must release it.
 
         Raises NoSuchSegment, SegmentIsTruncated, SegmentIsSealed (past the end of a sealed
         segment, or sealed while waiting below ``offset``), asyncio.TimeoutError after
@@ -90,9 +104,9 @@ class SegmentReader:
                 raise errors.SegmentIsSealed(name)  # Java fails reads parked at the tail on seal
             result = _read_now(segment, offset, read_size)
             if result is _NOT_CACHED:
-                result = await self._read_from_storage(segment, offset, read_size)
+                result = await self._read_from_storage(segment, offset, read_size, lend_files)
             if result is not None:
-                if offset < segment.data.storage_length and self._storage is not None:
+                if result.region is None and offset < segment.data.storage_length and self._storage is not None:
                     self._read_ahead(segment, offset)
                 return result
             loop = asyncio.get_running_loop()
@@ -141,10 +155,11 @@ class SegmentReader:
 
     # ------------------------------------------------------------------ Tier-2
 
-    async def _read_from_storage(self, segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult:
+    async def _read_from_storage(self, segment: SegmentMetadata, offset: int, read_size: int,
+                                 lend_files: bool) -> ReadResult:
         """Reads bytes that are not cached: from Tier-2, or from a merged source not yet concatenated."""
         try:
-            return await retry(lambda: self._read_stored(segment, offset, read_size), TIER2_READ_RETRY,
+            return await retry(lambda: self._read_stored(segment, offset, read_size, lend_files), TIER2_READ_RETRY,
                                retriable=lambda error: isinstance(error, _RETRIED), on_retry=self._log_retry(segment))
         except InconsistentState as error:
             self._on_inconsistency(error)
@@ -152,8 +167,17 @@ class SegmentReader:
         except _RETRIED as error:
             raise errors.ContainerUnavailable(segment.name, "tier-2 is not answering reads") from error
 
-    async def _read_stored(self, segment: SegmentMetadata, offset: int, read_size: int) -> ReadResult:
+    async def _read_stored(self, segment: SegmentMetadata, offset: int, read_size: int,
+                           lend_files: bool) -> ReadResult:
         data = segment.data
+        storage = self._storage
+        if lend_files and offset < data.storage_length and storage is not None and storage.serves_regions:
+            # Below the storage length: durable in Tier-2. Only whole bytes of the segment as it is now.
+            region = await storage.read_region(segment.name, offset, min(read_size, data.storage_length - offset))
+            if region is None:
+                raise InconsistentState(f"tier-2 of {segment.name!r} ends before its storage length "
+                                        f"{data.storage_length}")
+            return _result(segment, offset, read_size, [], region)
         if offset < data.storage_length:
             block = offset - offset % READ_AHEAD_BYTES
             fetched, start = await self._fetch_block(segment, block)
@@ -242,8 +266,9 @@ def _read_now(segment: SegmentMetadata, offset: int,
     return None
 
 
-def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: Sequence[BytesLike]) -> ReadResult:
-    result = ReadResult(parts, at_tail=False, end_of_segment=False)
+def _result(segment: SegmentMetadata, offset: int, read_size: int, parts: Sequence[BytesLike],
+            region: ChunkRegion | None = None) -> ReadResult:
+    result = ReadResult(parts, at_tail=False, end_of_segment=False, region=region)
     if result.length < read_size and offset + result.length == segment.length:  # a short read up to the end
         result.at_tail, result.end_of_segment = not segment.sealed, segment.sealed
     return result

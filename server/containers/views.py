@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from wire.fields import BytesLike
 
+    from ..tier2.chunk_storage import ChunkRegion
     from .metadata import SegmentMetadata
 
 
@@ -22,13 +23,20 @@ class ContainerStatus(enum.Enum):
 
 
 class ReadResult:
-    """The answer to a read: views of the data plus the tail flags of SegmentRead."""
+    """The answer to a read: views of the data plus the tail flags of SegmentRead.
 
-    __slots__ = ("parts", "length", "at_tail", "end_of_segment")
+    A read that asked for files (``lend_files``) may instead get its bytes as ``region``, a
+    Tier-2 chunk file's bytes to send with sendfile; ``parts`` is then empty and the holder
+    must release the region once sent.
+    """
 
-    def __init__(self, parts: Sequence[BytesLike], at_tail: bool, end_of_segment: bool):
+    __slots__ = ("parts", "region", "length", "at_tail", "end_of_segment")
+
+    def __init__(self, parts: Sequence[BytesLike], at_tail: bool, end_of_segment: bool,
+                 region: ChunkRegion | None = None):
         self.parts = parts
-        self.length = sum(map(len, parts))
+        self.region = region
+        self.length = sum(map(len, parts)) if region is None else region.length
         self.at_tail = at_tail
         self.end_of_segment = end_of_segment
 

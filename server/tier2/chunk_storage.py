@@ -19,6 +19,9 @@ Rules every implementation follows (checked by ``tests/unit/tier2/chunk_storage_
 * ``concat`` (when ``supports_concat``) appends whole source chunks to a target chunk, in
   order, leaving the sources in place. Sources are given with the lengths SLTS knows; bytes
   beyond those lengths are not copied.
+* ``open_region`` (when ``supports_regions``) hands out bytes of a chunk as an open file
+  descriptor rather than in memory, so that they can go to a socket with ``sendfile``. The
+  region stays readable until released, even if the chunk is deleted meanwhile.
 * Transient failures (I/O errors, timeouts, throttling) raise ChunkStorageUnavailable;
   callers retry.
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 BytesLike = bytes | bytearray | memoryview
 # What write() and create_with_content() accept: one buffer, or parts written back to back.
@@ -97,6 +100,23 @@ class ChunkStorageCounters:
         return dataclasses.replace(self)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChunkRegion:
+    """``length`` bytes at ``offset`` of the file open as ``fd``, readable until ``release()`` is called.
+
+    The descriptor belongs to the storage: the holder reads it (``os.sendfile``, ``os.pread``)
+    and never closes it. ``release`` must be called once, from the thread that opened the region.
+    """
+
+    fd: int
+    offset: int
+    length: int
+    release: Callable[[], None]
+
+    def __len__(self) -> int:
+        return self.length
+
+
 def as_parts(data: WriteData) -> Sequence[BytesLike]:
     """``data`` as a sequence of parts (no copy of a given sequence)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
@@ -110,6 +130,7 @@ class ChunkStorage(abc.ABC):
     supports_append: bool = True
     supports_concat: bool = False
     supports_truncation: bool = False  # no binding truncates: SLTS drops whole head chunks
+    supports_regions: bool = False  # open_region serves bytes as a file descriptor (local files)
 
     def __init__(self) -> None:
         self.counters = ChunkStorageCounters()
@@ -136,6 +157,14 @@ class ChunkStorage(abc.ABC):
     @abc.abstractmethod
     async def read(self, name: str, offset: int, length: int) -> bytes:
         """Returns ``min(length, chunk length - offset)`` bytes. Raises ChunkNotFound, ValueError."""
+
+    async def open_region(self, name: str, offset: int, length: int) -> ChunkRegion:
+        """The chunk's bytes ``[offset, offset + length)`` as an open descriptor (see ChunkRegion).
+
+        Only when ``supports_regions``; the caller knows the chunk holds those bytes (SLTS's
+        metadata says so). Raises ChunkNotFound, NotSupported.
+        """
+        raise NotSupported(name, f"{type(self).__name__} cannot hand out file regions")
 
     @abc.abstractmethod
     async def write(self, name: str, offset: int, data: WriteData) -> int:

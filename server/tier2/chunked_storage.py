@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from . import chunk_names, concat_operation, read_operation, truncate_operation, write_operation
-from .chunk_storage import ChunkStorage, WriteData
+from .chunk_storage import ChunkRegion, ChunkStorage, WriteData
 from .config import StorageConfig
 from .errors import SegmentExists, StorageNotPrimary
 from .garbage import GarbageCollector
@@ -131,6 +131,19 @@ class ChunkedSegmentStorage:
         Raises SegmentNotFound, SegmentTruncated, BadOffset (offset beyond the length).
         """
         return await read_operation.read(self._context, name, offset, length)
+
+    @property
+    def serves_regions(self) -> bool:
+        """Whether ``read_region`` can be used: the chunk storage lends file descriptors."""
+        return self._context.chunks.supports_regions
+
+    async def read_region(self, name: str, offset: int, length: int) -> ChunkRegion | None:
+        """Up to ``length`` bytes from ``offset``, cut at the end of the chunk holding ``offset``, as a
+        file region to send without reading (release it when done); None at the segment's end.
+
+        Only when ``serves_regions``. Raises as ``read`` does.
+        """
+        return await read_operation.region(self._context, name, offset, length)
 
     async def seal(self, name: str) -> None:
         """Idempotent. Raises SegmentNotFound, StorageNotPrimary; transient errors."""

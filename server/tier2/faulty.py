@@ -17,6 +17,7 @@ With nothing armed it behaves exactly like the storage it wraps (same ``supports
   torn ``create_with_content`` leaves a short chunk, as a store without atomic creation would).
 
 ``calls`` counts the calls of each operation, failed ones included. ``close()`` is never faulted.
+``open_region`` is a read for every knob (armed as, and counted as, "read").
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..buffers import prefix_views
-from .chunk_storage import ChunkInfo, ChunkStorage, ChunkStorageError, ChunkStorageUnavailable, WriteData, as_parts
+from .chunk_storage import (
+    ChunkInfo,
+    ChunkRegion,
+    ChunkStorage,
+    ChunkStorageError,
+    ChunkStorageUnavailable,
+    WriteData,
+    as_parts,
+)
 
 OPERATIONS = ("exists", "get_info", "create", "create_with_content", "delete", "read", "write", "concat",
               "set_read_only", "list")
@@ -51,6 +60,7 @@ class FaultyChunkStorage(ChunkStorage):
         self.supports_append = inner.supports_append
         self.supports_concat = inner.supports_concat
         self.supports_truncation = inner.supports_truncation
+        self.supports_regions = inner.supports_regions
         self.calls: collections.Counter[str] = collections.Counter()
         self.latency_seconds = 0.0
         self.hang_seconds: float | None = None
@@ -87,7 +97,7 @@ class FaultyChunkStorage(ChunkStorage):
 
     # ------------------------------------------------------------------ tripping
 
-    async def _call(self, operation: str, chunk: str, *args):
+    async def _call(self, operation: str, chunk: str, *args, inner_operation: str | None = None):
         self.calls[operation] += 1
         if self.latency_seconds:
             await asyncio.sleep(self.latency_seconds)
@@ -98,9 +108,11 @@ class FaultyChunkStorage(ChunkStorage):
             raise ChunkStorageUnavailable(chunk, f"injected: storage unavailable ({operation})")
         arming = self._take_arming(operation)
         if arming is None or arming.after_inner:
-            result = await getattr(self.inner, operation)(chunk, *args)
+            result = await getattr(self.inner, inner_operation or operation)(chunk, *args)
             if arming is None:
                 return result
+            if isinstance(result, ChunkRegion):  # lost to the caller: given back here
+                result.release()
         raise _make_error(arming.error, chunk, operation)
 
     def _take_arming(self, operation: str) -> _Arming | None:
@@ -138,6 +150,9 @@ class FaultyChunkStorage(ChunkStorage):
 
     async def read(self, name: str, offset: int, length: int) -> bytes:
         return await self._call("read", name, offset, length)
+
+    async def open_region(self, name: str, offset: int, length: int) -> ChunkRegion:
+        return await self._call("read", name, offset, length, inner_operation="open_region")
 
     async def write(self, name: str, offset: int, data: WriteData) -> int:
         return await self._data_call("write", name, offset, data=data)

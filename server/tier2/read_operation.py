@@ -5,6 +5,8 @@ read started (records are immutable values). Chunks a concurrent truncate, delet
 unlinks keep their records and bytes until the collector's delay has passed, so such a read
 still completes.
 
+``region`` finds the chunk the same way and lends its bytes as a file region (no read).
+
 The starting chunk is the last chunk when the offset is in it; otherwise the read index's
 nearest chunk at or below the offset; otherwise the first chunk. From there the read follows
 ``next_chunk`` links (indexing every chunk it passes) until a chunk holds the offset. With the
@@ -14,7 +16,9 @@ O(log chunks) lookup.
 
 from __future__ import annotations
 
+from .chunk_storage import ChunkRegion
 from .errors import BadOffset, SegmentTruncated, StorageCorrupted
+from .metadata_transaction import MetadataTransaction
 from .operation_context import OperationContext, load_segment
 from .records import SegmentRecord
 
@@ -25,39 +29,76 @@ async def read(context: OperationContext, name: str, offset: int, length: int) -
     Raises SegmentNotFound, SegmentTruncated (offset below the start offset), BadOffset (beyond
     the length); transient errors.
     """
-    if length < 0:
-        raise ValueError(f"negative read length {length}")
     generation = context.read_index.generation  # before the record: see ReadIndex
     transaction = context.begin(name)
     segment = await load_segment(transaction, name)
-    if offset < segment.start_offset:
-        raise SegmentTruncated(name, segment.start_offset, offset)
-    if offset > segment.length:
-        raise BadOffset(name, segment.length, offset)
-    length = min(length, segment.length - offset)
+    length = _readable(segment, offset, length)
     if length == 0:
         return b""
-    chunk_start, chunk = _nearest_chunk(context, segment, offset)
+    chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation)
     parts = []
+    while True:
+        size = min(length, chunk_start + chunk_length - offset)
+        data = await context.chunks.read(chunk, offset - chunk_start, size)
+        if len(data) != size:
+            raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
+                                   f"{offset - chunk_start}: it is shorter than its committed length")
+        parts.append(data)
+        offset += size
+        length -= size
+        if not length:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation,
+                                                                (chunk_start, chunk))
+
+
+async def region(context: OperationContext, name: str, offset: int, length: int) -> ChunkRegion | None:
+    """Up to ``length`` bytes from ``offset`` as a region of the one chunk holding ``offset`` (a
+    read that reaches past that chunk is cut at its end); None at the segment's end.
+
+    Only with a chunk storage that ``supports_regions``. Raises as ``read`` does.
+    """
+    generation = context.read_index.generation
+    transaction = context.begin(name)
+    segment = await load_segment(transaction, name)
+    length = _readable(segment, offset, length)
+    if length == 0:
+        return None
+    chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation)
+    return await context.chunks.open_region(chunk, offset - chunk_start,
+                                            min(length, chunk_start + chunk_length - offset))
+
+
+def _readable(segment: SegmentRecord, offset: int, length: int) -> int:
+    """How many of ``length`` bytes from ``offset`` the segment has; raises for an offset outside it."""
+    if length < 0:
+        raise ValueError(f"negative read length {length}")
+    if offset < segment.start_offset:
+        raise SegmentTruncated(segment.name, segment.start_offset, offset)
+    if offset > segment.length:
+        raise BadOffset(segment.name, segment.length, offset)
+    return min(length, segment.length - offset)
+
+
+async def _chunk_holding(context: OperationContext, transaction: MetadataTransaction, segment: SegmentRecord,
+                         offset: int, generation: int,
+                         walk_from: tuple[int, str] | None = None) -> tuple[int, str, int]:
+    """(start offset, name, length) of the chunk holding ``offset`` (below the segment's length).
+
+    The walk starts at ``walk_from`` (a chunk at or below ``offset``) or at the nearest chunk the
+    index knows, and indexes every chunk it passes.
+    """
+    chunk_start, chunk = walk_from or _nearest_chunk(context, segment, offset)
     while True:
         record = await transaction.linked_chunk(chunk)
         end = chunk_start + record.length
         if offset < end:  # chunks before the one holding ``offset`` are only walked past
-            size = min(length, end - offset)
-            data = await context.chunks.read(chunk, offset - chunk_start, size)
-            if len(data) != size:
-                raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
-                                       f"{offset - chunk_start}: it is shorter than its committed length")
-            parts.append(data)
-            offset += size
-            length -= size
-            if not length:
-                return parts[0] if len(parts) == 1 else b"".join(parts)
+            return chunk_start, chunk, record.length
         next_chunk = record.next_chunk
         if next_chunk is None:
-            raise StorageCorrupted(f"segment {name}: the chunk list ends before offset {offset}")
+            raise StorageCorrupted(f"segment {segment.name}: the chunk list ends before offset {offset}")
         chunk_start, chunk = end, next_chunk
-        context.read_index.add(name, chunk_start, chunk, generation)
+        context.read_index.add(segment.name, chunk_start, chunk, generation)
 
 
 def _nearest_chunk(context: OperationContext, segment: SegmentRecord, offset: int) -> tuple[int, str]:

@@ -75,3 +75,32 @@ def test_commands_are_immutable(command):
     for name in type(command).FIELD_NAMES:
         with pytest.raises(AttributeError):
             setattr(command, name, None)
+
+
+_BUFFER_COMMANDS = [cls for cls in COMMAND_CLASSES if any(kind.name == "buffer" for kind in cls.KINDS)]
+
+
+@pytest.mark.parametrize("command_class", _BUFFER_COMMANDS, ids=lambda cls: cls.__name__)
+def test_encode_around_leaves_exactly_the_buffer_out(command_class):
+    """For any buffer field, head + the field's bytes + tail is the whole frame (what sendfile relies on)."""
+    fields = [name for name, kind in zip(command_class.FIELD_NAMES, command_class.KINDS, strict=True)
+              if kind.name == "buffer"]
+
+    @_SETTINGS
+    @given(strategy_for_value_class(command_class))
+    def check(command):
+        for field in fields:
+            data = bytes(getattr(command, field))
+            head, tail = wire.encode_around(command, field, len(data))
+            assert head + data + tail == wire.encode(command)
+
+    check()
+
+
+def test_encode_around_refuses_what_is_not_a_buffer_field():
+    read = wire.SegmentRead("a/b/0", 0, False, False, b"", 1)
+    for field, size in (("segment", 3), ("offset", 8), ("nothing", 1), ("data", -1)):
+        with pytest.raises(ValueError):
+            wire.encode_around(read, field, size)
+    with pytest.raises(ValueError):
+        wire.encode_around(read, "data", wire.constants.MAX_PAYLOAD_SIZE)

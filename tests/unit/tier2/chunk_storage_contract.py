@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -174,6 +175,23 @@ class ChunkStorageContract:
         await storage.create_with_content("big", [data[:300_000], data[300_000:]])
         assert await storage.read("big", 0, len(data)) == data
         assert await storage.read("big", 123_457, 500_000) == data[123_457:623_457]
+
+    async def test_regions_lend_the_bytes_until_released_or_are_not_supported(self, storage):
+        data = bytes(range(256)) * 64
+        await fill(storage, "lent", data)
+        if not storage.supports_regions:
+            with pytest.raises(NotSupported):
+                await storage.open_region("lent", 0, 10)
+            return
+        region = await storage.open_region("lent", 1000, 5000)
+        assert (region.offset, region.length) == (1000, 5000)
+        await storage.delete("lent")  # the lent descriptor still reads the chunk's bytes
+        await storage.create_with_content("lent", b"new content")
+        assert os.pread(region.fd, region.length, region.offset) == data[1000:6000]
+        region.release()
+        assert await storage.read("lent", 0, 100) == b"new content"
+        with pytest.raises(ChunkNotFound):
+            await storage.open_region("missing", 0, 1)
 
     # ------------------------------------------------------------------ read-only
 

@@ -5,6 +5,7 @@ orphans after failed commits and crashes, retries, fencing of a zombie owner (F2
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -525,3 +526,48 @@ async def test_on_the_filesystem_binding(tmp_path):
     assert await restarted.read(system, 0, 100) == b"z" * 12
     assert await restarted.collect_garbage() == 2  # epoch 1's journal file and snapshot
     await restarted.close()
+
+
+async def region_bytes(region) -> bytes:
+    try:
+        return os.pread(region.fd, region.length, region.offset)
+    finally:
+        region.release()
+
+
+async def test_regions_lend_one_chunk_of_the_segment_at_a_time(tmp_path):
+    """read_region cuts at the end of the chunk holding the offset, checks the start offset and the
+    length like read, and its bytes outlive the chunk's deletion until released."""
+    chunk_storage = FileSystemChunkStorage(tmp_path)
+    config = StorageConfig(max_chunk_size=10, defrag_min_chunk_size=0, gc_delay_seconds=0)
+    storage = ChunkedSegmentStorage(1, chunk_storage, InMemoryMetadataStore(), config=config)
+    await storage.bootstrap(1)
+    await storage.finish_bootstrap()
+    assert storage.serves_regions
+    data = bytes(range(256)) * 2  # 512 bytes in chunks of at most 10
+    await segment_with(storage, "s", data[:7], data[7:100], data[100:])
+    offset, seen = 0, bytearray()
+    while offset < len(data):
+        region = await storage.read_region("s", offset, 64)
+        assert 1 <= region.length <= 10  # never past its chunk
+        seen += await region_bytes(region)
+        offset += region.length
+    assert bytes(seen) == data
+    assert await storage.read_region("s", len(data), 10) is None  # at the end: nothing to lend
+    with pytest.raises(BadOffset):
+        await storage.read_region("s", len(data) + 1, 10)
+    await storage.truncate("s", 33)
+    with pytest.raises(SegmentTruncated):
+        await storage.read_region("s", 32, 10)
+    region = await storage.read_region("s", 40, 10)
+    await storage.delete("s")
+    await storage.collect_garbage()
+    assert not [path for path in tmp_path.rglob("s.*") if path.is_file()]  # the chunks are gone from disk
+    assert await region_bytes(region) == data[40:40 + region.length]  # the lent bytes are not
+    with pytest.raises(SegmentNotFound):
+        await storage.read_region("s", 40, 10)
+    await storage.close()
+
+
+async def test_stores_without_regions_say_so(storage):
+    assert not storage.serves_regions

@@ -1,0 +1,264 @@
+"""One connection's outgoing frames, in order, some of them sent straight from files.
+
+Theory of operation. Most replies are lists of buffers and go to the transport
+with ``writelines``. A SegmentRead of bytes that only Tier-2 holds can instead
+carry a ``FileFrame``: the frame's head and tail as bytes and, between them, a
+region of a chunk file that is sent with ``os.sendfile``, so that those bytes
+never pass through Python (page cache -> socket in the kernel).
+
+``sendfile`` runs in a worker thread (a page-cache miss blocks it on the disk),
+on a duplicate of the connection's socket descriptor, so the descriptor stays
+valid even if the transport closes meanwhile. The socket is non-blocking: when
+it is full the thread waits for it with ``poll``, checking every
+``_POLL_SECONDS`` whether the connection closed. A file frame starts only when
+the transport holds no unsent bytes, and frames sent while it is in flight are
+held and written after it, so the byte stream keeps the order of ``send`` calls.
+
+Held frames count against the connection's write limit like the transport's
+own buffer: ``blocked`` says the caller should stop producing replies until
+``on_unblocked`` is called. A region is released as soon as it is sent (or
+dropped when the connection closes), never before.
+
+Where there is no socket to send a file to (a transport without one, e.g. TLS
+or a test's fake), a file frame's region is read into memory in a thread and
+written like any other frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import select
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from wire.fields import BytesLike
+
+log = logging.getLogger("tributary.connection")
+
+_POLL_SECONDS = 0.5  # how often a thread waiting for a full socket checks that the connection is still open
+_SEND_THREADS = 8  # file frames in flight at once, across all connections of the process
+_executor: ThreadPoolExecutor | None = None
+
+
+class Region(Protocol):
+    """Bytes of an open file, lent until released (``server.tier2.chunk_storage.ChunkRegion``)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    def release(self) -> None: ...
+
+
+class FileFrame:
+    """A frame made of ``head``, the bytes of ``region``, then ``tail``."""
+
+    __slots__ = ("head", "region", "tail")
+
+    def __init__(self, head: bytes, region: Region, tail: bytes):
+        self.head, self.region, self.tail = head, region, tail
+
+    def __len__(self) -> int:
+        return len(self.head) + self.region.length + len(self.tail)
+
+
+class Transport(Protocol):
+    """What the outbox needs of an asyncio transport."""
+
+    def writelines(self, data: Sequence[BytesLike], /) -> None: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def get_extra_info(self, name: str, default: object = None) -> object: ...
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None: ...
+
+
+class Outbox:
+    """Writes one connection's frames in order; see the module docstring."""
+
+    def __init__(self, transport: Transport, loop: asyncio.AbstractEventLoop, *, limit: int,
+                 on_unblocked: Callable[[], None], on_failure: Callable[[str], None]):
+        self._transport = transport
+        self._limit = limit
+        self._on_unblocked = on_unblocked
+        self._on_failure = on_failure
+        self._loop = loop
+        self._held: deque[list[BytesLike] | FileFrame] = deque()
+        self._held_bytes = 0
+        self._in_flight: FileFrame | None = None  # the file frame being sent
+        self._stop = threading.Event()  # set when the connection closes: a waiting send gives up
+        self._flushed: asyncio.Future[None] | None = None  # resolved once the transport's buffer is empty
+        self._closed = False
+        self.blocked = False
+
+    def send(self, parts: list[BytesLike]) -> None:
+        if self._closed:
+            return
+        if self._in_flight is None:
+            self._transport.writelines(parts)
+        else:
+            self._hold(parts, sum(map(len, parts)))
+
+    def send_file(self, frame: FileFrame) -> None:
+        if self._closed:
+            frame.region.release()
+            return
+        if self._in_flight is None:
+            self._start(frame)
+        else:
+            self._hold(frame, len(frame))
+
+    def writing_resumed(self) -> None:
+        """The transport called ``resume_writing``: its buffer may be empty now."""
+        flushed = self._flushed
+        if flushed is not None and not flushed.done() and not self._transport.get_write_buffer_size():
+            flushed.set_result(None)
+
+    def close(self) -> None:
+        """Drops held frames (releasing their regions) and stops a send in flight."""
+        self._closed = True
+        self._stop.set()
+        if self._flushed is not None and not self._flushed.done():
+            self._flushed.set_result(None)
+        while self._held:
+            item = self._held.popleft()
+            if isinstance(item, FileFrame):
+                item.region.release()
+        self._held_bytes = 0
+
+    # ------------------------------------------------------------------ internals
+
+    def _hold(self, item: list[BytesLike] | FileFrame, size: int) -> None:
+        self._held.append(item)
+        self._held_bytes += size
+        if self._held_bytes > self._limit:
+            self.blocked = True
+
+    def _start(self, frame: FileFrame) -> None:
+        self._in_flight = frame
+        self._loop.create_task(self._send_file(frame))
+
+    async def _send_file(self, frame: FileFrame) -> None:
+        try:
+            await self._until_transport_flushed()
+            if self._closed:
+                return
+            fileno = getattr(self._transport.get_extra_info("socket"), "fileno", None)
+            if fileno is None:
+                data = await self._loop.run_in_executor(_send_threads(), _read_region, frame.region)
+                if self._closed:
+                    return
+                self._transport.writelines([frame.head, data, frame.tail])
+            else:
+                descriptor = os.dup(fileno())
+                try:
+                    await self._loop.run_in_executor(_send_threads(), _send_frame, descriptor, frame, self._stop)
+                finally:
+                    os.close(descriptor)
+        except _Stopped:
+            return
+        except OSError as error:
+            if not self._closed:
+                self._on_failure(f"sending a file region failed: {error}")
+            return
+        finally:
+            frame.region.release()
+            self._in_flight = None
+        self._drain()
+
+    async def _until_transport_flushed(self) -> None:
+        """Waits (without polling) until the transport has written every byte given to it.
+
+        With both water marks at zero the transport pauses the protocol now and resumes it when
+        its buffer is empty (``writing_resumed``); the connection's own limit is restored after.
+        """
+        if not self._transport.get_write_buffer_size():
+            return
+        self._flushed = self._loop.create_future()
+        self._transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            await self._flushed
+        finally:
+            self._flushed = None
+            if not self._closed:
+                self._transport.set_write_buffer_limits(high=self._limit)
+
+    def _drain(self) -> None:
+        """Writes held frames after a file frame, up to the next file frame (which starts)."""
+        while self._held and self._in_flight is None and not self._closed:
+            item = self._held.popleft()
+            if isinstance(item, FileFrame):
+                self._held_bytes -= len(item)
+                self._start(item)
+            else:
+                self._held_bytes -= sum(map(len, item))
+                self._transport.writelines(item)
+        if self.blocked and self._held_bytes <= self._limit // 2:
+            self.blocked = False
+            self._on_unblocked()
+
+
+class _Stopped(Exception):
+    """The connection closed while a file frame was being sent."""
+
+
+def _send_threads() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(_SEND_THREADS, thread_name_prefix="tributary-sendfile")
+    return _executor
+
+
+def _read_region(region: Region) -> bytes:
+    data = os.pread(region.fd, region.length, region.offset)
+    if len(data) != region.length:
+        raise OSError(errno.EIO, f"a file region of {region.length} bytes gave {len(data)}")
+    return data
+
+
+def _send_frame(socket_fd: int, frame: FileFrame, stop: threading.Event) -> None:
+    """Runs in a worker thread: head, region (sendfile), tail, on the non-blocking ``socket_fd``."""
+    _send_bytes(socket_fd, frame.head, stop)
+    region = frame.region
+    offset, end = region.offset, region.offset + region.length
+    while offset < end:
+        try:
+            sent = os.sendfile(socket_fd, region.fd, offset, end - offset)
+        except BlockingIOError:
+            _wait_writable(socket_fd, stop)
+            continue
+        if sent == 0:
+            raise OSError(errno.EIO, "the file region ended early")
+        offset += sent
+    _send_bytes(socket_fd, frame.tail, stop)
+
+
+def _send_bytes(socket_fd: int, data: bytes, stop: threading.Event) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(socket_fd, view):]
+        except BlockingIOError:
+            _wait_writable(socket_fd, stop)
+
+
+def _wait_writable(socket_fd: int, stop: threading.Event) -> None:
+    poller = select.poll()
+    poller.register(socket_fd, select.POLLOUT)
+    while not poller.poll(_POLL_SECONDS * 1000):
+        if stop.is_set():
+            raise _Stopped
+    if stop.is_set():
+        raise _Stopped

@@ -1,0 +1,283 @@
+"""The outbox over real loopback sockets (asyncio's and uvloop's transports): frames sent from files
+come out in order with the others, held frames block and unblock the writer, closing stops a send that
+waits for a reader that never reads, and every lent region is released exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import time
+
+import pytest
+import uvloop
+
+from server.outbox import FileFrame, Outbox
+from server.tier2.chunk_storage import ChunkRegion
+
+LIMIT = 1 << 20
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+class Releases:
+    """Counts the releases of each region it lends."""
+
+    def __init__(self):
+        self.counts: dict[int, int] = {}
+
+    def region(self, fd: int, offset: int, length: int) -> ChunkRegion:
+        key = len(self.counts)
+        self.counts[key] = 0
+
+        def release() -> None:
+            self.counts[key] += 1
+
+        return ChunkRegion(fd, offset, length, release)
+
+    def all_once(self) -> bool:
+        return all(count == 1 for count in self.counts.values())
+
+
+class Sender(asyncio.Protocol):
+    """The server side: an outbox on the accepted connection, forwarding the transport's flow control."""
+
+    def __init__(self, connected: asyncio.Future):
+        self.connected = connected
+        self.outbox: Outbox | None = None
+        self.unblocked = 0
+        self.failures: list[str] = []
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.outbox = Outbox(transport, asyncio.get_running_loop(), limit=LIMIT, on_unblocked=self._unblocked,
+                             on_failure=self.failures.append)
+        self.connected.set_result(self)
+
+    def _unblocked(self) -> None:
+        self.unblocked += 1
+
+    def resume_writing(self) -> None:
+        self.outbox.writing_resumed()
+
+    def connection_lost(self, exc):
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+async def connected_pair() -> tuple[Sender, asyncio.StreamReader, asyncio.StreamWriter, asyncio.AbstractServer]:
+    loop = asyncio.get_running_loop()
+    connected = loop.create_future()
+    server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=64 << 20)
+    sender = await asyncio.wait_for(connected, 5)
+    return sender, reader, writer, server
+
+
+async def released(releases: Releases) -> bool:
+    """Whether every region is released once, waiting (bounded) for the send threads' completions."""
+    for _ in range(200):
+        if releases.all_once():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+def run(loop_name: str, coroutine_function, *args) -> None:
+    loop = LOOPS[loop_name]()
+    try:
+        loop.run_until_complete(asyncio.wait_for(coroutine_function(*args), 60))
+    finally:
+        loop.close()
+
+
+def data_file(tmp_path, size: int) -> tuple[int, bytes]:
+    data = os.urandom(size)
+    path = tmp_path / "chunk"
+    path.write_bytes(data)
+    return os.open(path, os.O_RDONLY), data
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_file_frames_keep_their_place_among_other_frames(tmp_path, loop_name):
+    fd, data = data_file(tmp_path, 3 << 20)
+
+    async def scenario():
+        sender, reader, writer, server = await connected_pair()
+        releases = Releases()
+        expected = bytearray()
+        for index in range(20):  # alternate plain frames and file frames of various sizes
+            plain = [f"plain {index} ".encode(), os.urandom(index * 1000)]
+            sender.outbox.send(plain)
+            expected += b"".join(plain)
+            offset, length = index * 100_000, 1 + index * 50_000
+            frame = FileFrame(f"<head {index}>".encode(), releases.region(fd, offset, length), b"<tail>")
+            sender.outbox.send_file(frame)
+            expected += frame.head + data[offset:offset + length] + frame.tail
+        received = await reader.readexactly(len(expected))
+        assert received == expected
+        assert await released(releases) and len(releases.counts) == 20
+        assert not sender.failures
+        writer.close()
+        server.close()
+
+    try:
+        run(loop_name, scenario)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_frames_held_behind_a_file_frame_block_the_writer_until_sent(tmp_path, loop_name):
+    fd, data = data_file(tmp_path, 16 << 20)
+
+    async def scenario():
+        sender, reader, writer, server = await connected_pair()
+        releases = Releases()
+        outbox = sender.outbox
+        outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 16 << 20), b"T"))  # more than the socket holds
+        held = os.urandom(LIMIT + 1)
+        outbox.send([held])  # behind the file frame, over the limit
+        assert outbox.blocked and sender.unblocked == 0
+        received = await reader.readexactly(1 + (16 << 20) + 1 + len(held))
+        assert received == b"H" + data + b"T" + held
+        assert not outbox.blocked and sender.unblocked == 1
+        assert await released(releases)
+        writer.close()
+        server.close()
+
+    try:
+        run(loop_name, scenario)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_file_frame_waits_for_bytes_the_transport_still_buffers(tmp_path, loop_name):
+    fd, data = data_file(tmp_path, 1 << 20)
+
+    async def scenario():
+        sender, reader, writer, server = await connected_pair()
+        releases = Releases()
+        big = os.urandom(32 << 20)  # far more than the socket takes at once: the transport buffers the rest
+        sender.outbox.send([big])
+        assert sender.transport.get_write_buffer_size() > 0
+        sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 1 << 20), b"T"))
+        sender.outbox.send([b"after"])
+        received = await reader.readexactly(len(big) + 2 + (1 << 20) + 5)
+        assert received == big + b"H" + data + b"T" + b"after"
+        assert await released(releases)
+        writer.close()
+        server.close()
+
+    try:
+        run(loop_name, scenario)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_closing_stops_a_send_stuck_on_a_reader_that_never_reads(tmp_path, loop_name):
+    fd, _ = data_file(tmp_path, 32 << 20)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        connected = loop.create_future()
+        server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
+        client = socket.create_connection(server.sockets[0].getsockname()[:2])  # never reads
+        sender = await asyncio.wait_for(connected, 5)
+        releases = Releases()
+        sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
+        sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 100), b"T"))  # held
+        await asyncio.sleep(0.2)  # the first is in its thread, waiting for room in the socket
+        assert releases.counts == {0: 0, 1: 0}
+        started = time.monotonic()
+        sender.outbox.close()
+        sender.transport.close()
+        assert releases.counts[1] == 1  # a held frame is given back at once
+        while releases.counts[0] == 0:
+            await asyncio.sleep(0.01)
+        assert time.monotonic() - started < 3
+        assert await released(releases) and not sender.failures
+        sender.outbox.send([b"late"])  # after close: ignored
+        late = releases.region(fd, 0, 10)
+        sender.outbox.send_file(FileFrame(b"", late, b""))
+        assert releases.counts[2] == 1
+        client.close()
+        server.close()
+
+    try:
+        run(loop_name, scenario)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_reader_that_goes_away_fails_the_send_and_releases(tmp_path, loop_name):
+    fd, _ = data_file(tmp_path, 32 << 20)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        connected = loop.create_future()
+        server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
+        client = socket.create_connection(server.sockets[0].getsockname()[:2])
+        sender = await asyncio.wait_for(connected, 5)
+        releases = Releases()
+        sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
+        await asyncio.sleep(0.1)  # the socket is full: the send waits for room
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # the client resets the connection mid-frame
+        while releases.counts[0] == 0:
+            await asyncio.sleep(0.01)
+        assert await released(releases)
+        assert sender.failures and "failed" in sender.failures[0]
+        server.close()
+
+    try:
+        run(loop_name, scenario)
+    finally:
+        os.close(fd)
+
+
+class MemoryTransport:
+    """A transport with no socket: the outbox must read regions itself."""
+
+    def __init__(self):
+        self.output = bytearray()
+
+    def writelines(self, parts) -> None:
+        for part in parts:
+            self.output += part
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+
+def test_without_a_socket_regions_are_read_and_written(tmp_path):
+    fd, data = data_file(tmp_path, 1 << 20)
+
+    async def scenario():
+        transport = MemoryTransport()
+        outbox = Outbox(transport, asyncio.get_running_loop(), limit=LIMIT, on_unblocked=lambda: None,
+                        on_failure=pytest.fail)
+        releases = Releases()
+        outbox.send([b"a"])
+        outbox.send_file(FileFrame(b"<", releases.region(fd, 5, 1000), b">"))
+        outbox.send([b"b"])
+        while len(transport.output) < 1004:
+            await asyncio.sleep(0.01)
+        assert bytes(transport.output) == b"a<" + data[5:1005] + b">b"
+        assert await released(releases)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        os.close(fd)
