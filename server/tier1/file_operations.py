@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from ..direct_writes import write_parts
+
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 PREALLOCATION_CHUNK_BYTES = 1 << 20
 
@@ -93,11 +95,9 @@ class FileOperations:
         """
         fd = os.open(temporary_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            offset = 0
-            while offset < size:
-                count = min(PREALLOCATION_CHUNK_BYTES, size - offset)
-                os.pwrite(fd, _ZEROS[:count] if count < PREALLOCATION_CHUNK_BYTES else _ZEROS, offset)
-                offset += count
+            whole, rest = divmod(size, PREALLOCATION_CHUNK_BYTES)
+            # Around the page cache (direct_writes): zeros must not take pages that the flush to Tier-2 needs.
+            write_parts(fd, [_ZEROS] * whole + [_ZEROS[:rest]], 0)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -23,7 +23,8 @@ Read-only chunks have mode 0444 (``write`` checks the mode bits, so it holds eve
 
 Open descriptors are kept in a small LRU cache (with use counts, so a descriptor is closed only
 once no thread uses it). I/O is ``os.pwritev``/``os.pread`` on those descriptors, one executor
-hop per operation (``aiofiles.os.wrap``); concat copies with ``copy_file_range``. The cache
+hop per operation (``aiofiles.os.wrap``); concat copies with ``copy_file_range``. Large writes
+bypass the page cache (``direct_writes``). The cache
 assumes this instance is the only one deleting chunks under its root. ``open_region`` lends a
 cached descriptor itself (counted as a user until released), so that a segment read can be
 sent from the file with ``sendfile`` without the bytes passing through Python.
@@ -43,6 +44,7 @@ from collections.abc import Sequence
 
 import aiofiles.os
 
+from ..direct_writes import write_parts
 from .chunk_storage import (
     ChunkAlreadyExists,
     ChunkInfo,
@@ -60,7 +62,6 @@ FILE, DIRECTORY, CONTINUATION = b".f", b".d", b".s"
 PIECE_BYTES = 250
 DEFAULT_OPEN_FILES = 64
 COPY_BLOCK_BYTES = 8 << 20
-IOV_MAX = os.sysconf("SC_IOV_MAX")
 _NO_COPY_FILE_RANGE = (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP)  # then pread + pwrite
 _UNESCAPES = {b"%25": b"%", b"%00": b"\0"}
 
@@ -343,7 +344,7 @@ def _create_with_content(path: bytes, parts: list) -> tuple[int, int]:
     fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         try:
-            length = _pwrite_all(fd, parts, 0)
+            length = write_parts(fd, parts, 0)
             os.fsync(fd)
             os.link(temporary, path)
         finally:
@@ -355,28 +356,13 @@ def _create_with_content(path: bytes, parts: list) -> tuple[int, int]:
     return fd, length
 
 
-def _pwrite_all(fd: int, parts: list, offset: int) -> int:
-    """Writes ``parts`` back to back at ``offset`` with pwritev, resuming after short writes."""
-    views = [view for view in (memoryview(part).cast("B") for part in parts) if view.nbytes]
-    written, first = 0, 0
-    while first < len(views):
-        count = os.pwritev(fd, views[first:first + IOV_MAX], offset + written)
-        written += count
-        while first < len(views) and count >= views[first].nbytes:
-            count -= views[first].nbytes
-            first += 1
-        if count:
-            views[first] = views[first][count:]
-    return written
-
-
 def _append_at(name: str, fd: int, offset: int, parts: list) -> int:
     status = os.fstat(fd)
     if _is_read_only(status):
         raise ChunkReadOnly(name)
     if offset != status.st_size:
         raise InvalidOffset(name, status.st_size, offset)
-    written = _pwrite_all(fd, parts, offset)
+    written = write_parts(fd, parts, offset)
     if written:
         os.fdatasync(fd)
     return written

@@ -112,14 +112,14 @@ async def test_fs_names_that_naive_mappings_confuse(fs):
 
 async def test_fs_failed_create_with_content_leaves_no_trace(fs, monkeypatch):
     """A failure midway (here: disk full after half the data) leaves no chunk and no temporary file."""
-    real_pwrite_all = filesystem._pwrite_all
+    real_write_parts = filesystem.write_parts
 
     def half_then_enospc(fd, parts, offset):
         data = b"".join(parts)
-        real_pwrite_all(fd, [data[:len(data) // 2]], offset)
+        real_write_parts(fd, [data[:len(data) // 2]], offset)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(filesystem, "_pwrite_all", half_then_enospc)
+    monkeypatch.setattr(filesystem, "write_parts", half_then_enospc)
     with pytest.raises(ChunkStorageUnavailable, match="No space"):
         await fs.create_with_content("s/chunk", b"x" * 1000)
     assert not await fs.exists("s/chunk") and await fs.list() == []
@@ -214,7 +214,7 @@ async def test_fs_os_errors_become_unavailable(fs, monkeypatch):
     def disk_full(fd, parts, offset):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(filesystem, "_pwrite_all", disk_full)
+    monkeypatch.setattr(filesystem, "write_parts", disk_full)
     with pytest.raises(ChunkStorageUnavailable) as raised:
         await fs.write("a", 0, b"abc")
     assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.ENOSPC

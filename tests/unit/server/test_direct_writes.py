@@ -1,0 +1,108 @@
+"""direct_writes: any split of any parts at any offset lands byte for byte as a plain write would,
+the page-aligned middle of a large write goes through an O_DIRECT descriptor, and filesystems that
+refuse O_DIRECT get plain writes."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server import direct_writes
+
+KiB = 1024
+
+
+@pytest.fixture
+def small_direct(monkeypatch):
+    """Direct writes from 8 KiB on, through a 12 KiB staging buffer, so small examples cross every boundary."""
+    monkeypatch.setattr(direct_writes, "DIRECT_MIN_BYTES", 8 * KiB)
+    monkeypatch.setattr(direct_writes, "STAGING_BYTES", 12 * KiB)
+    monkeypatch.setattr(direct_writes._staging, "buffer", None, raising=False)
+    yield
+    direct_writes._staging.buffer = None
+
+
+def direct_opens(monkeypatch) -> list[int]:
+    """Records the flags of every open of /proc/self/fd (the direct descriptor)."""
+    opened = []
+    real_open = os.open
+
+    def recording_open(path, flags, *args):
+        if str(path).startswith("/proc/self/fd/"):
+            opened.append(flags)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct_writes.os, "open", recording_open)
+    return opened
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=st.integers(0, 9000), sizes=st.lists(st.integers(0, 20 * KiB), min_size=1, max_size=6))
+def test_any_split_lands_byte_for_byte(tmp_path_factory, small_direct, prefix, sizes):
+    path = tmp_path_factory.mktemp("direct") / "chunk"
+    before = os.urandom(prefix)
+    parts = [os.urandom(size) for size in sizes]
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, before)
+        assert direct_writes.write_parts(fd, parts, prefix) == sum(sizes)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == before + b"".join(parts)
+
+
+def test_the_aligned_middle_of_a_large_write_goes_direct(tmp_path, small_direct, monkeypatch):
+    opened = direct_opens(monkeypatch)
+    path = tmp_path / "chunk"
+    data = os.urandom(100 * KiB)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"x" * 100)  # an unaligned start: a buffered head first
+        direct_writes.write_parts(fd, [data[:333], data[333:]], 100)
+        direct_writes.write_parts(fd, [b"small"], 100 + len(data))  # below the minimum: buffered
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"x" * 100 + data + b"small"
+    assert len(opened) == 1 and opened[0] & os.O_DIRECT
+
+
+def test_filesystems_without_o_direct_get_plain_writes(tmp_path, small_direct, monkeypatch):
+    real_open = os.open
+    refused = []
+
+    def refusing_open(path, flags, *args):
+        if flags & os.O_DIRECT:
+            refused.append(path)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    path = tmp_path / "chunk"
+    data = os.urandom(64 * KiB)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    monkeypatch.setattr(direct_writes.os, "open", refusing_open)
+    monkeypatch.setattr(direct_writes, "_devices_without_direct", set())
+    try:
+        direct_writes.write_parts(fd, [data], 0)
+        direct_writes.write_parts(fd, [data], len(data))
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == data + data
+    assert len(refused) == 1  # the device is remembered: no second attempt
+
+
+def test_other_open_errors_are_not_taken_for_a_refusal(tmp_path, small_direct, monkeypatch):
+    def failing_open(path, flags, *args):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    fd = os.open(tmp_path / "chunk", os.O_RDWR | os.O_CREAT, 0o644)
+    monkeypatch.setattr(direct_writes.os, "open", failing_open)
+    try:
+        with pytest.raises(OSError, match="Too many"):
+            direct_writes.write_parts(fd, [os.urandom(64 * KiB)], 0)
+    finally:
+        os.close(fd)
