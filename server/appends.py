@@ -83,6 +83,13 @@ class AppendProcessor:
         self._close = close
         self._settled = on_bytes_settled
         self._writers: dict[uuid.UUID, WriterState] = {}
+        self._submitted_to: set[SegmentContainer] = set()  # containers given appends since flush_submitted
+
+    def flush_submitted(self) -> None:
+        """Hands the appends submitted since the last call to the log now if it is idle (see the pipeline)."""
+        for container in self._submitted_to:
+            container.flush_if_idle()
+        self._submitted_to.clear()
 
     def setup_append(self, command: wc.SetupAppend) -> Reply:
         """Returns AppendSetup (or an error reply) for a SetupAppend."""
@@ -123,6 +130,7 @@ class AppendProcessor:
         previous, state.last_stored = state.last_stored, event_number
         future = state.container.submit_event_append(state.segment, data, writer_id, event_number, previous,
                                                      event_count, expected_offset)
+        self._submitted_to.add(state.container)
         append = _Append(event_number, request_id, expected_offset is not None, len(data))
         state.outstanding.append((future, append))
         future.add_done_callback(lambda _: self._drain(state))

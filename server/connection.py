@@ -1,11 +1,13 @@
 """One client connection: decoding, dispatch in arrival order, replies, flow control.
 
 Theory of operation. Bytes go into a ``wire.Decoder``; decoded commands join a
-backlog that is pumped strictly in arrival order, whatever their kind:
+backlog that is pumped (in the same turn as the read) strictly in arrival order,
+whatever their kind:
 
 * Hello, KeepAlive and SetupAppend are answered at once;
 * appends are submitted to their container synchronously (no task) and
-  acknowledged from callbacks, in order per writer (``server.appends``);
+  acknowledged from callbacks, in order per writer (``server.appends``); once a
+  read's commands are dispatched, they go to an idle log at once;
 * every other request runs as a task whose first step decides its effect, so
   a tail read waiting for data never blocks later frames.
 
@@ -132,7 +134,8 @@ class SegmentStoreConnection(asyncio.Protocol):
                 self._backlog.append(command)
         except wire.ProtocolError as error:
             self._backlog.append(_ProtocolFailure(str(error)))
-        self._schedule_pump()
+        if not self._pump_scheduled:
+            self._pump()  # now, not on the next turn: a lone append should not wait for one
 
     def eof_received(self) -> bool:
         return False
@@ -195,9 +198,11 @@ class SegmentStoreConnection(asyncio.Protocol):
             command = backlog.popleft()
             if isinstance(command, _ProtocolFailure):
                 backlog.clear()
+                self._appends.flush_submitted()
                 self._close_after_pending(f"protocol error: {command.reason}")
                 return
             self._dispatch(command)
+        self._appends.flush_submitted()
         self._update_reading()
 
     def _cache_relieved(self) -> None:

@@ -171,6 +171,10 @@ class SegmentContainer:
                    attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
         return self._pipeline.submit(lambda pending: pending.append(name, data, updates, expected_offset))
 
+    def flush_if_idle(self) -> None:
+        """Hands the decided mutations to the log now unless it is busy (then they go at the turn's end)."""
+        self._pipeline.flush_if_idle()
+
     def delete_soon(self, name: str) -> asyncio.Future[None]:
         """Decides the deletion of ``name`` now; returns a future of its outcome (for cleanups nobody awaits)."""
         return self._pipeline.submit(lambda pending: pending.delete(name))

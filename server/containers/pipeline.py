@@ -8,7 +8,10 @@ Theory of operation.
 * **Frame.** All operations decided in one event-loop turn share one frame: the
   first decision schedules a flush for the end of the turn. The flush encodes the
   frame and hands it to the Tier-1 log without waiting, so several frames can be
-  in flight and the log group-commits them.
+  in flight and the log group-commits them. When no frame is in flight (the log is
+  idle), a connection that has decided everything one read brought it flushes at
+  once (``flush_if_idle``): waiting for the end of the turn would only delay a lone
+  append. The log's completion comes back as a future's callback, with no task.
 * **Apply.** Frames complete in order. When a frame is durable its operations are
   applied to the committed state (the same ``apply`` recovery uses), their
   overlays released, parked readers woken, and only then the callers' futures
@@ -27,6 +30,7 @@ Theory of operation.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -41,7 +45,6 @@ from .state import ContainerState, InconsistentState, wake_readers
 from .views import ContainerStatus
 
 if TYPE_CHECKING:
-    from wire.fields import BytesLike
 
     from .metadata import SegmentMetadata
 
@@ -214,6 +217,11 @@ class OperationPipeline:
         if self._frame is frame:
             self._flush()
 
+    def flush_if_idle(self) -> None:
+        """Flushes the current frame now if no frame is in flight; otherwise it waits for the turn's end."""
+        if self._frame is not None and not self._in_flight:
+            self._flush()
+
     def _flush(self) -> None:
         frame, self._frame = self._frame, None
         if frame is None or self.status is ContainerStatus.FAILED:
@@ -224,16 +232,24 @@ class OperationPipeline:
         parts = ops.encode_frame(frame.timestamp_ms, frame.first_sequence,
                                  [decision.operation for decision in frame.decisions])
         self._in_flight.append(frame)
-        asyncio.get_running_loop().create_task(self._write(frame, parts))
-
-    # ------------------------------------------------------------------ log and apply
-
-    async def _write(self, frame: _Frame, parts: list[BytesLike]) -> None:
         try:
-            address = await self._log.append(parts)
+            written = asyncio.ensure_future(self._log.append(parts))
         except (LogError, OSError) as error:
             self._on_failure(error)
             return
+        written.add_done_callback(functools.partial(self._written, frame))
+
+    # ------------------------------------------------------------------ log and apply
+
+    def _written(self, frame: _Frame, written: asyncio.Future[LogAddress]) -> None:
+        if written.cancelled():
+            self._on_failure(LogError("a log append was cancelled"))
+            return
+        failure = written.exception()
+        if failure is not None:
+            self._on_failure(failure)
+            return
+        address = written.result()
         frame.done = True
         if isinstance(frame.decisions[0].operation, ops.Checkpoint):
             self.checkpoints.append((frame.first_sequence, address, self.logged_bytes))

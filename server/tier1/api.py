@@ -21,7 +21,7 @@ Contract, in short:
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 
 # Largest payload one append accepts: a 8 MiB frame plus room for its framing. A container sizes
@@ -78,11 +78,13 @@ class DurableDataLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def append(self, data: AppendData) -> LogAddress:
-        """Appends one record and returns its address once it is durable.
+    def append(self, data: AppendData) -> Awaitable[LogAddress]:
+        """Appends one record; the returned awaitable gives its address once it is durable.
 
         ``data`` is one bytes-like object or a list/tuple of parts written without joining;
-        the caller must not modify them until this call returns.
+        the caller must not modify them until the awaitable is done. An implementation may
+        be a coroutine function, or return a future at once (the local log: no task needed
+        per record, and a failure it can tell at once is raised by the call itself).
 
         Raises:
             RecordTooLarge: the payload exceeds ``max_append_size`` (the log stays open).

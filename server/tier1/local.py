@@ -7,11 +7,11 @@ Theory of operation. The log lives in one directory:
     log-<index>.tlog     preallocated data files holding records (record_format.py)
 
 This module is the event-loop half. ``append`` validates, assigns the next sequence number and
-puts the record, with its future, on a deque shared with the log's I/O thread; nothing else
-happens per record on the loop. If the thread is idle, the first queued record schedules one
-wake-up (``call_soon``, so every append made in the same loop turn is already queued when it
-looks). The thread then writes batches until the deque is empty (writer_thread.py): each batch
-is everything queued up to ``batch_bytes_max`` bytes, never splitting a record, written with one
+puts the record, with its future, on a deque shared with the log's I/O thread, and returns the
+future (no task per record); nothing else happens per record on the loop. If the thread is idle,
+the first queued record wakes it at once (records queued while it wakes join its first batch).
+The thread then writes batches until the deque is empty (writer_thread.py): each batch is
+everything queued up to ``batch_bytes_max`` bytes, never splitting a record, written with one
 pwritev sequence and one fdatasync (batch_writer.py), and reported back with one callback that
 resolves its futures in order. That is group commit with one batch in flight.
 
@@ -178,7 +178,7 @@ class LocalDurableDataLog(DurableDataLog):
 
     # ------------------------------------------------------------------ append
 
-    async def append(self, data: AppendData) -> LogAddress:
+    def append(self, data: AppendData) -> asyncio.Future[LogAddress]:
         if self._state is not LogState.OPEN:
             raise self._not_open_error()
         kind = type(data)
@@ -199,10 +199,11 @@ class LocalDurableDataLog(DurableDataLog):
         self._pending.append((sequence, data, length, future))
         self._unacknowledged_bytes += HEADER_SIZE + length
         if not self._drain_requested:
-            # call_soon: every append made in this loop turn is queued before the thread looks.
+            # At once: waking the thread takes longer than the callers queueing records meanwhile, and
+            # the pipeline hands over a whole frame of operations per call anyway.
             self._drain_requested = True
-            self._loop.call_soon(self._thread.wake_to_drain)
-        return await future
+            self._thread.wake_to_drain()
+        return future
 
     def _write_one_batch(self) -> bool:
         """On the I/O thread: writes the next batch and reports it. Returns False once nothing is queued.

@@ -61,7 +61,8 @@ class Submission:
 
 
 class FakeContainer:
-    """What the connection layer uses of a container: get_attribute, get_info, submit_event_append, delete_soon."""
+    """What the connection layer uses of a container: get_attribute, get_info, submit_event_append,
+    flush_if_idle, delete_soon."""
 
     def __init__(self):
         self.attributes: dict = {}  # (segment, attribute id) -> value
@@ -69,6 +70,7 @@ class FakeContainer:
         self.failures: dict = {}  # segment -> error raised by get_attribute / get_info
         self.submissions: list[Submission] = []
         self.deleted: list[str] = []
+        self.flushes = 0  # calls of flush_if_idle: the connection hands a read's appends over at once
 
     def get_attribute(self, segment: str, attribute_id) -> int:
         if segment in self.failures:
@@ -86,6 +88,9 @@ class FakeContainer:
         self.submissions.append(Submission(name, data, writer_id, event_number, previous_event_number, event_count,
                                            expected_offset, future))
         return future
+
+    def flush_if_idle(self) -> None:
+        self.flushes += 1
 
     def delete_soon(self, name: str) -> asyncio.Future:
         self.deleted.append(name)

@@ -102,6 +102,16 @@ async def test_appends_are_acknowledged_in_order_per_writer(client):
         (1, NULL_ATTRIBUTE_VALUE, len(EVENT)), (2, 1, 2 * len(EVENT)), (3, 2, 3 * len(EVENT))]
 
 
+async def test_the_appends_of_one_read_are_submitted_and_handed_over_in_that_read(client):
+    """No loop turn between the socket read and the log: the read is pumped at once, and the container is
+    told once, after the read's last append, that it may hand them to an idle log."""
+    await client.setup(WRITER)
+    flushes = client.container.flushes
+    client.send(*(append(WRITER, n) for n in (1, 2, 3)))
+    assert len(client.container.submissions) == 3  # synchronously, within data_received
+    assert client.container.flushes == flushes + 1
+
+
 async def test_duplicates_are_acknowledged_without_being_written(client):
     client.container.attributes[(SEGMENT, WRITER)] = 2
     client.container.lengths[SEGMENT] = 2 * len(EVENT)

@@ -200,3 +200,56 @@ async def test_the_log_is_truncated_before_the_newest_checkpoint_every_pending_o
     await made.truncate_log(lowest_pending=positions[1] + 1)  # Tier-2 holds everything before the second
     assert log.truncated_upto == LogAddress(made.checkpoints[0][1].sequence - 1)
     assert made.checkpoints[0][0] == positions[1]
+
+
+async def test_flush_if_idle_hands_a_frame_over_at_once_only_when_nothing_is_in_flight():
+    log = GatedLog(gated=True)
+    made, state = pipeline(log)
+    made.open()
+    made.submit(create("s"))
+    made.submit(append("s", b"a"))
+    made.flush_if_idle()  # idle log: the frame goes now, in this turn
+    assert len(log.records) == 0  # GatedLog.append is a coroutine: it runs as a task, on the next step
+    await asyncio.sleep(0)
+    assert len(log.records) == 1
+    busy = made.submit(append("s", b"b"))
+    made.flush_if_idle()  # a frame is in flight: this one waits for the end of the turn, with later decisions
+    also = made.submit(append("s", b"c"))
+    await settle()
+    assert len(log.records) == 2
+    assert [type(op).__name__ for op in operations(log)[1]] == ["Append", "Append"]
+    for gate in log.gates:
+        gate.set_result(None)
+    await settle()
+    assert (busy.result(), also.result()) == (1, 2)
+    assert state.by_name["s"].length == 3
+
+
+async def test_a_log_that_returns_futures_and_raises_at_once():
+    """The local log's style: append returns a future (no task), and refuses a record by raising."""
+
+    class FutureLog(GatedLog):
+        def append(self, data):
+            if self.fail_next:
+                raise LogWriteFailed("refused at once")
+            future = asyncio.get_running_loop().create_future()
+            self.records.append(b"".join(bytes(part) for part in data))
+            self.gates.append(future)
+            return future
+
+    log, failures = FutureLog(), []
+    made, state = pipeline(log, failures=failures)
+    made.open()
+    created = made.submit(create("s"))
+    made.flush_if_idle()
+    assert len(log.records) == 1  # handed over synchronously
+    log.gates[0].set_result(LogAddress(1))
+    await settle()
+    assert created.done() and "s" in state.by_name
+    log.fail_next = True
+    refused = made.submit(append("s", b"x"))
+    made.flush_if_idle()
+    assert failures and isinstance(failures[0], LogWriteFailed)
+    made.fail(failures[0])
+    with pytest.raises(errors.ContainerUnavailable):
+        await refused
