@@ -243,3 +243,41 @@ async def test_admin_requests_on_odd_input(tmp_path):
         assert isinstance(missing, c.NoSuchSegment), missing
         await create(store.port)
         assert await chunks(store.port) == ()
+
+
+async def test_cold_reads_are_sent_from_chunk_files_and_never_past_truncation_or_deletion(tmp_path):
+    """Reads of flushed bytes that the cache no longer holds go out with sendfile from the chunk files
+    (the storage lends regions instead of reading): the bytes are exact, a read is cut at a chunk's end,
+    and after a truncation or a deletion no read returns bytes of the segment."""
+    storage = FileSystemChunkStorage(tmp_path / "tier2")
+    total = 48 * MiB
+    async with running_segment_store(tmp_path / "data", chunk_storage=storage, **SMALL) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, total) == total
+        await flush(store.port)
+        assert store.cache.evicted_bytes > 0
+        before = storage.counters.snapshot()
+        assert await verify_pattern(store.port, SEGMENT, total) == total
+        assert storage.counters.bytes_read - before.bytes_read >= total // 2  # most of it lent from Tier-2
+
+        chunk_end = (await chunks(store.port))[0].length_in_metadata
+        connection = await WireConnection.connect("127.0.0.1", store.port)
+        try:
+            straddling = await connection.request(c.ReadSegment(SEGMENT, chunk_end - 100, 4096, "",
+                                                                next_request_id()))
+            assert isinstance(straddling, c.SegmentRead) and straddling.offset == chunk_end - 100
+            assert 0 < len(straddling.data) <= 4096  # cut at the chunk's end, or answered from the cache
+
+            truncated = await connection.request(c.TruncateSegment(next_request_id(), SEGMENT, 16 * MiB, ""))
+            assert isinstance(truncated, c.SegmentTruncated), truncated
+            below = await connection.request(c.ReadSegment(SEGMENT, 16 * MiB - 1, 4096, "", next_request_id()))
+            assert isinstance(below, c.SegmentIsTruncated), below
+            above = await connection.request(c.ReadSegment(SEGMENT, 16 * MiB, 1 << 20, "", next_request_id()))
+            assert isinstance(above, c.SegmentRead) and len(above.data) > 0
+
+            deleted = await connection.request(c.DeleteSegment(next_request_id(), SEGMENT, ""))
+            assert isinstance(deleted, c.SegmentDeleted), deleted
+            gone = await connection.request(c.ReadSegment(SEGMENT, 20 * MiB, 4096, "", next_request_id()))
+            assert isinstance(gone, c.NoSuchSegment), gone
+        finally:
+            await connection.close()
