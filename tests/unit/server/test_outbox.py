@@ -85,6 +85,15 @@ async def released(releases: Releases) -> bool:
     return False
 
 
+async def raw_client_pair() -> tuple[Sender, socket.socket, asyncio.AbstractServer]:
+    """A sender whose client is a plain blocking socket that reads only if the test makes it."""
+    loop = asyncio.get_running_loop()
+    connected = loop.create_future()
+    server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
+    client = socket.create_connection(server.sockets[0].getsockname()[:2])
+    return await asyncio.wait_for(connected, 5), client, server
+
+
 def run(loop_name: str, coroutine_function, *args) -> None:
     loop = LOOPS[loop_name]()
     try:
@@ -93,18 +102,21 @@ def run(loop_name: str, coroutine_function, *args) -> None:
         loop.close()
 
 
-def data_file(tmp_path, size: int) -> tuple[int, bytes]:
+def run_with_file(loop_name: str, tmp_path, size: int, scenario) -> None:
+    """Runs ``scenario(fd, data)`` on the named loop, ``fd`` open on a file holding ``size`` random ``data``."""
     data = os.urandom(size)
     path = tmp_path / "chunk"
     path.write_bytes(data)
-    return os.open(path, os.O_RDONLY), data
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        run(loop_name, scenario, fd, data)
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
 def test_file_frames_keep_their_place_among_other_frames(tmp_path, loop_name):
-    fd, data = data_file(tmp_path, 3 << 20)
-
-    async def scenario():
+    async def scenario(fd, data):
         sender, reader, writer, server = await connected_pair()
         releases = Releases()
         expected = bytearray()
@@ -123,17 +135,12 @@ def test_file_frames_keep_their_place_among_other_frames(tmp_path, loop_name):
         writer.close()
         server.close()
 
-    try:
-        run(loop_name, scenario)
-    finally:
-        os.close(fd)
+    run_with_file(loop_name, tmp_path, 3 << 20, scenario)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
 def test_frames_held_behind_a_file_frame_block_the_writer_until_sent(tmp_path, loop_name):
-    fd, data = data_file(tmp_path, 16 << 20)
-
-    async def scenario():
+    async def scenario(fd, data):
         sender, reader, writer, server = await connected_pair()
         releases = Releases()
         outbox = sender.outbox
@@ -148,17 +155,12 @@ def test_frames_held_behind_a_file_frame_block_the_writer_until_sent(tmp_path, l
         writer.close()
         server.close()
 
-    try:
-        run(loop_name, scenario)
-    finally:
-        os.close(fd)
+    run_with_file(loop_name, tmp_path, 16 << 20, scenario)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
 def test_a_file_frame_waits_for_bytes_the_transport_still_buffers(tmp_path, loop_name):
-    fd, data = data_file(tmp_path, 1 << 20)
-
-    async def scenario():
+    async def scenario(fd, data):
         sender, reader, writer, server = await connected_pair()
         releases = Releases()
         big = os.urandom(32 << 20)  # far more than the socket takes at once: the transport buffers the rest
@@ -172,22 +174,13 @@ def test_a_file_frame_waits_for_bytes_the_transport_still_buffers(tmp_path, loop
         writer.close()
         server.close()
 
-    try:
-        run(loop_name, scenario)
-    finally:
-        os.close(fd)
+    run_with_file(loop_name, tmp_path, 1 << 20, scenario)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
 def test_closing_stops_a_send_stuck_on_a_reader_that_never_reads(tmp_path, loop_name):
-    fd, _ = data_file(tmp_path, 32 << 20)
-
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        connected = loop.create_future()
-        server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
-        client = socket.create_connection(server.sockets[0].getsockname()[:2])  # never reads
-        sender = await asyncio.wait_for(connected, 5)
+    async def scenario(fd, data):
+        sender, client, server = await raw_client_pair()  # the client never reads
         releases = Releases()
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 100), b"T"))  # held
@@ -208,22 +201,13 @@ def test_closing_stops_a_send_stuck_on_a_reader_that_never_reads(tmp_path, loop_
         client.close()
         server.close()
 
-    try:
-        run(loop_name, scenario)
-    finally:
-        os.close(fd)
+    run_with_file(loop_name, tmp_path, 32 << 20, scenario)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
 def test_a_reader_that_goes_away_fails_the_send_and_releases(tmp_path, loop_name):
-    fd, _ = data_file(tmp_path, 32 << 20)
-
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        connected = loop.create_future()
-        server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
-        client = socket.create_connection(server.sockets[0].getsockname()[:2])
-        sender = await asyncio.wait_for(connected, 5)
+    async def scenario(fd, data):
+        sender, client, server = await raw_client_pair()
         releases = Releases()
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
         await asyncio.sleep(0.1)  # the socket is full: the send waits for room
@@ -235,10 +219,7 @@ def test_a_reader_that_goes_away_fails_the_send_and_releases(tmp_path, loop_name
         assert sender.failures and "failed" in sender.failures[0]
         server.close()
 
-    try:
-        run(loop_name, scenario)
-    finally:
-        os.close(fd)
+    run_with_file(loop_name, tmp_path, 32 << 20, scenario)
 
 
 class MemoryTransport:
@@ -262,9 +243,7 @@ class MemoryTransport:
 
 
 def test_without_a_socket_regions_are_read_and_written(tmp_path):
-    fd, data = data_file(tmp_path, 1 << 20)
-
-    async def scenario():
+    async def scenario(fd, data):
         transport = MemoryTransport()
         outbox = Outbox(transport, asyncio.get_running_loop(), limit=LIMIT, on_unblocked=lambda: None,
                         on_failure=pytest.fail)
@@ -277,7 +256,4 @@ def test_without_a_socket_regions_are_read_and_written(tmp_path):
         assert bytes(transport.output) == b"a<" + data[5:1005] + b">b"
         assert await released(releases)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        os.close(fd)
+    run_with_file("asyncio", tmp_path, 1 << 20, scenario)
