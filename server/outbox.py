@@ -8,9 +8,10 @@ never pass through Python (page cache -> socket in the kernel).
 
 ``sendfile`` runs in a worker thread (a page-cache miss blocks it on the disk),
 on a duplicate of the connection's socket descriptor, so the descriptor stays
-valid even if the transport closes meanwhile. The socket is non-blocking: when
-it is full the thread waits for it with ``poll``, checking every
-``_POLL_SECONDS`` whether the connection closed. A file frame starts only when
+valid even if the transport closes meanwhile. The socket is non-blocking: a
+thread sends until the socket is full and returns; the event loop then waits
+for the duplicate to become writable (``add_writer``) before the next step. So
+a reader that stops reading holds no thread, only its own frame. A file frame starts only when
 the transport holds no unsent bytes, and frames sent while it is in flight are
 held and written after it, so the byte stream keeps the order of ``send`` calls.
 
@@ -30,8 +31,6 @@ import asyncio
 import errno
 import logging
 import os
-import select
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +40,6 @@ from wire.fields import BytesLike
 
 log = logging.getLogger("tributary.connection")
 
-_POLL_SECONDS = 0.5  # how often a thread waiting for a full socket checks that the connection is still open
 _SEND_THREADS = 8  # file frames in flight at once, across all connections of the process
 _executor: ThreadPoolExecutor | None = None
 
@@ -98,8 +96,8 @@ class Outbox:
         self._held: deque[list[BytesLike] | FileFrame] = deque()
         self._held_bytes = 0
         self._in_flight: FileFrame | None = None  # the file frame being sent
-        self._stop = threading.Event()  # set when the connection closes: a waiting send gives up
         self._flushed: asyncio.Future[None] | None = None  # resolved once the transport's buffer is empty
+        self._writable: asyncio.Future[None] | None = None  # resolved once the full socket takes bytes again
         self._closed = False
         self.blocked = False
 
@@ -129,9 +127,9 @@ class Outbox:
     def close(self) -> None:
         """Drops held frames (releasing their regions) and stops a send in flight."""
         self._closed = True
-        self._stop.set()
-        if self._flushed is not None and not self._flushed.done():
-            self._flushed.set_result(None)
+        for waiter in (self._flushed, self._writable):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
         while self._held:
             item = self._held.popleft()
             if isinstance(item, FileFrame):
@@ -162,13 +160,9 @@ class Outbox:
                     return
                 self._transport.writelines([frame.head, data, frame.tail])
             else:
-                descriptor = os.dup(fileno())
-                try:
-                    await self._loop.run_in_executor(_send_threads(), _send_frame, descriptor, frame, self._stop)
-                finally:
-                    os.close(descriptor)
-        except _Stopped:
-            return
+                await self._send_steps(os.dup(fileno()), _Progress(frame))
+            if self._closed:
+                return
         except OSError as error:
             if not self._closed:
                 self._on_failure(f"sending a file region failed: {error}")
@@ -177,6 +171,30 @@ class Outbox:
             frame.region.release()
             self._in_flight = None
         self._drain()
+
+    async def _send_steps(self, descriptor: int, progress: _Progress) -> None:
+        """Sends in worker-thread steps, each until done or the socket is full; waits for room between.
+
+        Owns ``descriptor`` (a dup of the socket's): closed when done, but never while a step still uses it.
+        """
+        step: asyncio.Future[bool] | None = None
+        try:
+            while not self._closed:
+                step = self._loop.run_in_executor(_send_threads(), progress.send_some, descriptor)
+                if await asyncio.shield(step):
+                    return
+                self._writable = self._loop.create_future()
+                self._loop.add_writer(descriptor, _resolve, self._writable)
+                try:
+                    await self._writable
+                finally:
+                    self._loop.remove_writer(descriptor)
+                    self._writable = None
+        finally:
+            if step is not None and not step.done():  # cancelled mid-step: the thread closes it when done
+                step.add_done_callback(lambda _: os.close(descriptor))
+            else:
+                os.close(descriptor)
 
     async def _until_transport_flushed(self) -> None:
         """Waits (without polling) until the transport has written every byte given to it.
@@ -210,8 +228,9 @@ class Outbox:
             self._on_unblocked()
 
 
-class _Stopped(Exception):
-    """The connection closed while a file frame was being sent."""
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _send_threads() -> ThreadPoolExecutor:
@@ -228,37 +247,29 @@ def _read_region(region: Region) -> bytes:
     return data
 
 
-def _send_frame(socket_fd: int, frame: FileFrame, stop: threading.Event) -> None:
-    """Runs in a worker thread: head, region (sendfile), tail, on the non-blocking ``socket_fd``."""
-    _send_bytes(socket_fd, frame.head, stop)
-    region = frame.region
-    offset, end = region.offset, region.offset + region.length
-    while offset < end:
+class _Progress:
+    """How much of a file frame is sent; ``send_some`` runs in a worker thread, one step at a time."""
+
+    def __init__(self, frame: FileFrame):
+        self._frame = frame
+        self._head = memoryview(frame.head)
+        self._offset = frame.region.offset
+        self._end = frame.region.offset + frame.region.length
+        self._tail = memoryview(frame.tail)
+
+    def send_some(self, socket_fd: int) -> bool:
+        """Sends head, region (sendfile), tail on the non-blocking ``socket_fd`` until done (True) or full (False)."""
         try:
-            sent = os.sendfile(socket_fd, region.fd, offset, end - offset)
+            while self._head:
+                self._head = self._head[os.write(socket_fd, self._head):]
+            region_fd = self._frame.region.fd
+            while self._offset < self._end:
+                sent = os.sendfile(socket_fd, region_fd, self._offset, self._end - self._offset)
+                if sent == 0:
+                    raise OSError(errno.EIO, "the file region ended early")
+                self._offset += sent
+            while self._tail:
+                self._tail = self._tail[os.write(socket_fd, self._tail):]
         except BlockingIOError:
-            _wait_writable(socket_fd, stop)
-            continue
-        if sent == 0:
-            raise OSError(errno.EIO, "the file region ended early")
-        offset += sent
-    _send_bytes(socket_fd, frame.tail, stop)
-
-
-def _send_bytes(socket_fd: int, data: bytes, stop: threading.Event) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(socket_fd, view):]
-        except BlockingIOError:
-            _wait_writable(socket_fd, stop)
-
-
-def _wait_writable(socket_fd: int, stop: threading.Event) -> None:
-    poller = select.poll()
-    poller.register(socket_fd, select.POLLOUT)
-    while not poller.poll(_POLL_SECONDS * 1000):
-        if stop.is_set():
-            raise _Stopped
-    if stop.is_set():
-        raise _Stopped
+            return False
+        return True

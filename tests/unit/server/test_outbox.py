@@ -13,6 +13,7 @@ import time
 import pytest
 import uvloop
 
+from server import outbox as outbox_module
 from server.outbox import FileFrame, Outbox
 from server.tier2.chunk_storage import ChunkRegion
 
@@ -257,3 +258,29 @@ def test_without_a_socket_regions_are_read_and_written(tmp_path):
         assert await released(releases)
 
     run_with_file("asyncio", tmp_path, 1 << 20, scenario)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_readers_that_stop_reading_hold_no_thread_from_the_others(tmp_path, loop_name):
+    """More stuck readers than send threads: a reader that reads still gets its file frame at once."""
+    async def scenario(fd, data):
+        stuck, releases = [], Releases()
+        for _ in range(outbox_module._SEND_THREADS + 2):
+            sender, client, server = await raw_client_pair()  # never reads
+            sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
+            stuck.append((sender, client, server))
+        await asyncio.sleep(0.2)  # every stuck frame has filled its socket
+        sender, reader, writer, server = await connected_pair()
+        sender.outbox.send_file(FileFrame(b"<", releases.region(fd, 7, 4096), b">"))
+        received = await asyncio.wait_for(reader.readexactly(4098), 5)
+        assert received == b"<" + data[7:4103] + b">"
+        writer.close()
+        server.close()
+        for stuck_sender, client, stuck_server in stuck:
+            stuck_sender.outbox.close()
+            stuck_sender.transport.close()
+            client.close()
+            stuck_server.close()
+        assert await released(releases)
+
+    run_with_file(loop_name, tmp_path, 32 << 20, scenario)
