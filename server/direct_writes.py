@@ -13,7 +13,8 @@ ordinary descriptor (the page they share with neighbouring writes stays in the p
 the middle is copied into the staging buffer in pieces of ``STAGING_BYTES`` and written
 through a second descriptor of the same file opened with ``O_DIRECT`` (by reopening
 ``/proc/self/fd/N``, which works for a temporary file too). Writes too small to gain from it,
-and filesystems that refuse ``O_DIRECT`` (tmpfs), are written buffered. Durability is the
+and filesystems that refuse ``O_DIRECT`` (tmpfs) or a direct write's alignment, are written
+buffered. Durability is the
 caller's: an ``fdatasync`` of either descriptor covers both (it syncs the inode).
 """
 
@@ -53,6 +54,13 @@ def write_parts(fd: int, parts: Sequence[BytesLike], offset: int) -> int:
         written = pwrite_all(fd, pieces.take(head), offset) if head else 0
         written += _write_direct(direct_fd, pieces, middle, offset + written)
         return written + pwrite_all(fd, pieces.take(total - written), offset + written)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+        # The device wants a larger alignment than ALIGNMENT: write it all again, buffered (same bytes,
+        # same offsets), and never try O_DIRECT on this device again.
+        _devices_without_direct.add(os.fstat(fd).st_dev)
+        return pwrite_all(fd, views, offset)
     finally:
         os.close(direct_fd)
 

@@ -106,3 +106,28 @@ def test_other_open_errors_are_not_taken_for_a_refusal(tmp_path, small_direct, m
             direct_writes.write_parts(fd, [os.urandom(64 * KiB)], 0)
     finally:
         os.close(fd)
+
+
+def test_a_device_refusing_the_alignment_gets_the_whole_write_again_buffered(tmp_path, small_direct, monkeypatch):
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(direct_writes, "_devices_without_direct", set())
+    path = tmp_path / "chunk"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    direct_fds = []
+
+    def refusing_pwrite(descriptor, data, offset):
+        if descriptor != fd:  # the O_DIRECT descriptor
+            direct_fds.append(descriptor)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(descriptor, data, offset)
+
+    monkeypatch.setattr(direct_writes.os, "pwrite", refusing_pwrite)
+    data = os.urandom(64 * KiB)
+    try:
+        os.write(fd, b"x" * 10)
+        assert direct_writes.write_parts(fd, [data], 10) == len(data)
+        assert direct_writes.write_parts(fd, [data], 10 + len(data)) == len(data)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"x" * 10 + data + data
+    assert len(direct_fds) == 1  # the device is remembered
