@@ -1,0 +1,185 @@
+"""A log store's journal: ledger entries, fences and deletions in append-only files, and the index
+rebuilt from them at start (docs/replicated-log.md; record format in ``journal_format``).
+
+Blocking and confined to one thread (the log store runs it on its I/O thread, as the local log
+does). ``append`` writes a group of records at the end of the newest file with one pwritev and
+one fdatasync: when it returns, every record in the group is durable and indexed, and only then
+may the store acknowledge them. Files roll over at ``file_size_max`` (the new file's directory
+entry is synced). ``open`` scans the files in order and rebuilds the index; a torn tail of the
+newest file is cut off, damage anywhere else raises ``JournalCorrupted``. ``collect`` deletes
+files whose every ledger is deleted, but keeps a file holding a ledger's DELETE record while an
+older file still holds that ledger's entries (else a restart would bring the ledger back).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Sequence
+
+from wire.fields import BytesLike
+
+from ...direct_writes import pwrite_all
+from .journal_format import Kind, encode, scan
+
+_FILE_NAME = re.compile(r"^journal-(\d{12})\.tj$")
+DEFAULT_FILE_SIZE_MAX = 64 * 1024 * 1024
+
+# One record to append: (kind, ledger, entry, last_add_confirmed, payload).
+NewRecord = tuple[Kind, int, int, int, BytesLike]
+
+
+@dataclasses.dataclass
+class LedgerState:
+    """What the journal knows of one ledger."""
+
+    # entry -> (file number, payload offset, payload length)
+    entries: dict[int, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    fenced: bool = False
+    last_add_confirmed: int = -1  # the highest the writer told us
+    files: set[int] = dataclasses.field(default_factory=set)  # files holding its records
+
+    @property
+    def last_entry(self) -> int:
+        return max(self.entries, default=-1)
+
+
+class Journal:
+    """The journal files of one directory; see the module docstring."""
+
+    def __init__(self, directory: str | os.PathLike, file_size_max: int = DEFAULT_FILE_SIZE_MAX):
+        self.directory = os.fspath(directory)
+        self.file_size_max = file_size_max
+        self.ledgers: dict[int, LedgerState] = {}
+        # ledger -> (files holding its other records, the file holding its DELETE), while any of them exists
+        self.deleted: dict[int, tuple[set[int], int]] = {}
+        self._files: dict[int, int] = {}  # file number -> descriptor
+        self._current = 0  # number of the file appended to
+        self._offset = 0  # its length
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Scans every file (oldest first), rebuilds the index, cuts a torn tail, opens for appends."""
+        os.makedirs(self.directory, exist_ok=True)
+        numbers = sorted(int(match.group(1)) for name in os.listdir(self.directory)
+                         if (match := _FILE_NAME.match(name)))
+        for position, number in enumerate(numbers):
+            fd = os.open(self._path(number), os.O_RDWR | os.O_CLOEXEC)
+            self._files[number] = fd
+            size = os.fstat(fd).st_size
+            records, end = scan(os.pread(fd, size, 0) if size else b"", newest=position == len(numbers) - 1)
+            for record in records:
+                self._index(number, record.kind, record.ledger, record.entry, record.last_add_confirmed,
+                            record.payload_offset, record.length)
+            if end < size:  # a torn tail of the newest file: never acknowledged
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            self._current, self._offset = number, end
+        if not numbers:
+            self._start_file(1)
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+
+    # ------------------------------------------------------------------ writing and reading
+
+    def append(self, records: Sequence[NewRecord]) -> None:
+        """Writes ``records`` durably, in order, then indexes them."""
+        if not records:
+            return
+        if self._offset >= self.file_size_max:
+            self._start_file(self._current + 1)
+        parts: list[BytesLike] = []
+        placed = []
+        offset = self._offset
+        for kind, ledger, entry, last_add_confirmed, payload in records:
+            encoded = encode(kind, ledger, entry, last_add_confirmed, payload)
+            header_size = len(encoded[0])
+            placed.append((kind, ledger, entry, last_add_confirmed, offset + header_size, len(payload)))
+            parts.extend(encoded)
+            offset += header_size + len(payload)
+        fd = self._files[self._current]
+        pwrite_all(fd, [memoryview(part).cast("B") for part in parts], self._offset)
+        os.fdatasync(fd)
+        self._offset = offset
+        for kind, ledger, entry, last_add_confirmed, payload_offset, length in placed:
+            self._index(self._current, kind, ledger, entry, last_add_confirmed, payload_offset, length)
+
+    def read(self, ledger: int, entry: int) -> bytes | None:
+        """The entry's payload, or None if this journal does not hold it."""
+        state = self.ledgers.get(ledger)
+        location = state.entries.get(entry) if state is not None else None
+        if location is None:
+            return None
+        number, offset, length = location
+        return os.pread(self._files[number], length, offset)
+
+    def collect(self) -> list[int]:
+        """Deletes the files (but the current one) whose every ledger is deleted; returns their numbers."""
+        dropped: list[int] = []
+        while True:  # dropping files can free the tombstones that kept others: until nothing changes
+            live: set[int] = {self._current}
+            for state in self.ledgers.values():
+                live |= state.files
+            for files, tombstone in self.deleted.values():
+                if files & (self._files.keys() - {tombstone}):  # its entries are still on disk elsewhere
+                    live.add(tombstone)
+            now = [number for number in self._files if number not in live]
+            if not now:
+                break
+            for number in now:
+                os.close(self._files.pop(number))
+                os.unlink(self._path(number))
+            self._sync_directory()  # durably gone before a tombstone they needed can go in the next pass
+            dropped += now
+        if dropped:
+            self.deleted = {ledger: (files, tombstone) for ledger, (files, tombstone) in self.deleted.items()
+                            if tombstone in self._files or files & self._files.keys()}
+        return sorted(dropped)
+
+    # ------------------------------------------------------------------ internals
+
+    def _index(self, number: int, kind: Kind, ledger: int, entry: int, last_add_confirmed: int,
+               payload_offset: int, length: int) -> None:
+        if kind is Kind.DELETE:
+            state = self.ledgers.pop(ledger, None)
+            self.deleted[ledger] = (state.files if state is not None else set(), number)
+            return
+        if ledger in self.deleted:
+            return
+        state = self.ledgers.setdefault(ledger, LedgerState())
+        state.files.add(number)
+        state.last_add_confirmed = max(state.last_add_confirmed, last_add_confirmed)
+        if kind is Kind.FENCE:
+            state.fenced = True
+        else:
+            state.entries[entry] = (number, payload_offset, length)
+
+    def _start_file(self, number: int) -> None:
+        fd = os.open(self._path(number), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self._files[number] = fd
+        self._sync_directory()
+        self._current, self._offset = number, 0
+
+    def _sync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _path(self, number: int) -> str:
+        return os.path.join(self.directory, f"journal-{number:012d}.tj")
+
+
+def entries_of(journal: Journal, ledger: int, first: int, last: int) -> Iterable[tuple[int, bytes]]:
+    """(entry, payload) for the entries ``first..last`` the journal holds, stopping at the first gap."""
+    for entry in range(first, last + 1):
+        payload = journal.read(ledger, entry)
+        if payload is None:
+            return
+        yield entry, payload

@@ -1,0 +1,104 @@
+"""The log store's journal over real files: durable groups read back after a restart, fences and
+deletions survive it, a torn tail is cut and appends go on, files roll and are collected once their
+ledgers are deleted, and a deletion's record outlives the entries it deletes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from server.tier1.logstore.journal import Journal, entries_of
+from server.tier1.logstore.journal_format import NO_ENTRY, JournalCorrupted, Kind
+
+
+def add(ledger: int, entry: int, payload: bytes, lac: int = NO_ENTRY):
+    return (Kind.ADD, ledger, entry, lac, payload)
+
+
+def reopened(journal: Journal) -> Journal:
+    journal.close()
+    again = Journal(journal.directory, journal.file_size_max)
+    again.open()
+    return again
+
+
+def journal_files(directory) -> list[str]:
+    return sorted(name for name in os.listdir(directory) if name.endswith(".tj"))
+
+
+def test_entries_fences_and_deletions_survive_a_restart(tmp_path):
+    journal = Journal(tmp_path)
+    journal.open()
+    journal.append([add(1, 0, b"a"), add(1, 1, b"bb", lac=0), add(2, 0, b"c")])
+    journal.append([(Kind.FENCE, 1, NO_ENTRY, 1, b""), add(3, 0, b"d"), (Kind.DELETE, 2, NO_ENTRY, NO_ENTRY, b"")])
+    journal = reopened(journal)
+    assert list(entries_of(journal, 1, 0, 5)) == [(0, b"a"), (1, b"bb")]
+    assert journal.ledgers[1].fenced and journal.ledgers[1].last_add_confirmed == 1
+    assert journal.ledgers[1].last_entry == 1
+    assert 2 not in journal.ledgers and journal.read(2, 0) is None
+    assert journal.read(3, 0) == b"d" and not journal.ledgers[3].fenced
+    journal.close()
+
+
+def test_a_torn_tail_is_cut_and_appends_go_on(tmp_path):
+    journal = Journal(tmp_path)
+    journal.open()
+    journal.append([add(1, 0, b"x" * 100)])
+    journal.close()
+    (name,) = journal_files(tmp_path)
+    with open(tmp_path / name, "ab") as file:
+        file.write(b"\x00" * 20 + b"half a record")  # a group that never finished
+    journal = Journal(tmp_path)
+    journal.open()
+    assert list(entries_of(journal, 1, 0, 1)) == [(0, b"x" * 100)]
+    journal.append([add(1, 1, b"y")])
+    journal = reopened(journal)
+    assert list(entries_of(journal, 1, 0, 1)) == [(0, b"x" * 100), (1, b"y")]
+    journal.close()
+
+
+def test_damage_in_an_older_file_is_corruption(tmp_path):
+    journal = Journal(tmp_path, file_size_max=64)
+    journal.open()
+    journal.append([add(1, 0, b"x" * 100)])
+    journal.append([add(1, 1, b"y" * 100)])  # rolled: a second file
+    journal.close()
+    first = tmp_path / journal_files(tmp_path)[0]
+    data = bytearray(first.read_bytes())
+    data[60] ^= 0xFF
+    first.write_bytes(bytes(data))
+    with pytest.raises(JournalCorrupted):
+        Journal(tmp_path, file_size_max=64).open()
+
+
+def test_files_roll_and_are_collected_once_their_ledgers_are_deleted(tmp_path):
+    journal = Journal(tmp_path, file_size_max=200)
+    journal.open()
+    for entry in range(6):  # one ledger per file, roughly: each group fills a file
+        journal.append([add(10 + entry % 2, entry // 2, b"p" * 180)])
+    assert len(journal_files(tmp_path)) == 6
+    journal.append([(Kind.DELETE, 10, NO_ENTRY, NO_ENTRY, b"")])
+    assert journal.collect() == [1, 3, 5]  # ledger 10's files; the tombstone's file is the current one
+    journal = reopened(journal)
+    assert 10 not in journal.ledgers  # its entries are gone with their files
+    assert [entry for entry, _ in entries_of(journal, 11, 0, 5)] == [0, 1, 2]
+    journal.close()
+
+
+def test_a_deletion_record_is_kept_while_older_files_hold_the_ledger(tmp_path):
+    journal = Journal(tmp_path, file_size_max=150)
+    journal.open()
+    journal.append([add(1, 0, b"a" * 60), add(2, 0, b"b" * 60)])  # file 1: ledgers 1 and 2
+    journal.append([(Kind.DELETE, 1, NO_ENTRY, NO_ENTRY, b""), add(3, 0, b"c" * 100)])  # file 2
+    journal.append([(Kind.DELETE, 3, NO_ENTRY, NO_ENTRY, b""), add(4, 0, b"d" * 100)])  # file 3
+    journal.append([add(4, 1, b"e")])  # file 4: now file 2 holds only deleted ledgers
+    assert journal.collect() == []  # file 2 holds ledger 1's DELETE, and file 1 still holds ledger 1
+    journal = reopened(journal)
+    assert 1 not in journal.ledgers and 3 not in journal.ledgers  # not brought back by the restart
+    assert journal.read(2, 0) == b"b" * 60
+    journal.append([(Kind.DELETE, 2, NO_ENTRY, NO_ENTRY, b"")])
+    assert journal.collect() == [1, 2]  # file 1 holds only deleted ledgers; file 2's tombstone is no longer needed
+    journal = reopened(journal)
+    assert set(journal.ledgers) == {4} and journal.read(4, 1) == b"e"
+    journal.close()
