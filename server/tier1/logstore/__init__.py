@@ -1,2 +1,3 @@
 """The log store ("bookie") of the replicated Tier-1 log: see docs/replicated-log.md. In progress:
-only the journal's record format is built so far."""
+built are the journal (``journal_format``, ``journal``) and the wire codec (``protocol``); the
+asyncio server, ZooKeeper registration and the replicated DurableDataLog are not yet."""
