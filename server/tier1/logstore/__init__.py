@@ -1,3 +1,3 @@
 """The log store ("bookie") of the replicated Tier-1 log: see docs/replicated-log.md. In progress:
-built are the journal (``journal_format``, ``journal``) and the wire codec (``protocol``); the
-asyncio server, ZooKeeper registration and the replicated DurableDataLog are not yet."""
+built are the journal (``journal_format``, ``journal``), the wire codec (``protocol``) and the
+server (``store``); ZooKeeper registration and the replicated DurableDataLog are not yet."""

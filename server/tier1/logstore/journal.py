@@ -28,6 +28,8 @@ DEFAULT_FILE_SIZE_MAX = 64 * 1024 * 1024
 
 # One record to append: (kind, ledger, entry, last_add_confirmed, payload).
 NewRecord = tuple[Kind, int, int, int, BytesLike]
+# Where ``write`` put a record: (file, kind, ledger, entry, last_add_confirmed, payload offset, length).
+Placed = tuple[int, Kind, int, int, int, int, int]
 
 
 @dataclasses.dataclass
@@ -89,25 +91,36 @@ class Journal:
 
     def append(self, records: Sequence[NewRecord]) -> None:
         """Writes ``records`` durably, in order, then indexes them."""
+        self.index(self.write(records))
+
+    def write(self, records: Sequence[NewRecord]) -> list[Placed]:
+        """Writes ``records`` durably, in order; returns where they went, for ``index``.
+
+        The two halves let a server write on its I/O thread and index on its event loop thread.
+        """
         if not records:
-            return
+            return []
         if self._offset >= self.file_size_max:
             self._start_file(self._current + 1)
         parts: list[BytesLike] = []
-        placed = []
+        placed: list[Placed] = []
         offset = self._offset
         for kind, ledger, entry, last_add_confirmed, payload in records:
             encoded = encode(kind, ledger, entry, last_add_confirmed, payload)
             header_size = len(encoded[0])
-            placed.append((kind, ledger, entry, last_add_confirmed, offset + header_size, len(payload)))
+            placed.append((self._current, kind, ledger, entry, last_add_confirmed, offset + header_size, len(payload)))
             parts.extend(encoded)
             offset += header_size + len(payload)
         fd = self._files[self._current]
         pwrite_all(fd, [memoryview(part).cast("B") for part in parts], self._offset)
         os.fdatasync(fd)
         self._offset = offset
-        for kind, ledger, entry, last_add_confirmed, payload_offset, length in placed:
-            self._index(self._current, kind, ledger, entry, last_add_confirmed, payload_offset, length)
+        return placed
+
+    def index(self, placed: Iterable[Placed]) -> None:
+        """Records what ``write`` made durable in the index."""
+        for number, kind, ledger, entry, last_add_confirmed, payload_offset, length in placed:
+            self._index(number, kind, ledger, entry, last_add_confirmed, payload_offset, length)
 
     def read(self, ledger: int, entry: int) -> bytes | None:
         """The entry's payload, or None if this journal does not hold it."""
