@@ -51,6 +51,8 @@ class LogStore:
         self._thread: threading.Thread | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._connections: set[_Connection] = set()
+        self._stopped = False
 
     async def start(self) -> None:
         self._loop = loop = asyncio.get_running_loop()
@@ -64,8 +66,12 @@ class LogStore:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stops listening, closes every connection (their writers see the loss), ends the I/O thread."""
+        self._stopped = True
         if self._server is not None:
             self._server.close()
+            for connection in list(self._connections):
+                connection.close()
             await self._server.wait_closed()
         if self._thread is not None:
             self._queue.put(None)
@@ -129,7 +135,7 @@ class LogStore:
     # ------------------------------------------------------------------ group commit
 
     def _write(self, records: list[NewRecord], done: _Reply) -> None:
-        if self._failed is not None:
+        if self._failed is not None or self._stopped:
             done(p.Status.UNAVAILABLE, [])
             return
         self._queue.put((records, done))
@@ -181,14 +187,21 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self._store._connections.add(self)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        self._store._connections.discard(self)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
 
     def data_received(self, data: bytes) -> None:
         try:
             messages = self._decoder.feed(data)
         except p.ProtocolError as error:
             log.info("closing log store connection", extra={"reason": str(error)})
-            if self._transport is not None:
-                self._transport.close()
+            self.close()
             return
         for message in messages:
             self._store.handle(message, self._send)

@@ -1,0 +1,88 @@
+"""Quorum appends and ledger recovery against three real log stores on loopback: entries are
+acknowledged in order once two of three hold them, a lost replica leaves the writer degraded but
+writing, recovery finds every acknowledged entry (and a lone unacknowledged one it can see), writes it
+back everywhere, and fences the old writer out."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server.tier1.logstore import protocol as p
+from server.tier1.logstore.ledgers import LedgerBroken, LedgerFenced, LedgerWriter, StoreClient, recover
+from server.tier1.logstore.store import LogStore
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+async def stores(tmp_path):
+    started = []
+    for index in range(3):
+        store = LogStore(tmp_path / f"store-{index}")
+        await store.start()
+        started.append(store)
+    yield started
+    for store in started:
+        await store.stop()
+
+
+async def clients(stores) -> list[StoreClient]:
+    return [await StoreClient.connect("127.0.0.1", store.port) for store in stores]
+
+
+async def entries_on(store: LogStore, ledger: int, last: int) -> list[bytes]:
+    (client,) = await clients([store])
+    reply = await client.call(p.Read(99, ledger, 0, last))
+    client.close()
+    return [bytes(data) for _, data in reply.entries]
+
+
+async def test_entries_are_acknowledged_in_order_on_a_quorum(stores):
+    writer = LedgerWriter(1, await clients(stores), ack_quorum=2)
+    acknowledged = await asyncio.gather(*(writer.append(f"e{n}".encode()) for n in range(100)))
+    assert acknowledged == list(range(100)) and writer.last_add_confirmed == 99
+    for store in stores:  # write quorum = ensemble: every replica got every entry
+        assert await entries_on(store, 1, 99) == [f"e{n}".encode() for n in range(100)]
+
+
+async def test_a_lost_replica_degrades_the_writer_and_two_lost_break_it(stores):
+    replicas = await clients(stores)
+    writer = LedgerWriter(2, replicas, ack_quorum=2)
+    assert await writer.append(b"a") == 0
+    await stores[2].stop()
+    assert await writer.append(b"b") == 1  # two replicas still acknowledge
+    assert writer.degraded
+    await stores[1].stop()
+    with pytest.raises(LedgerBroken):
+        await writer.append(b"c")
+    with pytest.raises(LedgerBroken):
+        await writer.append(b"d")  # and it stays broken
+    stores[1:] = []  # already stopped
+
+
+async def test_recovery_keeps_every_acknowledged_entry_and_fences_the_old_writer(stores):
+    old = LedgerWriter(3, await clients(stores), ack_quorum=2)
+    for n in range(10):
+        await old.append(f"e{n}".encode())
+    (lone,) = await clients(stores[:1])  # entry 10 reached one replica only before the writer died
+    assert (await lone.call(p.Add(1, 3, 10, 9, 0, b"e10"))).status == p.Status.OK
+
+    last = await recover(3, await clients(stores), ack_quorum=2)
+    assert last == 10
+    for store in stores:  # written back everywhere
+        assert await entries_on(store, 3, 20) == [f"e{n}".encode() for n in range(11)]
+    with pytest.raises(LedgerFenced):
+        await old.append(b"zombie")
+
+
+async def test_recovery_needs_enough_replicas_to_decide(stores):
+    writer = LedgerWriter(4, await clients(stores), ack_quorum=2)
+    await writer.append(b"x")
+    replicas = await clients(stores)
+    await stores[1].stop()
+    await stores[2].stop()
+    stores[1:] = []
+    with pytest.raises(LedgerBroken):  # one replica of three cannot tell what two might have acknowledged
+        await recover(4, replicas, ack_quorum=2)
