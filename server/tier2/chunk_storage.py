@@ -113,9 +113,6 @@ class ChunkRegion:
     length: int
     release: Callable[[], None]
 
-    def __len__(self) -> int:
-        return self.length
-
 
 def as_parts(data: WriteData) -> Sequence[BytesLike]:
     """``data`` as a sequence of parts (no copy of a given sequence)."""

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 
 from . import protocol as p
-from .journal import Journal, NewRecord, Placed
+from .journal import Journal, NewRecord, Placed, entries_of
 from .journal_format import NO_ENTRY, Kind
 
 log = logging.getLogger("tributary.logstore")
@@ -112,14 +112,9 @@ class LogStore:
         state = self._journal.ledgers.get(message.ledger)
         if state is None:
             return p.Entries(message.request_id, p.Status.NO_SUCH_LEDGER, message.ledger)
-        entries = []
-        for entry in range(max(0, message.first), message.last + 1):
-            payload = self._journal.read(message.ledger, entry)
-            if payload is None:
-                break
-            entries.append((entry, payload))
+        entries = tuple(entries_of(self._journal, message.ledger, max(0, message.first), message.last))
         status = p.Status.OK if entries else p.Status.NO_SUCH_ENTRY
-        return p.Entries(message.request_id, status, message.ledger, tuple(entries))
+        return p.Entries(message.request_id, status, message.ledger, entries)
 
     def _fence(self, message: p.Fence, reply: Callable[[p.Message], None]) -> None:
         self._fenced.add(message.ledger)  # effective now: later adds are refused
