@@ -20,7 +20,7 @@ from .chunk_storage import ChunkRegion
 from .errors import BadOffset, SegmentTruncated, StorageCorrupted
 from .metadata_transaction import MetadataTransaction
 from .operation_context import OperationContext, load_segment
-from .records import SegmentRecord
+from .records import ChunkRecord, SegmentRecord
 
 
 async def read(context: OperationContext, name: str, offset: int, length: int) -> bytes:
@@ -35,10 +35,10 @@ async def read(context: OperationContext, name: str, offset: int, length: int) -
     length = _readable(segment, offset, length)
     if length == 0:
         return b""
-    chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation)
+    chunk_start, chunk, record = await _chunk_holding(context, transaction, segment, offset, generation)
     parts = []
     while True:
-        size = min(length, chunk_start + chunk_length - offset)
+        size = min(length, chunk_start + record.length - offset)
         data = await context.chunks.read(chunk, offset - chunk_start, size)
         if len(data) != size:
             raise StorageCorrupted(f"chunk {chunk} returned {len(data)} bytes, {size} expected at "
@@ -48,8 +48,8 @@ async def read(context: OperationContext, name: str, offset: int, length: int) -
         length -= size
         if not length:
             return parts[0] if len(parts) == 1 else b"".join(parts)
-        chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation,
-                                                                (chunk_start, chunk))
+        chunk_start, chunk = _step(context, segment, chunk_start, record, offset, generation)
+        record = await transaction.linked_chunk(chunk)  # the read continues at this chunk's start
 
 
 async def region(context: OperationContext, name: str, offset: int, length: int) -> ChunkRegion | None:
@@ -64,9 +64,9 @@ async def region(context: OperationContext, name: str, offset: int, length: int)
     length = _readable(segment, offset, length)
     if length == 0:
         return None
-    chunk_start, chunk, chunk_length = await _chunk_holding(context, transaction, segment, offset, generation)
+    chunk_start, chunk, record = await _chunk_holding(context, transaction, segment, offset, generation)
     return await context.chunks.open_region(chunk, offset - chunk_start,
-                                            min(length, chunk_start + chunk_length - offset))
+                                            min(length, chunk_start + record.length - offset))
 
 
 def _readable(segment: SegmentRecord, offset: int, length: int) -> int:
@@ -81,24 +81,27 @@ def _readable(segment: SegmentRecord, offset: int, length: int) -> int:
 
 
 async def _chunk_holding(context: OperationContext, transaction: MetadataTransaction, segment: SegmentRecord,
-                         offset: int, generation: int,
-                         walk_from: tuple[int, str] | None = None) -> tuple[int, str, int]:
-    """(start offset, name, length) of the chunk holding ``offset`` (below the segment's length).
+                         offset: int, generation: int) -> tuple[int, str, ChunkRecord]:
+    """(start offset, name, record) of the chunk holding ``offset`` (below the segment's length).
 
-    The walk starts at ``walk_from`` (a chunk at or below ``offset``) or at the nearest chunk the
-    index knows, and indexes every chunk it passes.
+    The walk starts at the nearest chunk the index knows and indexes every chunk it passes.
     """
-    chunk_start, chunk = walk_from or _nearest_chunk(context, segment, offset)
+    chunk_start, chunk = _nearest_chunk(context, segment, offset)
     while True:
         record = await transaction.linked_chunk(chunk)
-        end = chunk_start + record.length
-        if offset < end:  # chunks before the one holding ``offset`` are only walked past
-            return chunk_start, chunk, record.length
-        next_chunk = record.next_chunk
-        if next_chunk is None:
-            raise StorageCorrupted(f"segment {segment.name}: the chunk list ends before offset {offset}")
-        chunk_start, chunk = end, next_chunk
-        context.read_index.add(segment.name, chunk_start, chunk, generation)
+        if offset < chunk_start + record.length:  # chunks before the one holding ``offset`` are only walked past
+            return chunk_start, chunk, record
+        chunk_start, chunk = _step(context, segment, chunk_start, record, offset, generation)
+
+
+def _step(context: OperationContext, segment: SegmentRecord, chunk_start: int, record: ChunkRecord, offset: int,
+          generation: int) -> tuple[int, str]:
+    """(start offset, name) of the chunk after the one at ``chunk_start``, indexed; ``offset`` lies beyond."""
+    if record.next_chunk is None:
+        raise StorageCorrupted(f"segment {segment.name}: the chunk list ends before offset {offset}")
+    chunk_start += record.length
+    context.read_index.add(segment.name, chunk_start, record.next_chunk, generation)
+    return chunk_start, record.next_chunk
 
 
 def _nearest_chunk(context: OperationContext, segment: SegmentRecord, offset: int) -> tuple[int, str]:
