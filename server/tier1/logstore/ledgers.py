@@ -174,11 +174,12 @@ async def recover(ledger: int, replicas: list[StoreClient], ack_quorum: int) -> 
     quorum = len(replicas) - ack_quorum + 1  # any ``quorum`` replicas include one of any ack quorum
     fences = await asyncio.gather(*(replica.call(p.Fence(next(_request_ids), ledger)) for replica in replicas),
                                   return_exceptions=True)
-    fenced = [reply for reply in fences if isinstance(reply, p.FenceResult) and reply.status == p.Status.OK]
+    fenced = [(replica, reply) for replica, reply in zip(replicas, fences, strict=True)
+              if isinstance(reply, p.FenceResult) and reply.status == p.Status.OK]
     if len(fenced) < quorum:
         raise LedgerBroken(f"ledger {ledger}: fenced on {len(fenced)} replicas, {quorum} needed")
-    live = [replica for replica, reply in zip(replicas, fences, strict=True) if reply in fenced]
-    entry = max(reply.last_add_confirmed for reply in fenced) + 1
+    live = [replica for replica, _ in fenced]
+    entry = max(reply.last_add_confirmed for _, reply in fenced) + 1
     while True:
         reads = await asyncio.gather(*(replica.call(p.Read(next(_request_ids), ledger, entry, entry))
                                        for replica in live), return_exceptions=True)
