@@ -65,19 +65,34 @@ def write_parts(fd: int, parts: Sequence[BytesLike], offset: int) -> int:
         os.close(direct_fd)
 
 
-def pwrite_all(fd: int, views: list[memoryview], offset: int) -> int:
-    """Writes byte ``views`` back to back at ``offset`` with pwritev, resuming after short writes."""
-    views = [view for view in views if view.nbytes]
-    written, first = 0, 0
-    while first < len(views):
-        count = os.pwritev(fd, views[first:first + IOV_MAX], offset + written)
-        written += count
-        while first < len(views) and count >= views[first].nbytes:
-            count -= views[first].nbytes
-            first += 1
-        if count:
-            views[first] = views[first][count:]
-    return written
+def pwrite_all(fd: int, buffers: Sequence[BytesLike], offset: int) -> int:
+    """Writes byte buffers back to back at ``offset``: one pwritev per IOV_MAX buffers, a short write
+    finished by hand. Returns the bytes written (all of them; an error raises OSError)."""
+    total = 0
+    for index in range(0, len(buffers), IOV_MAX):
+        chunk = buffers[index:index + IOV_MAX]
+        written = os.pwritev(fd, chunk, offset + total)
+        expected = sum(map(len, chunk))
+        if written < expected:  # rare on regular files (a signal, a full disk)
+            _write_remainder(fd, chunk, offset + total, written)
+        total += expected
+    return total
+
+
+def _write_remainder(fd: int, chunk: Sequence[BytesLike], offset: int, written: int) -> None:
+    skip, position = written, offset + written
+    for buffer in chunk:
+        view = memoryview(buffer).cast("B")
+        if skip >= len(view):
+            skip -= len(view)
+            continue
+        view, skip = view[skip:], 0
+        while view:
+            count = os.pwrite(fd, view, position)
+            if count == 0:
+                raise OSError(errno.EIO, "pwrite wrote nothing")
+            view = view[count:]
+            position += count
 
 
 def _open_direct(fd: int) -> int | None:

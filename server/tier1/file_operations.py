@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..direct_writes import write_parts
+from ..direct_writes import pwrite_all, write_parts
 
-IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 PREALLOCATION_CHUNK_BYTES = 1 << 20
 
 _ZEROS = bytes(PREALLOCATION_CHUNK_BYTES)
@@ -51,37 +50,9 @@ class FileOperations:
         return b"".join(parts)
 
     def write(self, fd: int, buffers: Sequence, offset: int) -> None:
-        """Writes every buffer back to back at ``offset`` (one pwritev per IOV_MAX buffers).
-
-        Raises OSError unless all bytes were written.
-        """
-        index = 0
-        while index < len(buffers):
-            chunk = buffers[index:index + IOV_MAX]
-            written = os.pwritev(fd, chunk, offset)
-            expected = sum(len(buffer) for buffer in chunk)
-            if written < expected:
-                # Short writes are rare on regular files (a signal, a full disk); finish by hand.
-                self._write_remainder(fd, chunk, offset, written)
-            offset += expected
-            index += IOV_MAX
-
-    def _write_remainder(self, fd: int, chunk: Sequence, offset: int, written: int) -> None:
-        skip = written
-        position = offset + written
-        for buffer in chunk:
-            view = memoryview(buffer).cast("B")
-            if skip >= len(view):
-                skip -= len(view)
-                continue
-            view = view[skip:]
-            skip = 0
-            while view:
-                count = os.pwrite(fd, view, position)
-                if count == 0:
-                    raise OSError("pwrite wrote nothing")
-                view = view[count:]
-                position += count
+        """Writes every buffer back to back at ``offset`` (``direct_writes.pwrite_all``: one pwritev per
+        IOV_MAX buffers). Raises OSError unless all bytes were written."""
+        pwrite_all(fd, buffers, offset)
 
     def sync(self, fd: int) -> None:
         """Makes written data durable (fdatasync: preallocated files need no size update)."""

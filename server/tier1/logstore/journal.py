@@ -112,7 +112,7 @@ class Journal:
             parts.extend(encoded)
             offset += header_size + len(payload)
         fd = self._files[self._current]
-        pwrite_all(fd, [memoryview(part).cast("B") for part in parts], self._offset)
+        pwrite_all(fd, parts, self._offset)
         os.fdatasync(fd)
         self._offset = offset
         return placed
