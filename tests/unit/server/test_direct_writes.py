@@ -131,3 +131,24 @@ def test_a_device_refusing_the_alignment_gets_the_whole_write_again_buffered(tmp
         os.close(fd)
     assert path.read_bytes() == b"x" * 10 + data + data
     assert len(direct_fds) == 1  # the device is remembered
+
+
+def test_a_short_pwritev_is_finished_by_hand(tmp_path, monkeypatch):
+    """pwrite_all (the one pwritev loop of the log, the chunks and the journal) completes short writes."""
+    real_pwritev = os.pwritev
+    calls = []
+
+    def short_pwritev(fd, buffers, offset):
+        calls.append(len(buffers))
+        first = bytes(buffers[0])[:3]  # only 3 bytes of the first buffer make it
+        return real_pwritev(fd, [first], offset)
+
+    monkeypatch.setattr(direct_writes.os, "pwritev", short_pwritev)
+    parts = [b"abcdefgh", b"", memoryview(b"ijklmnop")[2:], b"q" * 5000]
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert direct_writes.pwrite_all(fd, parts, 7) == 8 + 6 + 5000
+    finally:
+        os.close(fd)
+    assert (tmp_path / "file").read_bytes() == b"\0" * 7 + b"abcdefgh" + b"klmnop" + b"q" * 5000
+    assert calls == [4]
