@@ -560,6 +560,7 @@ async def test_regions_lend_one_chunk_of_the_segment_at_a_time(tmp_path):
     with pytest.raises(SegmentTruncated):
         await storage.read_region("s", 32, 10)
     region = await storage.read_region("s", 40, 10)
+    assert [path for path in tmp_path.rglob("s.*") if path.is_file()]  # the chunk files, before the delete
     await storage.delete("s")
     await storage.collect_garbage()
     assert not [path for path in tmp_path.rglob("s.*") if path.is_file()]  # the chunks are gone from disk
