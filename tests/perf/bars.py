@@ -1,4 +1,5 @@
-"""What every benchmark shares: figures over several runs (min/median/max) and bars that set the exit status.
+"""What every benchmark shares: figures over several runs (min/median/max), percentiles, and bars that set
+the exit status.
 
 A benchmark measures its same-run baselines and its figures once per run, records them in a
 ``Figures``, prints them, and judges its bars on the spread: ``Bars.check`` prints one line
@@ -10,6 +11,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """The sample at ``fraction`` (0.99: p99) of the sorted samples (nearest rank, no interpolation)."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 class Figures:

@@ -31,7 +31,7 @@ import uuid
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from clients.connection import WireConnection, next_request_id  # noqa: E402
-from tests.perf.bars import Bars, Figures  # noqa: E402
+from tests.perf.bars import Bars, Figures, percentile  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 from wire import commands as c  # noqa: E402
 from wire.envelope import ENVELOPE_HEADER  # noqa: E402
@@ -201,10 +201,6 @@ async def latencies(port: int) -> tuple[list[float], list[float]]:
     await connection.close()
     return one, paced
 
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def run_benchmarks(port: int, seconds: float) -> dict:

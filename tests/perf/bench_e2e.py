@@ -40,6 +40,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.perf.bars import percentile  # noqa: E402
+
 WINDOW = 256  # events in flight per producer (one RESP pipeline / one await window)
 SIZES = (100, 1024, 64 * 1024)
 PRODUCERS = (1, 8)
@@ -65,10 +67,6 @@ def wait_listening(port: int, seconds: float = 30) -> None:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on {port}")
 
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 # ---------------------------------------------------------------------- child roles

@@ -33,15 +33,11 @@ import uvloop
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from server.tier1 import FileOperations, LocalDurableDataLog, LogAddress  # noqa: E402
-from tests.perf.bars import Bars  # noqa: E402
+from tests.perf.bars import Bars, percentile  # noqa: E402
 
 MiB = 1024 * 1024
 TRUNCATE_EVERY_BYTES = 32 * MiB
 
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def preallocate(path: str, size: int) -> None:

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import bench_e2e  # noqa: E402 - the Redis and pravega roles and the servers come from there
+from tests.perf.bars import percentile  # noqa: E402
 
 SIZES = (100, 1024, 64 * 1024)
 PRODUCERS = (1, 8)
@@ -289,10 +290,10 @@ def report(measured: dict, redis_measured: dict, latency: list[float], backlog: 
         print(f"{'redis':>8} {size:>6}B {producers:>4} {statistics.median(f['rate'] for f in figures):>12,.0f}"
               f" {'':>18} {'':>18} {statistics.median(f['client_us'] for f in figures):>7.1f}"
               f" {statistics.median(f['server_us'] for f in figures):>7.1f}")
-    p99 = bench_e2e.percentile(latency, 0.99)
+    p99 = percentile(latency, 0.99)
     print(f"\nend-to-end latency (SDK writer -> SDK tail reader), {LATENCY_RATE} events/s of 1 KiB, ms: "
           f"events {len(latency)}, p50 {statistics.median(latency):.2f}, p99 {p99:.2f}, "
-          f"p99.9 {bench_e2e.percentile(latency, 0.999):.2f}, max {max(latency):.2f} "
+          f"p99.9 {percentile(latency, 0.999):.2f}, max {max(latency):.2f} "
           f"({'ok' if p99 <= LATENCY_P99_BAR_MS else 'MISS'} p99 <= {LATENCY_P99_BAR_MS} ms)")
     if p99 > LATENCY_P99_BAR_MS:
         missed.append(f"latency p99 {p99:.2f} ms")
