@@ -25,6 +25,14 @@ ensure_java() {
     fi
 }
 
+ensure_zookeeper() {
+    # The replicated-log tests run a real ZooKeeper from Debian's jar (tests/support/zookeeper.py; no service).
+    if [ ! -f /usr/share/java/zookeeper.jar ]; then
+        log "installing libzookeeper-java with apt (ZooKeeper, for the replicated-log tests)"
+        apt_install libzookeeper-java
+    fi
+}
+
 apt_install() {
     if [ -z "${APT_UPDATED:-}" ]; then
         apt-get update -qq
@@ -69,6 +77,7 @@ case "$command" in
     test)
         setup
         ensure_java
+        ensure_zookeeper
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     setup)

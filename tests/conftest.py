@@ -1,10 +1,12 @@
-"""Shared fixtures: one moto S3 server per session (started only if a test needs it) for the S3 Tier-2 tests."""
+"""Shared fixtures: one moto S3 server and one ZooKeeper per session (each started only if a test needs it)."""
 
 from __future__ import annotations
 
 import pytest
+from kazoo.client import KazooClient
 
 from tests.support.s3_server import fresh_bucket, moto_server
+from tests.support.zookeeper import fresh_chroot, zookeeper_server
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +20,24 @@ def s3_bucket(moto_s3, monkeypatch):
     """``(endpoint_url, bucket)``: a fresh bucket, with dummy AWS credentials in the environment."""
     with fresh_bucket(moto_s3, monkeypatch) as endpoint_and_bucket:
         yield endpoint_and_bucket
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper (Debian's) on a loopback port, for the whole session; stopped by PID."""
+    with zookeeper_server(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zk_hosts(zookeeper) -> str:
+    """A connect string with a fresh, empty chroot: the test's own corner of the shared ZooKeeper."""
+    hosts = fresh_chroot(zookeeper)
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(timeout=15)
+    try:
+        client.ensure_path(hosts[len(zookeeper.connect_string):])
+    finally:
+        client.stop()
+        client.close()
+    return hosts

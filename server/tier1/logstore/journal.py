@@ -189,10 +189,16 @@ class Journal:
         return os.path.join(self.directory, f"journal-{number:012d}.tj")
 
 
-def entries_of(journal: Journal, ledger: int, first: int, last: int) -> Iterable[tuple[int, bytes]]:
-    """(entry, payload) for the entries ``first..last`` the journal holds, stopping at the first gap."""
+def entries_of(journal: Journal, ledger: int, first: int, last: int,
+               max_bytes: int = 4 * 1024 * 1024) -> Iterable[tuple[int, bytes]]:
+    """(entry, payload) for the entries ``first..last`` the journal holds, stopping at the first gap, and
+    after the entry that brings the payloads to ``max_bytes`` (so a reply stays well within a frame)."""
+    total = 0
     for entry in range(first, last + 1):
         payload = journal.read(ledger, entry)
         if payload is None:
             return
         yield entry, payload
+        total += len(payload)
+        if total >= max_bytes:
+            return

@@ -54,6 +54,30 @@ class StoreClient(asyncio.Protocol):
         _, client = await asyncio.get_running_loop().create_connection(cls, host, port)
         return client
 
+    @classmethod
+    async def handshake(cls, host: str, port: int, timeout: float) -> tuple[StoreClient, str]:
+        """Connects and says HELLO; returns the client and the store's replica id (hex).
+
+        Raises ConnectionError (or OSError) if the store does not answer within ``timeout`` seconds: a
+        paused process still completes the TCP handshake, so only the HELLO reply shows it is alive.
+        """
+        try:
+            client = await asyncio.wait_for(cls.connect(host, port), timeout)
+        except TimeoutError as error:
+            raise ConnectionError(f"log store {host}:{port} did not accept in {timeout}s") from error
+        try:
+            reply = await asyncio.wait_for(client.call(p.Hello(next(_request_ids), p.VERSION)), timeout)
+        except TimeoutError as error:
+            client.close()
+            raise ConnectionError(f"log store {host}:{port} did not answer HELLO in {timeout}s") from error
+        except BaseException:
+            client.close()
+            raise
+        if not isinstance(reply, p.HelloReply) or reply.status != p.Status.OK:
+            client.close()
+            raise ConnectionError(f"log store {host}:{port} refused HELLO")
+        return client, reply.replica_id.hex()
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
 
@@ -94,47 +118,74 @@ class StoreClient(asyncio.Protocol):
 
 
 class LedgerWriter:
-    """Appends to one ledger on ``replicas`` (the ensemble); see the module docstring."""
+    """Appends to one ledger on ``replicas`` (the ensemble); see the module docstring.
 
-    def __init__(self, ledger: int, replicas: list[StoreClient], ack_quorum: int, first_entry: int = 0):
+    A replica that has not answered the oldest unacknowledged entry within ``add_timeout`` seconds
+    (a paused process, a stuck disk) counts as failed, like one that answered an error. ``failed``
+    says which replicas were dropped and why (``"unavailable"``, ``"timeout"``, ``"lost"``).
+    """
+
+    def __init__(self, ledger: int, replicas: list[StoreClient], ack_quorum: int, first_entry: int = 0,
+                 add_timeout: float = 2.0):
         if not 1 <= ack_quorum <= len(replicas):
             raise ValueError(f"ack quorum {ack_quorum} for an ensemble of {len(replicas)}")
         self.ledger = ledger
         self.ack_quorum = ack_quorum
+        self.add_timeout = add_timeout
+        self.failed: dict[StoreClient, str] = {}
+        self.bytes_written = 0
         self._live = list(replicas)
         self._ensemble_size = len(replicas)
         self._next_entry = first_entry
         self.last_add_confirmed = first_entry - 1
         self._acks: dict[int, int] = {}  # entry -> OK answers so far
-        self._waiting: deque[tuple[int, asyncio.Future[int]]] = deque()  # unacknowledged, in entry order
+        self._answered: dict[StoreClient, int] = dict.fromkeys(replicas, first_entry - 1)
+        self._waiting: deque[tuple[int, float, asyncio.Future[int]]] = deque()  # unacknowledged, in entry order
         self._failure: LedgerError | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @property
     def degraded(self) -> bool:
         """Some replica failed: the log should roll to a new ledger."""
         return len(self._live) < self._ensemble_size
 
+    @property
+    def broken(self) -> bool:
+        return self._failure is not None
+
     def append(self, payload: BytesLike) -> asyncio.Future[int]:
         """The entry id, once ``ack_quorum`` replicas hold it durably (and every earlier entry is acknowledged)."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
         if self._failure is not None:
             future.set_exception(self._failure)
             return future
         entry = self._next_entry
         self._next_entry += 1
+        self.bytes_written += len(payload)
         self._acks[entry] = 0
-        self._waiting.append((entry, future))
+        self._waiting.append((entry, loop.time(), future))
         for replica in list(self._live):
             reply = replica.call(p.Add(next(_request_ids), self.ledger, entry, self.last_add_confirmed, 0, payload))
-            reply.add_done_callback(functools.partial(self._answered, replica, entry))
+            reply.add_done_callback(functools.partial(self._answered_by, replica, entry))
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self.add_timeout, self._check_timeouts)
         return future
 
-    def _answered(self, replica: StoreClient, entry: int, done: asyncio.Future[p.Message]) -> None:
+    def abandon(self) -> None:
+        """Stops the watchdog; later answers still count but nobody waits for them."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def _answered_by(self, replica: StoreClient, entry: int, done: asyncio.Future[p.Message]) -> None:
         if self._failure is not None:
             return
         error = done.exception()
         reply = None if error is not None else done.result()
         if isinstance(reply, p.Added) and reply.status == p.Status.OK:
+            if replica in self._answered:
+                self._answered[replica] = max(self._answered[replica], entry)
             if entry in self._acks:
                 self._acks[entry] += 1
                 self._acknowledge_ready()
@@ -142,16 +193,35 @@ class LedgerWriter:
         if isinstance(reply, p.Added) and reply.status == p.Status.FENCED:
             self._fail(LedgerFenced(f"ledger {self.ledger} was fenced by a newer owner"))
             return
-        if replica in self._live:  # an error status or a lost connection: this replica is out
-            self._live.remove(replica)
-            if len(self._live) < self.ack_quorum:
-                self._fail(LedgerBroken(f"ledger {self.ledger}: {len(self._live)} replicas left, "
-                                        f"{self.ack_quorum} needed"))
+        status = p.Status(reply.status).name.lower() if isinstance(reply, p.Added) else "lost"
+        self._drop(replica, status)
+
+    def _drop(self, replica: StoreClient, why: str) -> None:
+        if replica not in self._live:
+            return
+        self._live.remove(replica)
+        self.failed[replica] = why
+        if len(self._live) < self.ack_quorum:
+            self._fail(LedgerBroken(f"ledger {self.ledger}: {len(self._live)} replicas left, "
+                                    f"{self.ack_quorum} needed"))
+
+    def _check_timeouts(self) -> None:
+        self._watchdog = None
+        if self._failure is not None or not self._waiting:
+            return
+        loop = asyncio.get_running_loop()
+        oldest_entry, sent, _ = self._waiting[0]
+        if loop.time() - sent >= self.add_timeout:
+            for replica in [replica for replica in self._live if self._answered.get(replica, -1) < oldest_entry]:
+                self._drop(replica, "timeout")
+        if self._failure is None and self._waiting:
+            self._watchdog = loop.call_later(max(0.05, self._waiting[0][1] + self.add_timeout - loop.time()),
+                                             self._check_timeouts)
 
     def _acknowledge_ready(self) -> None:
         waiting = self._waiting
         while waiting and self._acks.get(waiting[0][0], 0) >= self.ack_quorum:
-            entry, future = waiting.popleft()
+            entry, _, future = waiting.popleft()
             del self._acks[entry]
             self.last_add_confirmed = entry
             if not future.done():
@@ -159,19 +229,22 @@ class LedgerWriter:
 
     def _fail(self, error: LedgerError) -> None:
         self._failure = error
+        self.abandon()
         while self._waiting:
-            _, future = self._waiting.popleft()
+            _, _, future = self._waiting.popleft()
             if not future.done():
                 future.set_exception(error)
         self._acks.clear()
 
 
-async def recover(ledger: int, replicas: list[StoreClient], ack_quorum: int) -> int:
+async def recover(ledger: int, replicas: list[StoreClient], ack_quorum: int, ensemble_size: int | None = None) -> int:
     """Fences ``ledger`` and makes every possibly acknowledged entry whole; returns its last entry (-1: none).
 
+    ``replicas`` are the ensemble's replicas that can be reached (``ensemble_size`` of them exist).
     Raises LedgerBroken when too few replicas answer to decide.
     """
-    quorum = len(replicas) - ack_quorum + 1  # any ``quorum`` replicas include one of any ack quorum
+    ensemble_size = len(replicas) if ensemble_size is None else ensemble_size
+    quorum = ensemble_size - ack_quorum + 1  # any ``quorum`` replicas include one of any ack quorum
     fences = await asyncio.gather(*(replica.call(p.Fence(next(_request_ids), ledger)) for replica in replicas),
                                   return_exceptions=True)
     fenced = [(replica, reply) for replica, reply in zip(replicas, fences, strict=True)

@@ -53,6 +53,7 @@ class LogStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connections: set[_Connection] = set()
         self._stopped = False
+        self.last_add: dict[int, float] = {}  # ledger -> loop time of its last ADD (for garbage collection)
 
     async def start(self) -> None:
         self._loop = loop = asyncio.get_running_loop()
@@ -91,8 +92,7 @@ class LogStore:
         elif isinstance(message, p.Fence):
             self._fence(message, reply)
         elif isinstance(message, p.Delete):
-            self._write([(Kind.DELETE, message.ledger, NO_ENTRY, NO_ENTRY, b"")],
-                        lambda status, _: reply(p.Deleted(message.request_id, status, message.ledger)))
+            self._delete(message.ledger, lambda status: reply(p.Deleted(message.request_id, status, message.ledger)))
         else:
             reply(p.Added(message.request_id, p.Status.BAD_REQUEST, 0, NO_ENTRY))
 
@@ -105,6 +105,8 @@ class LogStore:
         elif message.ledger in self._fenced and not message.flags & p.RECOVERY:
             answer(p.Status.FENCED)
         else:
+            assert self._loop is not None
+            self.last_add[message.ledger] = self._loop.time()
             self._write([(Kind.ADD, message.ledger, message.entry, message.last_add_confirmed, message.payload)],
                         lambda status, _: answer(status))
 
@@ -126,6 +128,37 @@ class LogStore:
             reply(p.FenceResult(message.request_id, status, message.ledger, last_entry, lac))
 
         self._write([(Kind.FENCE, message.ledger, NO_ENTRY, NO_ENTRY, b"")], answer)
+
+    def _delete(self, ledger: int, answer: Callable[[p.Status], None]) -> None:
+        def deleted(status: p.Status, _: list[Placed]) -> None:
+            self._fenced.discard(ledger)
+            self.last_add.pop(ledger, None)
+            if status == p.Status.OK:
+                self._collect()
+            answer(status)
+
+        self._write([(Kind.DELETE, ledger, NO_ENTRY, NO_ENTRY, b"")], deleted)
+
+    async def delete_ledger(self, ledger: int) -> p.Status:
+        """Deletes a ledger as a DELETE request would; the status once it is durable."""
+        assert self._loop is not None
+        done: asyncio.Future[p.Status] = self._loop.create_future()
+        self._delete(ledger, done.set_result)
+        return await done
+
+    def ledger_ids(self) -> list[int]:
+        """The ledgers this store holds entries or fences of (deleted ones excluded)."""
+        return [ledger for ledger in self._journal.ledgers if ledger not in self._journal.deleted]
+
+    def _collect(self) -> None:
+        """Drops journal files that hold only deleted ledgers. On the loop: reads use the same descriptors."""
+        try:
+            dropped = self._journal.collect()
+        except OSError as error:
+            log.warning("journal collection failed", extra={"error": repr(error)})
+            return
+        if dropped:
+            log.info("journal files collected", extra={"files": dropped})
 
     # ------------------------------------------------------------------ group commit
 

@@ -1,50 +1,66 @@
 """Runs the DurableDataLog conformance suite against every implementation we have.
 
-To add an implementation (the replicated log, later), add a factory to LOG_FACTORIES: it gets a
-per-test directory and returns a new, unopened instance on the one log that directory stands for.
+Each entry of LOG_FACTORIES is an async context manager: given a per-test directory (and, for the
+replicated log, a ZooKeeper connect string), it yields a callable returning a new, unopened instance
+on the one log that directory stands for; a second call is "another process opening the same log".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from server.tier1 import DurableDataLog, FaultyDurableDataLog
+from tests.support.replicated import replicated_tier1
 
 from .conformance import DurableDataLogConformance
 from .helpers import small_local_log
 
-
-def local_log(home: Path) -> DurableDataLog:
-    return small_local_log(home / "log")
+Factory = Callable[[], DurableDataLog]
 
 
-def faulty_local_log(home: Path) -> DurableDataLog:
+@contextlib.asynccontextmanager
+async def local_log(home: Path, request) -> AsyncIterator[Factory]:
+    yield lambda: small_local_log(home / "log")
+
+
+@contextlib.asynccontextmanager
+async def faulty_local_log(home: Path, request) -> AsyncIterator[Factory]:
     """The fault-injecting wrapper with nothing armed must be indistinguishable from what it wraps."""
-    return FaultyDurableDataLog(small_local_log(home / "log"))
+    yield lambda: FaultyDurableDataLog(small_local_log(home / "log"))
 
 
-LOG_FACTORIES: dict[str, Callable[[Path], DurableDataLog]] = {
+@contextlib.asynccontextmanager
+async def replicated_log(home: Path, request) -> AsyncIterator[Factory]:
+    """Three in-process log stores (3/3/2), 64 KiB ledgers so that the log rolls often, a real ZooKeeper."""
+    async with replicated_tier1(home, request.getfixturevalue("zk_hosts")) as cluster:
+        assert cluster.tier1 is not None
+        tier1 = cluster.tier1
+        yield lambda: tier1.log("container-0")
+
+
+LOG_FACTORIES = {
     "local": local_log,
     "faulty(local)": faulty_local_log,
+    "replicated": replicated_log,
 }
 
 
 @pytest.fixture(params=sorted(LOG_FACTORIES))
 async def make_log(request, tmp_path):
-    factory = LOG_FACTORIES[request.param]
     created: list[DurableDataLog] = []
+    async with LOG_FACTORIES[request.param](tmp_path, request) as factory:
+        def make() -> DurableDataLog:
+            log = factory()
+            created.append(log)
+            return log
 
-    def make() -> DurableDataLog:
-        log = factory(tmp_path)
-        created.append(log)
-        return log
-
-    yield make
-    for log in created:  # a failing test must not leave a writer thread or a lock behind
-        await log.close()
+        yield make
+        for log in created:  # a failing test must not leave a writer thread or a lock behind
+            await log.close()
 
 
 class TestDurableDataLogConformance(DurableDataLogConformance):

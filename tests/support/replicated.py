@@ -1,0 +1,54 @@
+"""In-process replicated Tier-1 for tests: log stores registered in a real ZooKeeper, and a ``ReplicatedTier1``.
+
+``replicated_tier1(home, zk_hosts, stores=3)`` starts the log stores (each a ``LogStoreService`` on a
+free loopback port with its own data directory) and a ``ReplicatedTier1`` on them, and stops all of
+them on exit. Tests that kill processes use ``tributary logstore`` children instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from server.tier1.logstore.service import LogStoreService
+from server.tier1.replicated import ReplicatedTier1, ReplicationSettings
+
+# Small ledgers, so that the conformance suite's volumes make the log roll many times.
+TEST_SETTINGS = ReplicationSettings(ledger_size_max=64 * 1024, add_timeout=2.0, stall_timeout=10.0)
+
+
+class ReplicatedCluster:
+    def __init__(self, home: Path, zk_hosts: str, settings: ReplicationSettings):
+        self.home = home
+        self.zk_hosts = zk_hosts
+        self.settings = settings
+        self.stores: list[LogStoreService] = []
+        self.tier1: ReplicatedTier1 | None = None
+
+    async def start_store(self, index: int) -> LogStoreService:
+        store = LogStoreService(self.home / f"logstore-{index}", self.zk_hosts, gc_interval=3600)
+        await store.start()
+        self.stores.append(store)
+        return store
+
+    async def stop_store(self, store: LogStoreService) -> None:
+        self.stores.remove(store)
+        await store.stop()
+
+
+@contextlib.asynccontextmanager
+async def replicated_tier1(home: Path, zk_hosts: str, stores: int = 3,
+                           settings: ReplicationSettings = TEST_SETTINGS) -> AsyncIterator[ReplicatedCluster]:
+    cluster = ReplicatedCluster(home, zk_hosts, settings)
+    try:
+        for index in range(stores):
+            await cluster.start_store(index)
+        cluster.tier1 = ReplicatedTier1(zk_hosts, settings)
+        await cluster.tier1.start()
+        yield cluster
+    finally:
+        if cluster.tier1 is not None:
+            await cluster.tier1.stop()
+        for store in list(cluster.stores):
+            await store.stop()
