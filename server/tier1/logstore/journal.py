@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from wire.fields import BytesLike
 
@@ -59,6 +59,9 @@ class Journal:
         self._files: dict[int, int] = {}  # file number -> descriptor
         self._current = 0  # number of the file appended to
         self._offset = 0  # its length
+        # The two calls that make a group durable; tests replace them to inject disk-full or fsync failures.
+        self.write_at: Callable[[int, Sequence[BytesLike], int], int] = pwrite_all
+        self.sync: Callable[[int], None] = os.fdatasync
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -112,8 +115,8 @@ class Journal:
             parts.extend(encoded)
             offset += header_size + len(payload)
         fd = self._files[self._current]
-        pwrite_all(fd, parts, self._offset)
-        os.fdatasync(fd)
+        self.write_at(fd, parts, self._offset)
+        self.sync(fd)
         self._offset = offset
         return placed
 
