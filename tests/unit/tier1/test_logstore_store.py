@@ -90,16 +90,16 @@ async def test_a_malformed_frame_closes_only_its_connection(tmp_path):
         writer.close()
 
 
-async def test_a_failing_disk_stops_acknowledgements(tmp_path, monkeypatch):
+async def test_a_failing_disk_stops_acknowledgements(tmp_path):
     async with serving(tmp_path) as (store, client):
         assert (await client.call(add(1, 0, b"ok"))).status == p.Status.OK
 
         def failing_fdatasync(fd):
             raise OSError(errno.EIO, "Input/output error")
 
-        monkeypatch.setattr(os, "fdatasync", failing_fdatasync)
+        store._journal.sync = failing_fdatasync
         assert (await client.call(add(1, 1, b"lost"))).status == p.Status.UNAVAILABLE
-        monkeypatch.undo()
+        store._journal.sync = os.fdatasync
         assert (await client.call(add(1, 2, b"later"))).status == p.Status.UNAVAILABLE  # stays failed
         assert (await client.call(p.Fence(next(_ids), 1))).status == p.Status.UNAVAILABLE
         assert [entry for entry, _ in (await client.call(p.Read(next(_ids), 1, 0, 5))).entries] == [0]
