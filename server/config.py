@@ -22,6 +22,15 @@ class SegmentStoreConfig:
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     log_file_size: int = 64 * 1024 * 1024
+    # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default) or "replicated"
+    # (ledgers on `tributary logstore` replicas, metadata in ZooKeeper at zk_hosts; docs/replicated-log.md).
+    tier1: str = "local"
+    zk_hosts: str = ""  # "host:port[,host:port][/chroot]"
+    zk_root: str = "/tributary"
+    zk_session_timeout: float = 10.0  # a dead owner's containers can be taken over this long after it stopped
+    log_quorum: tuple[int, int, int] = (3, 3, 2)  # replicated log: ensemble size, write quorum, ack quorum
+    ledger_size_max: int = 256 * 1024 * 1024  # replicated log: bytes per ledger before it rolls to a new one
+    log_open_wait: float = 60.0  # seconds a container keeps trying to open a busy or unavailable log at start
     # Tier-2: "filesystem" (under <data dir>/tier2, the embedded default), "s3", or "none" (all bytes in memory,
     # the log never truncated: for tests of Tier-1 alone).
     tier2: str = "filesystem"
@@ -50,5 +59,12 @@ class SegmentStoreConfig:
             raise ValueError("cache_size must be at least 16 MiB")
         if self.tier2_dir is not None:
             self.tier2_dir = pathlib.Path(self.tier2_dir)
+        if self.tier1 not in ("local", "replicated"):
+            raise ValueError("tier1 must be local or replicated")
+        if self.tier1 == "replicated" and not self.zk_hosts:
+            raise ValueError("a replicated tier-1 needs ZooKeeper (zk_hosts)")
+        ensemble, write_quorum, ack_quorum = self.log_quorum
+        if not 1 <= ack_quorum <= write_quorum == ensemble:
+            raise ValueError("log quorum must be E/W/A with 1 <= A <= W and W == E")
         if self.log_file_size < MIN_LOG_FILE_SIZE:
             raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")

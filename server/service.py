@@ -12,11 +12,13 @@ whose log fails is replaced by a new instance that recovers from the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from wire import naming
 from wire.retry import Backoff
@@ -25,10 +27,13 @@ from . import errors
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
 from .containers import CacheManager, ContainerStatus, SegmentContainer, StorageWriterConfig, Tier2Settings
-from .tier1 import LocalDurableDataLog
+from .tier1 import DurableDataLog, LocalDurableDataLog, LogError
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
+
+if TYPE_CHECKING:
+    from .tier1.replicated import ReplicatedTier1
 
 log = logging.getLogger("tributary.segmentstore")
 _LAYOUT_FILE = "segmentstore.json"
@@ -60,9 +65,11 @@ def configured_chunk_storage(config: SegmentStoreConfig) -> ChunkStorage | None:
 
 
 class SegmentStoreService:
-    def __init__(self, config: SegmentStoreConfig, log_factory=local_log_factory,
-                 chunk_storage: ChunkStorage | None = None):
+    def __init__(self, config: SegmentStoreConfig, log_factory=None, chunk_storage: ChunkStorage | None = None):
         self.config = config
+        self._replicated: ReplicatedTier1 | None = None  # a replicated tier-1: ZooKeeper and log-store connections
+        if log_factory is None:
+            log_factory = local_log_factory if config.tier1 == "local" else self._replicated_log
         self._log_factory = log_factory
         self.chunk_storage = chunk_storage if chunk_storage is not None else configured_chunk_storage(config)
         self.cache = CacheManager(config.cache_size) if self.chunk_storage is not None else None
@@ -79,12 +86,16 @@ class SegmentStoreService:
         """Recovers every container, then starts listening. Raises StartupError."""
         self._prepare_data_dir()
         self._check_s3_settings()
+        await self._start_replicated_tier1()
         try:
-            await asyncio.gather(*(self._start_container(cid) for cid in range(self.config.container_count)))
-        except (ChunkStorageError, MetadataStoreError) as error:
+            await asyncio.gather(*(self._open_container(cid) for cid in range(self.config.container_count)))
+        except (ChunkStorageError, MetadataStoreError, LogError) as error:
             await self._stop_containers()
-            if self.chunk_storage is not None:  # always: only Tier-2 raises these
+            if self.chunk_storage is not None:
                 await self.chunk_storage.close()
+            await self._stop_replicated_tier1()
+            if isinstance(error, LogError):
+                raise StartupError(f"tier-1 ({self.config.tier1}) is not usable: {error}") from error
             raise StartupError(f"tier-2 ({self.config.tier2}) is not usable: {error}") from error
         limits = ConnectionLimits(append_bytes_outstanding_max=self.config.append_bytes_outstanding_max,
                                   write_buffer_high=self.config.write_buffer_high,
@@ -113,8 +124,57 @@ class SegmentStoreService:
         await self._stop_containers()
         if self.chunk_storage is not None:
             await self.chunk_storage.close()
+        await self._stop_replicated_tier1()
         if self._server is not None:
             await self._server.wait_closed()
+
+    # ------------------------------------------------------------------ tier-1
+
+    async def _start_replicated_tier1(self) -> None:
+        if self.config.tier1 != "replicated":
+            return
+        from .tier1.replicated import ReplicatedTier1, ReplicationSettings
+        from .zookeeper import ZooKeeperUnavailable
+
+        ensemble, write_quorum, ack_quorum = self.config.log_quorum
+        settings = ReplicationSettings(ensemble_size=ensemble, write_quorum=write_quorum, ack_quorum=ack_quorum,
+                                       ledger_size_max=self.config.ledger_size_max)
+        replicated = ReplicatedTier1(self.config.zk_hosts, settings, root=self.config.zk_root,
+                                     session_timeout=self.config.zk_session_timeout)
+        try:
+            await replicated.start()
+        except ZooKeeperUnavailable as error:
+            raise StartupError(str(error)) from None
+        self._replicated = replicated
+
+    async def _stop_replicated_tier1(self) -> None:
+        if self._replicated is not None:
+            await self._replicated.stop()
+            self._replicated = None
+
+    def _replicated_log(self, config: SegmentStoreConfig, container_id: int) -> DurableDataLog:
+        assert self._replicated is not None
+        return self._replicated.log(f"container-{container_id}")
+
+    async def _open_container(self, container_id: int) -> None:
+        """Starts a container at service start; a log that is busy (its previous owner's ZooKeeper session has
+        not expired yet) or unavailable (too few log stores yet) is tried again for ``log_open_wait`` seconds."""
+        deadline = time.monotonic() + self.config.log_open_wait
+        delays = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None).delays()
+        while True:
+            try:
+                await self._start_container(container_id)
+                return
+            except LogError as error:
+                if not error.retriable or time.monotonic() >= deadline:
+                    raise
+                log.info("container log not available yet; retrying",
+                         extra={"container": container_id, "error": str(error)})
+                failed = self.containers.pop(container_id, None)
+                if failed is not None:
+                    with contextlib.suppress(Exception):
+                        await failed.stop()
+                await asyncio.sleep(next(delays))
 
     async def _stop_containers(self) -> None:
         await asyncio.gather(*(container.stop() for container in self.containers.values()),

@@ -55,6 +55,16 @@ def _segment_store_options(function):
         click.option("--s3-region", default=None, help="S3 region."),
         click.option("--cache-size", "cache_mib", default=512, show_default=True, type=click.IntRange(16),
                      help="MiB of segment data cached in memory (flushed data is evicted first)."),
+        click.option("--tier1", default="local", show_default=True, type=click.Choice(["local", "replicated"]),
+                     help="Tier-1 log: local files under --data-dir, or ledgers on `tributary logstore` replicas."),
+        click.option("--zk", "zk_hosts", default="", help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot] (replicated)."),
+        click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes."),
+        click.option("--zk-session-timeout", default=10.0, show_default=True, type=click.FloatRange(1, 120),
+                     help="Seconds; a stopped owner's containers can be taken over this long after it stopped."),
+        click.option("--log-quorum", default="3/3/2", show_default=True,
+                     help="Replicated log: ensemble size / write quorum / ack quorum."),
+        click.option("--ledger-size", "ledger_mib", default=256, show_default=True, type=click.IntRange(1),
+                     help="Replicated log: MiB written to a ledger before the log rolls to a new one."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
     ]):
         function = option(function)
@@ -62,16 +72,27 @@ def _segment_store_options(function):
 
 
 def _segment_store_config(data_dir, host, port, container_count, log_file_mib, tier2, tier2_dir, s3_bucket,
-                          s3_prefix, s3_endpoint, s3_region, cache_mib):
+                          s3_prefix, s3_endpoint, s3_region, cache_mib, tier1, zk_hosts, zk_root, zk_session_timeout,
+                          log_quorum, ledger_mib):
     from server.config import SegmentStoreConfig
 
     try:
         return SegmentStoreConfig(data_dir=data_dir, host=host, port=port, container_count=container_count,
                                   log_file_size=log_file_mib * 1024 * 1024, tier2=tier2, tier2_dir=tier2_dir,
                                   s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_endpoint=s3_endpoint,
-                                  s3_region=s3_region, cache_size=cache_mib * 1024 * 1024)
+                                  s3_region=s3_region, cache_size=cache_mib * 1024 * 1024, tier1=tier1,
+                                  zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
+                                  log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+
+
+def _quorum(text: str) -> tuple[int, int, int]:
+    parts = text.split("/")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise click.BadParameter(f"expected E/W/A such as 3/3/2, got {text!r}", param_hint="--log-quorum")
+    ensemble, write_quorum, ack_quorum = (int(part) for part in parts)
+    return ensemble, write_quorum, ack_quorum
 
 
 def _endpoint(text: str) -> tuple[str, int]:
@@ -87,6 +108,25 @@ def segmentstore(log_level, **options) -> None:
     """Run one segment store."""
     logs.configure(log_level)
     _run_or_exit(_serve_segment_store(_segment_store_config(**options)))
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=pathlib.Path), default="./logstore",
+              show_default=True, help="Directory of the journal (and the replica's identity).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=12400, show_default=True, type=click.IntRange(0, 65535), help="Log store port.")
+@click.option("--advertise-host", default=None, help="Address writers use to reach it [default: --host].")
+@click.option("--zk", "zk_hosts", required=True, help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot].")
+@click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
+@click.option("--gc-interval", default=60.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds between collections of ledgers no log names any more.")
+@click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
+def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval, log_level) -> None:
+    """Run one log store: a replica of the replicated Tier-1 log (a "bookie")."""
+    logs.configure(log_level)
+    if advertise_host is None and host in ("0.0.0.0", "::", ""):
+        raise click.UsageError("listening on a wildcard address needs --advertise-host (the address writers use)")
+    _run_or_exit(_serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval))
 
 
 @main.command()
@@ -174,9 +214,30 @@ def loadgen(progress, quiet, **options) -> None:
 async def _serve_segment_store(config) -> None:
     store = await _start_segment_store(config)
     click.echo(f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
-               f"(data dir {config.data_dir}, tier-2 {config.tier2})", err=True)
+               f"(data dir {config.data_dir}, tier-1 {config.tier1}, tier-2 {config.tier2})", err=True)
     await _until_signal()
     await store.stop()
+    click.echo("stopped", err=True)
+
+
+async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval) -> None:
+    from server.tier1.logstore.journal_format import JournalCorrupted
+    from server.tier1.logstore.service import LogStoreService
+    from server.zookeeper import ZooKeeperUnavailable
+
+    service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
+                              root=zk_root, gc_interval=gc_interval)
+    try:
+        await service.start()
+    except (ZooKeeperUnavailable, JournalCorrupted) as error:
+        raise CommandFailed(str(error)) from None
+    except OSError as error:
+        raise CommandFailed(f"cannot start the log store on {host}:{port} (data dir {data_dir}): "
+                            f"{error.strerror or error}") from None
+    click.echo(f"tributary {__version__}: log store {service.replica_id} listening on {host}:{service.port} "
+               f"(data dir {data_dir}, zookeeper {zk_hosts})", err=True)
+    await _until_signal()
+    await service.stop()
     click.echo("stopped", err=True)
 
 
