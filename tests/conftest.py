@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from kazoo.client import KazooClient
 
 from tests.support.s3_server import fresh_bucket, moto_server
 from tests.support.zookeeper import fresh_chroot, zookeeper_server
@@ -32,12 +31,4 @@ def zookeeper(tmp_path_factory):
 @pytest.fixture
 def zk_hosts(zookeeper) -> str:
     """A connect string with a fresh, empty chroot: the test's own corner of the shared ZooKeeper."""
-    hosts = fresh_chroot(zookeeper)
-    client = KazooClient(hosts=zookeeper.connect_string)
-    client.start(timeout=15)
-    try:
-        client.ensure_path(hosts[len(zookeeper.connect_string):])
-    finally:
-        client.stop()
-        client.close()
-    return hosts
+    return fresh_chroot(zookeeper)

@@ -5,7 +5,10 @@ recovery on the same log keeps every acknowledged append exactly once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import uuid
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -15,7 +18,8 @@ from server import errors
 from server.config import SegmentStoreConfig
 from server.containers.container import ContainerStatus, SegmentContainer
 from server.service import SegmentStoreService
-from server.tier1 import FaultyDurableDataLog, FaultyFileOperations, LocalDurableDataLog
+from server.tier1 import DurableDataLog, FaultyDurableDataLog, FaultyFileOperations, LocalDurableDataLog
+from tests.support.replicated import replicated_tier1
 from wire import commands as c
 from wire.envelope import envelope, envelope_all, split_events
 
@@ -28,8 +32,21 @@ def faulty_log(directory) -> FaultyDurableDataLog:
                                                     **LOG_OPTIONS))
 
 
-async def recovered_data(directory) -> bytes:
-    container = SegmentContainer(0, LocalDurableDataLog(directory, **LOG_OPTIONS))
+@contextlib.asynccontextmanager
+async def logs_of(kind: str, home, request) -> AsyncIterator[tuple[Callable[[], FaultyDurableDataLog],
+                                                                   Callable[[], DurableDataLog]]]:
+    """(a fault-injecting log, a plain log on the same records) for each tier-1."""
+    if kind == "local":
+        yield (lambda: faulty_log(home)), (lambda: LocalDurableDataLog(home, **LOG_OPTIONS))
+        return
+    async with replicated_tier1(home, request.getfixturevalue("zk_hosts")) as cluster:
+        tier1 = cluster.tier1
+        assert tier1 is not None
+        yield (lambda: FaultyDurableDataLog(tier1.log("container-0"))), (lambda: tier1.log("container-0"))
+
+
+async def recovered_data(make_log) -> bytes:
+    container = SegmentContainer(0, make_log())
     await container.start()
     try:
         info = container.get_info(SEGMENT)
@@ -39,35 +56,74 @@ async def recovered_data(directory) -> bytes:
         await container.stop()
 
 
-@pytest.mark.parametrize("inject", ["fsync failure", "fsync failure losing data", "torn write",
-                                    "append failure after the record reached the disk"])
-async def test_log_fault_fails_the_append_and_recovery_keeps_acknowledged(tmp_path, inject):
+INJECTIONS = {
+    "fsync failure": lambda log: log.fail_next_sync(),
+    "fsync failure losing data": lambda log: log.fail_next_sync(lose_unsynced_data=True),
+    "torn write": lambda log: log.tear_next_write(),
+    "append failure after the record reached the disk": lambda log: log.fail_next_append(data_reaches_disk=True),
+    "append failure before the record reached the disk": lambda log: log.fail_next_append(),
+}
+CASES = [("local", inject) for inject in INJECTIONS] + [  # the replicated log has no file seam: log-level faults
+    ("replicated", "append failure after the record reached the disk"),
+    ("replicated", "append failure before the record reached the disk")]
+
+
+@pytest.mark.parametrize("kind, inject", CASES)
+async def test_log_fault_fails_the_append_and_recovery_keeps_acknowledged(tmp_path, request, kind, inject):
     """Acknowledged appends survive; the faulted append and everything after it fail; the container
     reports the failure; a new container on the same log recovers exactly a prefix that includes
     every acknowledged append."""
-    durable_log = faulty_log(tmp_path)
-    failures = []
-    container = SegmentContainer(0, durable_log, on_failure=lambda _, error: failures.append(error))
-    await container.start()
-    await container.create_segment(SEGMENT)
-    acknowledged = [f"event-{n}".encode() for n in range(30)]
-    for event in acknowledged:
-        await container.append(SEGMENT, envelope(event))
-    {"fsync failure": lambda: durable_log.fail_next_sync(),
-     "fsync failure losing data": lambda: durable_log.fail_next_sync(lose_unsynced_data=True),
-     "torn write": lambda: durable_log.tear_next_write(),
-     "append failure after the record reached the disk":
-         lambda: durable_log.fail_next_append(data_reaches_disk=True)}[inject]()
-    with pytest.raises(errors.ContainerUnavailable):
-        await container.append(SEGMENT, envelope(b"doomed"))
-    assert failures and container.status == ContainerStatus.FAILED
-    with pytest.raises(errors.ContainerUnavailable):
-        await container.append(SEGMENT, envelope(b"after the failure"))
-    await container.stop()
-    events, consumed = split_events(await recovered_data(tmp_path))
-    recovered = [bytes(event) for event in events]
-    assert recovered[:len(acknowledged)] == acknowledged
-    assert recovered[len(acknowledged):] in ([], [b"doomed"])
+    async with logs_of(kind, tmp_path, request) as (make_faulty_log, make_log):
+        durable_log = make_faulty_log()
+        failures = []
+        container = SegmentContainer(0, durable_log, on_failure=lambda _, error: failures.append(error))
+        await container.start()
+        await container.create_segment(SEGMENT)
+        acknowledged = [f"event-{n}".encode() for n in range(30)]
+        for event in acknowledged:
+            await container.append(SEGMENT, envelope(event))
+        INJECTIONS[inject](durable_log)
+        with pytest.raises(errors.ContainerUnavailable):
+            await container.append(SEGMENT, envelope(b"doomed"))
+        assert failures and container.status == ContainerStatus.FAILED
+        with pytest.raises(errors.ContainerUnavailable):
+            await container.append(SEGMENT, envelope(b"after the failure"))
+        await container.stop()
+        events, consumed = split_events(await recovered_data(make_log))
+        recovered = [bytes(event) for event in events]
+        assert recovered[:len(acknowledged)] == acknowledged
+        assert recovered[len(acknowledged):] in ([], [b"doomed"])
+
+
+@pytest.mark.parametrize("fault", ["fsync failure", "disk full"])
+async def test_a_failing_replica_is_rolled_away_from_and_the_container_goes_on(tmp_path, zk_hosts, fault):
+    """Under a container on the replicated log (3/3/2), one log store's journal starts failing: that replica
+    answers UNAVAILABLE, the log rolls to a ledger on the other replicas plus a fourth, the container never
+    fails, and a new container recovers every acknowledged append."""
+    async with replicated_tier1(tmp_path, zk_hosts, stores=4) as cluster:
+        tier1 = cluster.tier1
+        assert tier1 is not None
+        failures = []
+        container = SegmentContainer(0, tier1.log("container-0"), on_failure=lambda _, error: failures.append(error))
+        await container.start()
+        await container.create_segment(SEGMENT)
+        first_ensemble = set(container._log._chain.ledgers[-1].ensemble)
+        sick = next(store for store in cluster.stores if store.replica_id in first_ensemble)
+
+        def failing(*_):
+            raise OSError(errno.EIO if fault == "fsync failure" else errno.ENOSPC, fault)
+
+        acknowledged = [f"event-{n}".encode() for n in range(200)]
+        for number, event in enumerate(acknowledged):
+            if number == 50:
+                setattr(sick.store._journal, "sync" if fault == "fsync failure" else "write_at", failing)
+            await container.append(SEGMENT, envelope(event))
+        assert not failures and container.status == ContainerStatus.RUNNING
+        ledgers = container._log._chain.ledgers
+        assert len(ledgers) >= 2 and sick.replica_id not in ledgers[-1].ensemble
+        await container.stop()
+        events, _ = split_events(await recovered_data(lambda: tier1.log("container-0")))
+        assert [bytes(event) for event in events] == acknowledged
 
 
 async def test_server_restarts_a_failed_container_and_the_writer_resumes(tmp_path):

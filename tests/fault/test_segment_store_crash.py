@@ -13,6 +13,7 @@ import pytest
 from clients.connection import WireConnection, next_request_id
 from clients.errors import ConnectionFailed
 from tests.support.processes import ServerProcess
+from tests.support.replicated_processes import tier1_options
 from wire import commands as c
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope_all, split_events
@@ -82,15 +83,26 @@ async def stored_event_number(port: int, writer: uuid.UUID) -> int:
         await connection.close()
 
 
+@pytest.fixture(params=["local", "replicated"])
+def tier1(request, tmp_path):
+    """The segment store's options for each tier-1: its local log, or three log stores and ZooKeeper."""
+    with tier1_options(request.param, tmp_path, request) as options:
+        yield request.param, options
+
+
 @pytest.mark.parametrize("padding, cycles", [(0, CYCLES), (48 * 1024, 10)], ids=["small-events", "tier2-active"])
-async def test_acknowledged_events_survive_repeated_sigkill(tmp_path, padding, cycles):
+async def test_acknowledged_events_survive_repeated_sigkill(tmp_path, tier1, padding, cycles):
     """Cycles of write-then-SIGKILL-then-restart; after each, the segment is exactly events 1..K in order
     with no duplicates, K = the writer's stored event number >= every acknowledged one. With ~48 KiB
-    events the kills land while the storage writer flushes to Tier-2 and the log is being truncated."""
+    events the kills land while the storage writer flushes to Tier-2 and the log is being truncated.
+    On the replicated tier-1 each restart also waits out the killed owner's ZooKeeper session (1 s),
+    then fences and recovers its ledgers, so it runs fewer cycles."""
     seed = random.randrange(1 << 30)
     random.seed(seed)
-    server = ServerProcess("segmentstore", tmp_path / "data", extra_args=["--containers", "2", "--log-file-size", "16"],
-                           log_path=tmp_path / "server.log").start()
+    kind, tier1_args = tier1
+    cycles = cycles if kind == "local" else cycles // 2
+    server = ServerProcess("segmentstore", tmp_path / "data", log_path=tmp_path / "server.log",
+                           extra_args=["--containers", "2", "--log-file-size", "16", *tier1_args]).start()
     writer = uuid.uuid4()
     acked: list[int] = []
     try:

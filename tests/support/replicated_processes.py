@@ -8,8 +8,10 @@ ZooKeeper, for tests that check which replicas the ledgers use.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -43,6 +45,10 @@ class LogStores:
         for process in self.processes:
             process.kill()
 
+    def segment_store_args(self, session_timeout: float = 1.0) -> list[str]:
+        """Options that put a segment store (or standalone) on these log stores."""
+        return ["--tier1", "replicated", "--zk", self.zk_hosts, "--zk-session-timeout", str(session_timeout)]
+
     def replica_id(self, index: int) -> str:
         return uuid.UUID((Path(self.processes[index].data_dir) / "IDENTITY").read_text().strip()).hex
 
@@ -75,3 +81,17 @@ class _client:
     def __exit__(self, *_) -> None:
         self.client.stop()
         self.client.close()
+
+
+@contextlib.contextmanager
+def tier1_options(kind: str, home: Path, request) -> Iterator[list[str]]:
+    """Segment store options for a test parametrised over tier-1 kinds: none for "local"; for "replicated",
+    three log stores started here (on the test's ZooKeeper chroot) and the options that use them."""
+    if kind == "local":
+        yield []
+        return
+    stores = LogStores(home, request.getfixturevalue("zk_hosts")).start()
+    try:
+        yield stores.segment_store_args()
+    finally:
+        stores.stop_all()

@@ -91,5 +91,15 @@ def zookeeper_server(data_dir: Path) -> Iterator[ZooKeeperServer]:
 
 
 def fresh_chroot(server: ZooKeeperServer) -> str:
-    """A connect string rooted at a new, empty path: a test's private corner of the shared server."""
-    return f"{server.connect_string}/test-{uuid.uuid4().hex[:12]}"
+    """A connect string rooted at a new, empty path (created here): a test's private corner of the shared server."""
+    from kazoo.client import KazooClient
+
+    chroot = f"/test-{uuid.uuid4().hex[:12]}"
+    client = KazooClient(hosts=server.connect_string)
+    client.start(timeout=15)
+    try:
+        client.ensure_path(chroot)
+    finally:
+        client.stop()
+        client.close()
+    return server.connect_string + chroot

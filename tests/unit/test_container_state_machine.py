@@ -20,6 +20,7 @@ from server.containers import attributes as attrs
 from server.containers.container import SegmentContainer
 from server.containers.metadata import SegmentType
 from server.tier1 import LocalDurableDataLog
+from tests.support.replicated import ReplicatedTier1Machine, zookeeper_for_machines  # noqa: F401 - a fixture
 from wire.constants import NO_VERSION, NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 NAMES = [f"sc/st/{n}.#epoch.0" for n in range(4)]
@@ -45,11 +46,18 @@ class ContainerMachine(RuleBasedStateMachine):
         self.tables: dict[str, dict] = {}  # name -> {key: (version, value)}
         self.merged: dict[str, str] = {}  # merged source -> its target (a retried merge succeeds)
         self.table_lengths: dict[str, int] = {}
+        self.tier1 = self.start_tier1()
         self.container = self._open()
 
+    def start_tier1(self):
+        """What makes the container's log (the replicated variant below starts log stores here)."""
+        return lambda: LocalDurableDataLog(self.directory, file_size=1 << 20, max_append_size=256 << 10)
+
+    def stop_tier1(self):
+        pass
+
     def _open(self) -> SegmentContainer:
-        container = SegmentContainer(0, LocalDurableDataLog(self.directory, file_size=1 << 20, max_append_size=256 << 10),
-                                     checkpoint_every_operations=7)
+        container = SegmentContainer(0, self.tier1(), checkpoint_every_operations=7)
         self.loop.run_until_complete(container.start())
         return container
 
@@ -59,6 +67,7 @@ class ContainerMachine(RuleBasedStateMachine):
     def teardown(self):
         try:
             self.run(self.container.stop())
+            self.stop_tier1()
         finally:
             self.loop.close()
             shutil.rmtree(self.directory, ignore_errors=True)
@@ -298,3 +307,12 @@ class ContainerMachine(RuleBasedStateMachine):
 ContainerMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None,
                                               suppress_health_check=[HealthCheck.too_slow])
 TestContainerStateMachine = ContainerMachine.TestCase
+
+
+class ReplicatedContainerMachine(ReplicatedTier1Machine, ContainerMachine):
+    """The same machine over the replicated log: three in-process log stores (3/3/2) and a real ZooKeeper."""
+
+
+ReplicatedContainerMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
+                                                        suppress_health_check=[HealthCheck.too_slow])
+TestReplicatedContainerStateMachine = ReplicatedContainerMachine.TestCase

@@ -13,9 +13,9 @@ from hypothesis.stateful import rule
 from server.containers.cache import CacheManager
 from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.storage_writer import StorageWriterConfig
-from server.tier1 import LocalDurableDataLog
 from server.tier2.config import StorageConfig
 from server.tier2.memory import InMemoryChunkStorage
+from tests.support.replicated import ReplicatedTier1Machine, zookeeper_for_machines  # noqa: F401 - a fixture
 from tests.unit.test_container_state_machine import TABLES, ContainerMachine
 
 
@@ -30,9 +30,7 @@ class Tier2ContainerMachine(ContainerMachine):
                               storage=StorageConfig(max_chunk_size=512, defrag_min_chunk_size=128,
                                                     defrag_max_size=512, gc_delay_seconds=0.0),
                               writer=StorageWriterConfig(flush_size=64, flush_interval=0.01, max_write_size=300))
-        container = SegmentContainer(0, LocalDurableDataLog(self.directory, file_size=1 << 20,
-                                                            max_append_size=256 << 10),
-                                     checkpoint_every_operations=7, checkpoint_every_bytes=2048, tier2=tier2,
+        container = SegmentContainer(0, self.tier1(), checkpoint_every_operations=7, checkpoint_every_bytes=2048, tier2=tier2,
                                      table_compaction_threshold=256)
         self.loop.run_until_complete(container.start())
         return container
@@ -70,3 +68,12 @@ class Tier2ContainerMachine(ContainerMachine):
 Tier2ContainerMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
                                                    suppress_health_check=[HealthCheck.too_slow])
 TestContainerTier2StateMachine = Tier2ContainerMachine.TestCase
+
+
+class ReplicatedTier2ContainerMachine(ReplicatedTier1Machine, Tier2ContainerMachine):
+    """The same over the replicated log: constant log truncation drops whole ledgers (64 KiB each)."""
+
+
+ReplicatedTier2ContainerMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=30, deadline=None,
+                                                             suppress_health_check=[HealthCheck.too_slow])
+TestReplicatedContainerTier2StateMachine = ReplicatedTier2ContainerMachine.TestCase
