@@ -120,13 +120,16 @@ def segmentstore(log_level, **options) -> None:
 @click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
 @click.option("--gc-interval", default=60.0, show_default=True, type=click.FloatRange(0.1),
               help="Seconds between collections of ledgers no log names any more.")
+@click.option("--journal-file-size", "journal_mib", default=64, show_default=True, type=click.IntRange(1),
+              help="Size of each journal file in MiB (files are preallocated).")
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
-def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval, log_level) -> None:
+def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval, journal_mib, log_level) -> None:
     """Run one log store: a replica of the replicated Tier-1 log (a "bookie")."""
     logs.configure(log_level)
     if advertise_host is None and host in ("0.0.0.0", "::", ""):
         raise click.UsageError("listening on a wildcard address needs --advertise-host (the address writers use)")
-    _run_or_exit(_serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval))
+    _run_or_exit(_serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
+                                 journal_mib * 1024 * 1024))
 
 
 @main.command()
@@ -220,13 +223,14 @@ async def _serve_segment_store(config) -> None:
     click.echo("stopped", err=True)
 
 
-async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval) -> None:
+async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
+                          journal_file_size: int) -> None:
     from server.tier1.logstore.journal_format import JournalCorrupted
     from server.tier1.logstore.service import LogStoreService
     from server.zookeeper import ZooKeeperUnavailable
 
     service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
-                              root=zk_root, gc_interval=gc_interval)
+                              root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
     try:
         await service.start()
     except (ZooKeeperUnavailable, JournalCorrupted) as error:

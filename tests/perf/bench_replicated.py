@@ -51,7 +51,7 @@ def run_against(server: ServerProcess, seconds: float) -> dict:
 def one_run(scratch: pathlib.Path, seconds: float, figures: Figures) -> None:
     local = run_against(ServerProcess("segmentstore", scratch / "local", log_path=scratch / "local.log"), seconds)
     zookeeper = ZooKeeperServer(scratch / "zookeeper").start()
-    stores = LogStores(scratch, zookeeper.connect_string)
+    stores = LogStores(scratch, zookeeper.connect_string, journal_mib=64)
     try:
         stores.start()
         replicated = run_against(ServerProcess("segmentstore", scratch / "replicated", log_path=scratch / "rep.log",

@@ -19,6 +19,7 @@ from server.tier1.replicated import ReplicatedTier1, ReplicationSettings
 
 from .zookeeper import ZooKeeperServer, fresh_chroot
 
+JOURNAL_FILE_SIZE = 4 * 1024 * 1024  # preallocated per store: small, so that tests write little
 # Small ledgers, so that the conformance suite's volumes make the log roll many times.
 TEST_SETTINGS = ReplicationSettings(ledger_size_max=64 * 1024, add_timeout=2.0, stall_timeout=10.0)
 
@@ -32,7 +33,8 @@ class ReplicatedCluster:
         self.tier1: ReplicatedTier1 | None = None
 
     async def start_store(self, index: int) -> LogStoreService:
-        store = LogStoreService(self.home / f"logstore-{index}", self.zk_hosts, gc_interval=3600)
+        store = LogStoreService(self.home / f"logstore-{index}", self.zk_hosts, gc_interval=3600,
+                                journal_file_size=JOURNAL_FILE_SIZE)
         await store.start()
         self.stores.append(store)
         return store

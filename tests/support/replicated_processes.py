@@ -23,10 +23,11 @@ from .processes import ServerProcess
 
 
 class LogStores:
-    def __init__(self, home: Path, zk_hosts: str, count: int = 3):
+    def __init__(self, home: Path, zk_hosts: str, count: int = 3, journal_mib: int = 8):
         self.zk_hosts = zk_hosts
         self.processes = [ServerProcess("logstore", home / f"logstore-{index}",
-                                        extra_args=["--zk", zk_hosts, "--gc-interval", "2"],
+                                        extra_args=["--zk", zk_hosts, "--gc-interval", "2",
+                                                    "--journal-file-size", str(journal_mib)],
                                         log_path=home / f"logstore-{index}.log") for index in range(count)]
 
     def start(self) -> LogStores:

@@ -2,17 +2,23 @@
 rebuilt from them at start (docs/replicated-log.md; record format in ``journal_format``).
 
 Blocking and confined to one thread (the log store runs it on its I/O thread, as the local log
-does). ``append`` writes a group of records at the end of the newest file with one pwritev and
-one fdatasync: when it returns, every record in the group is durable and indexed, and only then
-may the store acknowledge them. Files roll over at ``file_size_max`` (the new file's directory
-entry is synced). ``open`` scans the files in order and rebuilds the index; a torn tail of the
-newest file is cut off, damage anywhere else raises ``JournalCorrupted``. ``collect`` deletes
+does). ``append`` writes a group of records after the last one of the newest file with one pwritev
+and one fdatasync: when it returns, every record in the group is durable and indexed, and only then
+may the store acknowledge them.
+
+Files are preallocated: ``file_size_max`` zero bytes written and fsync'd once, so that a group's
+fdatasync commits data only, no file size (PERF-NOTES: 1.3-2x faster than appending). The next file
+is prepared on a helper thread once the current one is half full, and the journal rolls over to it
+at ``file_size_max``. Zeros after the last record are unused space, never damage. ``open`` scans the
+files in order and rebuilds the index; a torn tail of the newest file is zeroed (it was never
+acknowledged), damage anywhere else raises ``JournalCorrupted``. ``collect`` deletes
 files whose every ledger is deleted, but keeps a file holding a ledger's DELETE record while an
 older file still holds that ledger's entries (else a restart would bring the ledger back).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import re
@@ -21,9 +27,12 @@ from collections.abc import Callable, Iterable, Sequence
 from wire.fields import BytesLike
 
 from ...direct_writes import pwrite_all
+from ..file_operations import FileOperations
 from .journal_format import Kind, encode, scan
 
 _FILE_NAME = re.compile(r"^journal-(\d{12})\.tj$")
+_PREPARING = ".preparing"
+_FILES = FileOperations()
 DEFAULT_FILE_SIZE_MAX = 64 * 1024 * 1024
 
 # One record to append: (kind, ledger, entry, last_add_confirmed, payload).
@@ -53,6 +62,8 @@ class Journal:
     def __init__(self, directory: str | os.PathLike, file_size_max: int = DEFAULT_FILE_SIZE_MAX):
         self.directory = os.fspath(directory)
         self.file_size_max = file_size_max
+        self._preparer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-prealloc")
+        self._prepared: concurrent.futures.Future[None] | None = None  # the next file, being preallocated
         self.ledgers: dict[int, LedgerState] = {}
         # ledger -> (files holding its other records, the file holding its DELETE), while any of them exists
         self.deleted: dict[int, tuple[set[int], int]] = {}
@@ -68,24 +79,35 @@ class Journal:
     def open(self) -> None:
         """Scans every file (oldest first), rebuilds the index, cuts a torn tail, opens for appends."""
         os.makedirs(self.directory, exist_ok=True)
+        for name in os.listdir(self.directory):
+            if name.endswith(_PREPARING):  # a preallocation cut short
+                os.unlink(os.path.join(self.directory, name))
         numbers = sorted(int(match.group(1)) for name in os.listdir(self.directory)
                          if (match := _FILE_NAME.match(name)))
+        # The newest file may be a prepared one with nothing in it yet: the torn-tail rule is then the one before's.
+        newest_with_data = len(numbers) - (2 if numbers and self._is_empty(numbers[-1]) else 1)
         for position, number in enumerate(numbers):
             fd = os.open(self._path(number), os.O_RDWR | os.O_CLOEXEC)
             self._files[number] = fd
             size = os.fstat(fd).st_size
-            records, end = scan(os.pread(fd, size, 0) if size else b"", newest=position == len(numbers) - 1)
+            data = os.pread(fd, size, 0) if size else b""
+            records, end = scan(data, newest=position >= newest_with_data)
             for record in records:
                 self._index(number, record.kind, record.ledger, record.entry, record.last_add_confirmed,
                             record.payload_offset, record.length)
-            if end < size:  # a torn tail of the newest file: never acknowledged
-                os.ftruncate(fd, end)
+            written_end = len(data.rstrip(b"\0"))
+            if end < written_end:  # a torn tail of the newest file (never acknowledged): zeroed, keeping the space
+                pwrite_all(fd, [bytes(written_end - end)], end)
                 os.fsync(fd)
             self._current, self._offset = number, end
         if not numbers:
+            self._prepare(1)
             self._start_file(1)
 
     def close(self) -> None:
+        if self._prepared is not None:
+            concurrent.futures.wait([self._prepared])
+        self._preparer.shutdown(wait=True)
         for fd in self._files.values():
             os.close(fd)
         self._files.clear()
@@ -105,6 +127,8 @@ class Journal:
             return []
         if self._offset >= self.file_size_max:
             self._start_file(self._current + 1)
+        elif self._prepared is None and self._offset >= self.file_size_max // 2:
+            self._prepare(self._current + 1)
         parts: list[BytesLike] = []
         placed: list[Placed] = []
         offset = self._offset
@@ -175,10 +199,22 @@ class Journal:
         else:
             state.entries[entry] = (number, payload_offset, length)
 
+    def _is_empty(self, number: int) -> bool:
+        with open(self._path(number), "rb") as file:
+            return not file.read().rstrip(b"\0")
+
+    def _prepare(self, number: int) -> None:
+        """Starts preallocating file ``number`` on the helper thread (zeros, fsync, rename, directory fsync)."""
+        self._prepared = self._preparer.submit(_FILES.create_preallocated, self._path(number),
+                                               self._path(number) + _PREPARING, self.file_size_max)
+
     def _start_file(self, number: int) -> None:
-        fd = os.open(self._path(number), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        self._files[number] = fd
-        self._sync_directory()
+        if self._prepared is None:
+            self._prepare(number)
+        assert self._prepared is not None
+        prepared, self._prepared = self._prepared, None
+        prepared.result()  # raises the preallocation's OSError: the group fails, the store stops acknowledging
+        self._files[number] = os.open(self._path(number), os.O_RDWR | os.O_CLOEXEC)
         self._current, self._offset = number, 0
 
     def _sync_directory(self) -> None:

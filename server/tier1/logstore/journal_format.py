@@ -20,7 +20,8 @@ integers are little-endian.
         48     n  payload
 
 Torn tail versus corruption. Only the newest file can end in a partly written group (a crash
-before its fdatasync). A scan stops at the first spot that is not a valid record. In the newest
+before its fdatasync). A scan stops at the first spot that is not a valid record; if only zeros
+follow, that is the end of the data (files are preallocated with zeros). In the newest
 file, if no valid record follows that spot, it is a torn tail: the records before it are the
 file's content and the rest is cut off (it was never acknowledged). If a valid record follows,
 or the file is not the newest, the damage hit synced data: ``JournalCorrupted``.
@@ -92,7 +93,8 @@ def scan(data: BytesLike, newest: bool) -> tuple[list[Record], int]:
             break
         records.append(record)
         offset = record.end
-    if offset < len(view) and (not newest or _valid_record_after(view, offset)):
+    if offset < len(view) and view[offset:].tobytes().rstrip(b"\0") \
+            and (not newest or _valid_record_after(view, offset)):
         raise JournalCorrupted(f"journal damaged at offset {offset} of {len(view)} bytes")
     return records, offset
 

@@ -102,3 +102,50 @@ def test_a_deletion_record_is_kept_while_older_files_hold_the_ledger(tmp_path):
     journal = reopened(journal)
     assert set(journal.ledgers) == {4} and journal.read(4, 1) == b"e"
     journal.close()
+
+
+def test_files_are_preallocated_and_a_torn_tail_inside_them_is_zeroed(tmp_path):
+    """Files hold file_size_max zeros from the start (a group's fdatasync then commits no size); zeros after the
+    last record are free space, and a torn group inside that space is zeroed at open, keeping the file's size."""
+    journal = Journal(tmp_path, file_size_max=4096)
+    journal.open()
+    journal.append([add(1, 0, b"x" * 100)])
+    journal.close()
+    (name,) = journal_files(tmp_path)
+    path = tmp_path / name
+    assert path.stat().st_size == 4096
+    end = 48 + 100
+    with open(path, "r+b") as file:
+        file.seek(end)
+        file.write(b"TJr\x01 half a group")  # never finished, never acknowledged
+    journal = Journal(tmp_path, file_size_max=4096)
+    journal.open()
+    assert path.stat().st_size == 4096 and path.read_bytes()[end:] == bytes(4096 - end)
+    journal.append([add(1, 1, b"y")])
+    journal = reopened(journal)
+    assert list(entries_of(journal, 1, 0, 5)) == [(0, b"x" * 100), (1, b"y")]
+    journal.close()
+
+
+def test_a_prepared_next_file_does_not_turn_a_torn_tail_into_corruption(tmp_path):
+    """Once the current file is half full the next one is preallocated; a crash then leaves an empty newest file,
+    and a torn group at the end of the one before is still a torn tail, not damage."""
+    journal = Journal(tmp_path, file_size_max=1024)
+    journal.open()
+    journal.append([add(1, 0, b"a" * 600)])
+    journal.append([add(1, 1, b"b" * 10)])  # past half: the next file is being prepared
+    journal.close()  # waits for the preparation
+    first, second = (tmp_path / name for name in journal_files(tmp_path))
+    assert second.read_bytes() == bytes(1024)
+    end = 2 * 48 + 610
+    with open(first, "r+b") as file:
+        file.seek(end)
+        file.write(b"\x01" * 40)
+    journal = Journal(tmp_path, file_size_max=1024)
+    journal.open()
+    assert list(entries_of(journal, 1, 0, 5)) == [(0, b"a" * 600), (1, b"b" * 10)]
+    journal.append([add(1, 2, b"c")])
+    journal = reopened(journal)
+    assert list(entries_of(journal, 1, 0, 5)) == [(0, b"a" * 600), (1, b"b" * 10), (2, b"c")]
+    assert len(journal_files(tmp_path)) == 2
+    journal.close()
