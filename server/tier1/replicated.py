@@ -348,9 +348,9 @@ class ReplicatedDurableDataLog(DurableDataLog):
         writer.append(record.payload).add_done_callback(functools.partial(self._answered, writer, record))
 
     def _answered(self, writer: LedgerWriter, record: _Record, done: asyncio.Future[int]) -> None:
+        error = done.exception()  # retrieved even when ignored, or asyncio logs it as never retrieved
         if writer is not self._writer or self._failure is not None:
             return  # a frozen ledger's answer: the record was (or will be) sent again
-        error = done.exception()
         if isinstance(error, LedgerFenced):
             self._fail(LogFenced(f"log {self.name}: {error}"))
             return

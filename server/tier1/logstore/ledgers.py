@@ -179,9 +179,9 @@ class LedgerWriter:
             self._watchdog = None
 
     def _answered_by(self, replica: StoreClient, entry: int, done: asyncio.Future[p.Message]) -> None:
+        error = done.exception()  # retrieved even when ignored, or asyncio logs it as never retrieved
         if self._failure is not None:
             return
-        error = done.exception()
         reply = None if error is not None else done.result()
         if isinstance(reply, p.Added) and reply.status == p.Status.OK:
             if replica in self._answered:
