@@ -42,6 +42,17 @@ _RETRIABLE = (ConnectionLoss, OperationTimeoutError)
 _RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None)
 
 
+# kazoo waits session_timeout / len(hosts) for the answer to its session handshake. A server that accepts
+# connections but is not serving yet (restarting) would so use up a whole session timeout on one attempt and
+# the session would expire; each host is listed this many times, so an attempt gives up after that fraction.
+HANDSHAKE_TRIES = 4
+
+
+def _repeated(hosts: str, times: int) -> str:
+    servers, slash, chroot = hosts.partition("/")
+    return ",".join([servers] * times) + slash + chroot
+
+
 class ZooKeeperUnavailable(Exception):
     """ZooKeeper could not be reached within the operation timeout, or the session expired."""
 
@@ -54,7 +65,7 @@ class ZooKeeper:
     def __init__(self, hosts: str, session_timeout: float = 10.0, operation_timeout: float = 30.0):
         self.hosts = hosts
         self.operation_timeout = operation_timeout
-        self._client = KazooClient(hosts=hosts, timeout=session_timeout,
+        self._client = KazooClient(hosts=_repeated(hosts, HANDSHAKE_TRIES), timeout=session_timeout,
                                    connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5),
                                    logger=logging.getLogger("tributary.zookeeper.kazoo"))
         self._loop: asyncio.AbstractEventLoop | None = None
