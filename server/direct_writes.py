@@ -35,6 +35,7 @@ IOV_MAX = os.sysconf("SC_IOV_MAX")
 _REFUSED = (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP)  # the filesystem has no O_DIRECT
 
 _staging = threading.local()
+_ZERO_PAGE = memoryview(bytes(ALIGNMENT))
 _devices_without_direct: set[int] = set()
 
 
@@ -63,6 +64,31 @@ def write_parts(fd: int, parts: Sequence[BytesLike], offset: int) -> int:
         return pwrite_all(fd, views, offset)
     finally:
         os.close(direct_fd)
+
+
+def write_pages(fd: int, parts: Sequence[BytesLike], offset: int) -> bool:
+    """Writes ``parts`` back to back at the page-aligned ``offset`` with ``O_DIRECT`` only, the last page
+    padded with zeros: no page-cache page is read, modified or left dirty. For files whose bytes after the
+    data are zeros or unused (a preallocated journal). Returns False, having written nothing, where the
+    filesystem refuses ``O_DIRECT`` or the alignment (the caller then writes buffered)."""
+    if offset % ALIGNMENT:
+        raise ValueError(f"offset {offset} is not a multiple of {ALIGNMENT}")
+    views = [view for view in (memoryview(part).cast("B") for part in parts) if view.nbytes]
+    total = sum(view.nbytes for view in views)
+    padding = -total % ALIGNMENT
+    direct_fd = _open_direct(fd)
+    if direct_fd is None:
+        return False
+    try:
+        _write_direct(direct_fd, _Pieces(views + [_ZERO_PAGE[:padding]]), total + padding, offset)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+        _devices_without_direct.add(os.fstat(fd).st_dev)  # refused before anything was written
+        return False
+    finally:
+        os.close(direct_fd)
+    return True
 
 
 def pwrite_all(fd: int, buffers: Sequence[BytesLike], offset: int) -> int:

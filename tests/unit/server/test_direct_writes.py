@@ -152,3 +152,38 @@ def test_a_short_pwritev_is_finished_by_hand(tmp_path, monkeypatch):
         os.close(fd)
     assert (tmp_path / "file").read_bytes() == b"\0" * 7 + b"abcdefgh" + b"klmnop" + b"q" * 5000
     assert calls == [4]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pages=st.integers(0, 4), sizes=st.lists(st.integers(0, 30 * KiB), min_size=1, max_size=5))
+def test_write_pages_lands_the_data_and_zeros_to_the_page_end(tmp_path_factory, small_direct, pages, sizes):
+    """Whole pages only, through O_DIRECT: the data at the aligned offset, zeros after it up to the page end,
+    and the bytes before the offset untouched."""
+    path = tmp_path_factory.mktemp("pages") / "file"
+    path.write_bytes(b"\xee" * (pages * 4 * KiB + 40 * KiB))
+    parts = [os.urandom(size) for size in sizes]
+    data = b"".join(parts)
+    offset = pages * 4 * KiB
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert direct_writes.write_pages(fd, parts, offset)
+    finally:
+        os.close(fd)
+    content = path.read_bytes()
+    end = offset + len(data)
+    assert content[:offset] == b"\xee" * offset
+    assert content[offset:end] == data
+    assert content[end:end + (-end % (4 * KiB))] == bytes(-end % (4 * KiB))
+    assert content[end + (-end % (4 * KiB)):] == b"\xee" * (len(content) - end - (-end % (4 * KiB)))
+
+
+def test_write_pages_refuses_an_unaligned_offset_and_reports_a_filesystem_without_o_direct(tmp_path, monkeypatch):
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(ValueError):
+            direct_writes.write_pages(fd, [b"x"], 100)
+        monkeypatch.setattr(direct_writes, "_open_direct", lambda fd: None)
+        assert direct_writes.write_pages(fd, [b"x"], 0) is False
+        assert os.fstat(fd).st_size == 0  # nothing written: the caller writes buffered
+    finally:
+        os.close(fd)

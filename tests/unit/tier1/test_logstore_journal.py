@@ -5,9 +5,13 @@ ledgers are deleted, and a deletion's record outlives the entries it deletes."""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from server import direct_writes
 from server.tier1.logstore.journal import Journal, entries_of
 from server.tier1.logstore.journal_format import NO_ENTRY, JournalCorrupted, Kind
 
@@ -148,4 +152,36 @@ def test_a_prepared_next_file_does_not_turn_a_torn_tail_into_corruption(tmp_path
     journal = reopened(journal)
     assert list(entries_of(journal, 1, 0, 5)) == [(0, b"a" * 600), (1, b"b" * 10), (2, b"c")]
     assert len(journal_files(tmp_path)) == 2
+    journal.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.lists(st.integers(0, 9000), min_size=1, max_size=4), min_size=1, max_size=12),
+       direct=st.booleans())
+def test_groups_of_any_size_read_back_after_a_restart(tmp_path_factory, groups, direct):
+    """Groups land whole pages at a time (the last partial page written again with the new data, zero-padded),
+    or buffered where O_DIRECT is refused; either way every entry reads back, before and after a restart,
+    across file rollovers."""
+    directory = tmp_path_factory.mktemp("journal")
+    with mock.patch.object(direct_writes, "_open_direct", direct_writes._open_direct if direct else lambda fd: None):
+        write_and_read_back(Journal(directory, file_size_max=32 * 1024), groups)
+
+
+def write_and_read_back(journal: Journal, groups: list[list[int]]) -> None:
+    journal.open()
+    expected, entry = {}, 0
+    for sizes in groups:
+        records = []
+        for size in sizes:
+            payload = bytes([entry % 251]) * size
+            records.append(add(1, entry, payload))
+            expected[entry] = payload
+            entry += 1
+        journal.append(records)
+    assert dict(entries_of(journal, 1, 0, entry, max_bytes=1 << 30)) == expected
+    journal = reopened(journal)
+    assert dict(entries_of(journal, 1, 0, entry, max_bytes=1 << 30)) == expected
+    journal.append([add(1, entry, b"after")])
+    journal = reopened(journal)
+    assert journal.read(1, entry) == b"after" and journal.read(1, 0) == expected[0]
     journal.close()
