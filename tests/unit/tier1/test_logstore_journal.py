@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server import direct_writes
+from server.tier1.logstore import journal as journal_module
 from server.tier1.logstore.journal import Journal, entries_of
 from server.tier1.logstore.journal_format import NO_ENTRY, JournalCorrupted, Kind
 
@@ -163,7 +164,8 @@ def test_groups_of_any_size_read_back_after_a_restart(tmp_path_factory, groups, 
     or buffered where O_DIRECT is refused; either way every entry reads back, before and after a restart,
     across file rollovers."""
     directory = tmp_path_factory.mktemp("journal")
-    with mock.patch.object(direct_writes, "_open_direct", direct_writes._open_direct if direct else lambda fd: None):
+    with mock.patch.object(direct_writes, "_open_direct", direct_writes._open_direct if direct else lambda fd: None), \
+            mock.patch.object(journal_module, "DIRECT_GROUP_BYTES", 8 * 1024):  # small and direct groups mix
         write_and_read_back(Journal(directory, file_size_max=32 * 1024), groups)
 
 
