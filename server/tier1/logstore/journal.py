@@ -6,10 +6,13 @@ does). ``append`` writes a group of records after the last one of the newest fil
 and one fdatasync: when it returns, every record in the group is durable and indexed, and only then
 may the store acknowledge them.
 
-Files are preallocated: ``file_size_max`` zero bytes written and fsync'd once, so that a group's
-fdatasync commits data only, no file size (PERF-NOTES: 1.3-2x faster than appending). The next file
-is prepared on a helper thread once the current one is half full, and the journal rolls over to it
-at ``file_size_max``. Zeros after the last record are unused space, never damage. ``open`` scans the
+Files are preallocated to ``file_size_max`` with ``fallocate`` (and fsync'd), so that a group's
+fdatasync never has to grow the file. Not by writing zeros, as the local log does for its recycled
+files: the journal's files are not recycled, and writing the zeros cost as much disk bandwidth as the
+data (measured here, 1.5 MB groups: 784 MB/s with zero-written files, 1,182 MB/s with fallocated
+ones; 1 KiB groups: fdatasync p50 158 vs 140 us). The next file is prepared on a helper thread once
+the current one is half full, and the journal rolls over to it at ``file_size_max``. Zeros after
+the last record are unused space, never damage. ``open`` scans the
 files in order and rebuilds the index; a torn tail of the newest file is zeroed (it was never
 acknowledged), damage anywhere else raises ``JournalCorrupted``. ``collect`` deletes
 files whose every ledger is deleted, but keeps a file holding a ledger's DELETE record while an
@@ -27,13 +30,11 @@ from collections.abc import Callable, Iterable, Sequence
 from wire.fields import BytesLike
 
 from ...direct_writes import ALIGNMENT, pwrite_all, write_pages
-from ..file_operations import FileOperations
 from .journal_format import Kind, encode, scan
 
 _FILE_NAME = re.compile(r"^journal-(\d{12})\.tj$")
 _PREPARING = ".preparing"
 DIRECT_GROUP_BYTES = 256 * 1024  # groups this large are written with O_DIRECT
-_FILES = FileOperations()
 DEFAULT_FILE_SIZE_MAX = 64 * 1024 * 1024
 
 # One record to append: (kind, ledger, entry, last_add_confirmed, payload).
@@ -222,9 +223,9 @@ class Journal:
             return not file.read().rstrip(b"\0")
 
     def _prepare(self, number: int) -> None:
-        """Starts preallocating file ``number`` on the helper thread (zeros, fsync, rename, directory fsync)."""
-        self._prepared = self._preparer.submit(_FILES.create_preallocated, self._path(number),
-                                               self._path(number) + _PREPARING, self.file_size_max)
+        """Starts preallocating file ``number`` on the helper thread (fallocate, fsync, rename, directory fsync)."""
+        self._prepared = self._preparer.submit(_preallocate, self._path(number), self._path(number) + _PREPARING,
+                                               self.file_size_max)
 
     def _start_file(self, number: int) -> None:
         if self._prepared is None:
@@ -236,14 +237,29 @@ class Journal:
         self._current, self._offset, self._page = number, 0, b""
 
     def _sync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_directory(self.directory)
 
     def _path(self, number: int) -> str:
         return os.path.join(self.directory, f"journal-{number:012d}.tj")
+
+
+def _preallocate(path: str, temporary_path: str, size: int) -> None:
+    fd = os.open(temporary_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)  # glibc writes zeros itself where the filesystem cannot
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temporary_path, path)
+    _fsync_directory(os.path.dirname(path))
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _last_bytes(parts: Sequence[BytesLike], count: int) -> bytes:
