@@ -9,7 +9,12 @@ per bar and ``Bars.exit_code()`` is 1 when any bar missed (a benchmark ends with
 
 from __future__ import annotations
 
+import argparse
+import pathlib
+import shutil
 import statistics
+import sys
+import tempfile
 from collections.abc import Callable
 
 
@@ -70,3 +75,26 @@ class Bars:
         if self.missed:
             print(f"{len(self.missed)} bar(s) missed: " + "; ".join(self.missed))
         return 1 if self.missed else 0
+
+
+def run_benchmark(title: str, description: str, one_run: Callable[[pathlib.Path, float, Figures], None],
+                  judge: Callable[[Figures], Bars]) -> None:
+    """The usual ``main``: ``--seconds``, ``--runs`` and ``--dir`` options, ``one_run(scratch, seconds, figures)``
+    per run in a fresh scratch directory on the disk under test, then the figures, the bars and the exit status."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput phase")
+    parser.add_argument("--runs", type=int, default=1, help="repetitions (figures reported as min/median/max)")
+    parser.add_argument("--dir", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2] / ".bench",
+                        help="scratch directory (on the disk under test)")
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    figures = Figures()
+    for run in range(args.runs):
+        scratch = pathlib.Path(tempfile.mkdtemp(dir=args.dir))
+        try:
+            one_run(scratch, args.seconds, figures)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(f"run {run + 1} of {args.runs} done", file=sys.stderr)
+    figures.print(title)
+    sys.exit(judge(figures).exit_code())

@@ -16,16 +16,13 @@ Usage: python tests/perf/bench_replicated.py [--seconds S] [--runs N] [--dir DIR
 
 from __future__ import annotations
 
-import argparse
 import pathlib
-import shutil
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-from tests.perf.bars import Bars, Figures, percentile  # noqa: E402
+from tests.perf.bars import Bars, Figures, percentile, run_benchmark  # noqa: E402
 from tests.perf.bench_appends import latencies, throughput  # noqa: E402
 from tests.support.processes import ServerProcess  # noqa: E402
 from tests.support.replicated_processes import LogStores  # noqa: E402
@@ -84,23 +81,7 @@ def judge(figures: Figures) -> Bars:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput phase")
-    parser.add_argument("--runs", type=int, default=1, help="repetitions (figures reported as min/median/max)")
-    parser.add_argument("--dir", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2] / ".bench",
-                        help="scratch directory (on the disk under test)")
-    args = parser.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
-    figures = Figures()
-    for run in range(args.runs):
-        scratch = pathlib.Path(tempfile.mkdtemp(dir=args.dir))
-        try:
-            one_run(scratch, args.seconds, figures)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        print(f"run {run + 1} of {args.runs} done", file=sys.stderr)
-    figures.print("bench_replicated")
-    sys.exit(judge(figures).exit_code())
+    run_benchmark("bench_replicated", __doc__.splitlines()[0], one_run, judge)
 
 
 if __name__ == "__main__":
