@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 
 from ..direct_writes import pwrite_all, write_parts
+from ..fsync import fsync_directory
 
 PREALLOCATION_CHUNK_BYTES = 1 << 20
 
@@ -111,8 +112,4 @@ class FileOperations:
         os.unlink(path)
 
     def sync_directory(self, directory: str) -> None:
-        fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(directory)

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 import aiofiles.os
 
 from ..direct_writes import write_parts
+from ..fsync import fsync_directory
 from .chunk_storage import (
     ChunkAlreadyExists,
     ChunkInfo,
@@ -300,14 +301,6 @@ def _open_existing(path: bytes) -> int:
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _sync_directory(path: bytes) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _make_directory(path: bytes) -> None:
     """Creates ``path`` and missing ancestors, syncing the parent of each directory created."""
     try:
@@ -320,7 +313,7 @@ def _make_directory(path: bytes) -> None:
             os.mkdir(path)
         except FileExistsError:
             return
-    _sync_directory(os.path.dirname(path))
+    fsync_directory(os.path.dirname(path))
 
 
 def _create_empty(path: bytes) -> tuple[int, None]:
@@ -329,7 +322,7 @@ def _create_empty(path: bytes) -> tuple[int, None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         os.fsync(fd)
-        _sync_directory(directory)
+        fsync_directory(directory)
     except BaseException:
         os.close(fd)
         raise
@@ -349,7 +342,7 @@ def _create_with_content(path: bytes, parts: list) -> tuple[int, int]:
             os.link(temporary, path)
         finally:
             os.unlink(temporary)
-        _sync_directory(directory)
+        fsync_directory(directory)
     except BaseException:
         os.close(fd)
         raise

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from wire.fields import BytesLike
 
 from ...direct_writes import ALIGNMENT, pwrite_all, write_pages
+from ...fsync import fsync_directory
 from .journal_format import Kind, encode, scan
 
 _FILE_NAME = re.compile(r"^journal-(\d{12})\.tj$")
@@ -237,7 +238,7 @@ class Journal:
         self._current, self._offset, self._page = number, 0, b""
 
     def _sync_directory(self) -> None:
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     def _path(self, number: int) -> str:
         return os.path.join(self.directory, f"journal-{number:012d}.tj")
@@ -251,15 +252,7 @@ def _preallocate(path: str, temporary_path: str, size: int) -> None:
     finally:
         os.close(fd)
     os.rename(temporary_path, path)
-    _fsync_directory(os.path.dirname(path))
-
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(os.path.dirname(path))
 
 
 def _last_bytes(parts: Sequence[BytesLike], count: int) -> bytes:

@@ -27,6 +27,7 @@ import os
 import uuid
 from collections.abc import Callable
 
+from ...fsync import fsync_directory
 from . import protocol as p
 from .journal import Journal, NewRecord, Placed, entries_of
 from .journal_format import NO_ENTRY, Kind
@@ -269,9 +270,5 @@ def _identity(data_dir: str) -> bytes:
         file.flush()
         os.fsync(file.fileno())
     os.rename(temporary, path)
-    directory = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    fsync_directory(data_dir)
     return identity.bytes
