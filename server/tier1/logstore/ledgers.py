@@ -95,13 +95,14 @@ class StoreClient(asyncio.Protocol):
     def connection_lost(self, error: Exception | None) -> None:
         self._lose(ConnectionError(f"log store connection lost: {error}"))
 
-    def call(self, message: p.Message) -> asyncio.Future[p.Message]:
+    def call(self, message: p.Message, frame: list[BytesLike] | None = None) -> asyncio.Future[p.Message]:
+        """Sends ``message`` (``frame``: its encoding, when the caller sends the same one to several stores)."""
         future: asyncio.Future[p.Message] = asyncio.get_running_loop().create_future()
         if self.closed or self._transport is None:
             future.set_exception(ConnectionError("log store connection closed"))
             return future
         self._pending[message.request_id] = future
-        self._transport.writelines(p.encode(message))
+        self._transport.writelines(frame if frame is not None else p.encode(message))
         return future
 
     def close(self) -> None:
@@ -165,9 +166,10 @@ class LedgerWriter:
         self.bytes_written += len(payload)
         self._acks[entry] = 0
         self._waiting.append((entry, loop.time(), future))
+        message = p.Add(next(_request_ids), self.ledger, entry, self.last_add_confirmed, 0, payload)
+        frame = p.encode(message)  # once for every replica: request ids are per connection
         for replica in list(self._live):
-            reply = replica.call(p.Add(next(_request_ids), self.ledger, entry, self.last_add_confirmed, 0, payload))
-            reply.add_done_callback(functools.partial(self._answered_by, replica, entry))
+            replica.call(message, frame).add_done_callback(functools.partial(self._answered_by, replica, entry))
         if self._watchdog is None:
             self._watchdog = loop.call_later(self.add_timeout, self._check_timeouts)
         return future
