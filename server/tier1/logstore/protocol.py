@@ -37,6 +37,9 @@ MAX_FRAME_SIZE = 16 * 1024 * 1024 + 1024  # one largest entry (8 MiB + headers) 
 RECOVERY = 1  # ADD flag: re-replication by a recovering writer, allowed on a fenced ledger
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a message class's fields after request_id, in order
+
+
 class ProtocolError(Exception):
     """Bytes that are not a valid frame of this protocol."""
 
@@ -60,7 +63,10 @@ class Message:
         return [self.FIELDS.pack(*self._fixed())]
 
     def _fixed(self) -> tuple:
-        return tuple(getattr(self, field.name) for field in dataclasses.fields(self)[1:])
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(field.name for field in dataclasses.fields(self)[1:])
+        return tuple(getattr(self, name) for name in names)
 
     @classmethod
     def parse(cls, request_id: int, body: memoryview) -> Message:

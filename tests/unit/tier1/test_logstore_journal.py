@@ -4,7 +4,12 @@ ledgers are deleted, and a deletion's record outlives the entries it deletes."""
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
+import struct
+import threading
+import time
 from unittest import mock
 
 import pytest
@@ -165,7 +170,9 @@ def test_groups_of_any_size_read_back_after_a_restart(tmp_path_factory, groups, 
     across file rollovers."""
     directory = tmp_path_factory.mktemp("journal")
     with mock.patch.object(direct_writes, "_open_direct", direct_writes._open_direct if direct else lambda fd: None), \
-            mock.patch.object(journal_module, "DIRECT_GROUP_BYTES", 8 * 1024):  # small and direct groups mix
+            mock.patch.object(journal_module, "DIRECT_GROUP_BYTES", 8 * 1024), \
+            mock.patch.object(journal_module, "ZERO_STEP", 8 * 1024), \
+            mock.patch.object(journal_module, "ZERO_RUNWAY", 12 * 1024):  # small, direct and zeroing groups mix
         write_and_read_back(Journal(directory, file_size_max=32 * 1024), groups)
 
 
@@ -187,3 +194,69 @@ def write_and_read_back(journal: Journal, groups: list[list[int]]) -> None:
     journal = reopened(journal)
     assert journal.read(1, entry) == b"after" and journal.read(1, 0) == expected[0]
     journal.close()
+
+
+def test_small_groups_zero_the_space_ahead_so_their_syncs_change_no_extents(tmp_path):
+    """Fallocated space is unwritten: writing into it changes the extent map, which an fdatasync must commit.
+    While groups are small, the journal zeroes the space just ahead of them, so they land in written blocks."""
+    journal = Journal(tmp_path, file_size_max=64 * 1024 * 1024)
+    journal.open()
+    (name,) = journal_files(tmp_path)
+    if unwritten_ranges(tmp_path / name) is None:
+        journal.close()
+        pytest.skip("the filesystem reports no extents (FIEMAP) here")
+    for entry in range(200):
+        journal.append([add(1, entry, b"e" * 1000)])
+    journal.close()  # waits for the zeroing in flight
+    data_end = journal._offset
+    unwritten = unwritten_ranges(tmp_path / name)
+    assert unwritten, "the rest of the file stays fallocated (not zero-written: that costs bandwidth)"
+    first_unwritten = min(start for start, _ in unwritten)
+    assert first_unwritten >= data_end + journal_module.ZERO_RUNWAY // 2
+
+
+def test_a_group_never_writes_where_zeros_are_still_being_written(tmp_path, monkeypatch):
+    """A group that reaches into the range a slow zeroing step covers waits for that step: the zeros can never
+    land on top of its data."""
+    zeroing = threading.Event()
+    real_zero = journal_module._zero
+
+    def slow_zero(fd, offset, length):
+        zeroing.set()
+        time.sleep(0.3)
+        real_zero(fd, offset, length)
+
+    monkeypatch.setattr(journal_module, "_zero", slow_zero)
+    journal = Journal(tmp_path, file_size_max=8 * 1024 * 1024)
+    journal.open()
+    journal.append([add(1, 0, b"small")])  # starts zeroing the space just ahead
+    assert zeroing.wait(5)
+    big = bytes(range(256)) * 4096  # 1 MiB: reaches into the range being zeroed
+    journal.append([add(1, 1, big)])
+    journal = reopened(journal)
+    assert journal.read(1, 1) == big and journal.read(1, 0) == b"small"
+    journal.close()
+
+
+_FIEMAP = 0xC020660B  # FS_IOC_FIEMAP
+_FIEMAP_EXTENT_UNWRITTEN = 0x800
+_EXTENTS_MAX = 64
+
+
+def unwritten_ranges(path) -> list[tuple[int, int]] | None:
+    """(offset, length) of the file's unwritten (fallocated, never written) extents; None without FIEMAP."""
+    header = struct.Struct("=QQLLLL")  # start, length, flags, mapped extents, extent count, reserved
+    extent = struct.Struct("=QQQQQLLLL")  # logical, physical, length, 2 reserved, flags, 3 reserved
+    buffer = array.array("B", header.pack(0, 2**64 - 1, 1, 0, _EXTENTS_MAX, 0) + bytes(extent.size * _EXTENTS_MAX))
+    with open(path, "rb") as file:
+        try:
+            fcntl.ioctl(file.fileno(), _FIEMAP, buffer)
+        except OSError:
+            return None
+    mapped = header.unpack_from(buffer)[3]
+    ranges = []
+    for index in range(mapped):
+        logical, _, length, _, _, flags, *_ = extent.unpack_from(buffer, header.size + index * extent.size)
+        if flags & _FIEMAP_EXTENT_UNWRITTEN:
+            ranges.append((logical, length))
+    return ranges
