@@ -6,12 +6,20 @@ Start order: connect the metadata store (``TableSegmentKeyValueStore`` over a
 service (it re-drives its own commits and aborts); re-drive every pending workflow intent left by
 a previous controller; then serve gRPC. The controller keeps no state of its own, so any
 number of restarts over the same segment stores see the same streams.
+
+In a cluster (``cluster``, docs/cluster.md) the controller first joins ZooKeeper: segments are
+found through the container map the leader keeps, getControllerServerList lists every live
+controller, periodic work covers the streams of the buckets this controller owns, and workflows
+and transaction commits run under leases. If its ZooKeeper session expires, it stops its
+background work and starts it again under the new session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -25,6 +33,9 @@ from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
 from .service.transactions import TransactionService
 from .store import MetadataStore, TableSegmentKeyValueStore
+
+if TYPE_CHECKING:
+    from .cluster.zk import ControllerCluster
 
 log = logging.getLogger("tributary.controller")
 SHUTDOWN_GRACE_SECONDS = 2.0
@@ -41,7 +52,12 @@ class ControllerApp:
                  locator: SegmentLocator | None = None, container_count: int = 4,
                  settings: ServiceSettings = DEFAULT_SETTINGS, fault_points: FaultPoints | None = None,
                  now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
-                 verify_container_count: bool = False) -> None:
+                 verify_container_count: bool = False, cluster: ControllerCluster | None = None) -> None:
+        self.cluster = cluster
+        if cluster is not None:
+            if locator is not None or segment_store is not None:
+                raise ValueError("a clustered controller finds segment stores through the cluster")
+            locator = SegmentLocator(cluster.container_count, cluster.endpoint_of_container)
         if locator is None:
             if segment_store is None:
                 raise ValueError("give exactly one of segment_store and locator")
@@ -54,7 +70,7 @@ class ControllerApp:
         # A controller started beside a separate segment store checks that both count containers alike.
         self._verify_with = segment_store if verify_container_count else None
         self.settings = settings
-        self.fault_points = fault_points or FaultPoints()
+        self.fault_points = fault_points or FaultPoints.from_environment()
         self._now_ms = now_ms
         self._advertised_host = advertised_host or host
         self.client: SegmentStoreClient | None = None
@@ -63,6 +79,7 @@ class ControllerApp:
         self.transactions: TransactionService | None = None
         self.server: grpc.aio.Server | None = None
         self.pending_workflows_at_start = 0
+        self._restarting: asyncio.Task | None = None
 
     async def start(self) -> None:
         """Connects, re-drives pending workflows and starts serving.
@@ -72,21 +89,32 @@ class ControllerApp:
             ContainerCountMismatch: the segment store runs another number of containers.
             clients.errors.ClientError: the segment store cannot be reached.
         """
+        if self.cluster is not None:
+            await self.cluster.start()
+            self.cluster.on_session_lost(self._session_lost)
         self.client = SegmentStoreClient(self.locator.endpoint_for)
         if self._verify_with is not None:
             await self._verify_container_count(self.client, self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))
         self.context = ControllerContext(store, self.client, self.locator, self._now_ms, self.settings,
                                          self.fault_points)
+        if self.cluster is not None:
+            self.context.coordination = self.cluster
         try:
             await store.initialize()
             self.transactions = TransactionService(self.context)
             self.services = ControllerServices(self.context, self.transactions.abort_open_transaction)
             await self.transactions.start()  # first: a re-driven scale may wait for a commit to finish
             self.pending_workflows_at_start = await self.services.start()
-            servicer = ControllerServicer(self.services, self.transactions)
+            servicer = ControllerServicer(self.services, self.transactions,
+                                          bucket_mapping=self.context.coordination.bucket_mapping)
             self.server, self.port = await start_grpc_server(servicer, self.host, self.port)
-            servicer.advertised_endpoints = ((self._advertised_host, self.port),)
+            if self.cluster is not None:
+                await self.cluster.register(self._advertised_host, self.port)
+                servicer.advertised_endpoints = self.cluster.controller_endpoints
+            else:
+                own = ((self._advertised_host, self.port),)
+                servicer.advertised_endpoints = lambda: own
         except BaseException:
             await self._stop_parts()
             raise
@@ -114,7 +142,24 @@ class ControllerApp:
             self.server = None
         await self._stop_parts()
 
+    def _session_lost(self) -> None:
+        """Our leases are gone, and another controller may be running our work: stop ours, start afresh."""
+        if self._restarting is None or self._restarting.done():
+            self._restarting = asyncio.get_running_loop().create_task(self._restart_work(), name="restart work")
+
+    async def _restart_work(self) -> None:
+        if self.services is None or self.transactions is None:
+            return
+        await self.transactions.stop()
+        await self.services.stop()
+        await self.transactions.start()
+        await self.services.start()
+        log.info("controller work restarted under a new ZooKeeper session")
+
     async def _stop_parts(self) -> None:
+        if self._restarting is not None:
+            self._restarting.cancel()
+            await asyncio.gather(self._restarting, return_exceptions=True)
         if self.transactions is not None:
             try:
                 await self.transactions.stop()
@@ -127,6 +172,8 @@ class ControllerApp:
         if self.client is not None:
             await self.client.close()
             self.client = None
+        if self.cluster is not None:
+            await self.cluster.stop()
 
 
 __all__ = ["ContainerCountMismatch", "ControllerApp", "GrpcStartupError"]

@@ -14,7 +14,7 @@ workflow past its completion timeout -> DEADLINE_EXCEEDED, which it retries. Any
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Never, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
@@ -175,10 +175,12 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     """The gRPC face of ``ControllerServices`` and of the ``TransactionService``."""
 
     def __init__(self, services: ServiceCalls, transactions: TransactionCalls,
-                 advertised_endpoints: tuple[tuple[str, int], ...] = ()) -> None:
+                 advertised_endpoints: Callable[[], Iterable[tuple[str, int]]] = tuple,
+                 bucket_mapping: Callable[[], dict[str, list[int]]] = dict) -> None:
         self._services = services
         self._transactions = transactions
-        self.advertised_endpoints = advertised_endpoints  # set once the port is bound
+        self.advertised_endpoints = advertised_endpoints  # the live controllers' addresses (set once bound)
+        self._bucket_mapping = bucket_mapping
 
     # ------------------------------------------------------------------ error mapping
 
@@ -537,12 +539,14 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     async def getControllerServerList(self, request: pb.ServerRequest, context: RpcContext) -> pb.ServerResponse:
         return pb.ServerResponse(nodeURI=[pb.NodeUri(endpoint=host, port=port)
-                                          for host, port in self.advertised_endpoints])
+                                          for host, port in self.advertised_endpoints()])
 
     async def getDelegationToken(self, request: pb.StreamInfo, context: RpcContext) -> pb.DelegationToken:
         return pb.DelegationToken(delegationToken="")  # auth is off: "" means "no token, no expiry"
 
     async def getControllerToBucketMapping(self, request: pb.ControllerToBucketMappingRequest,
                                            context: RpcContext) -> pb.ControllerToBucketMappingResponse:
-        """One controller and no bucket services: an empty mapping."""
-        return pb.ControllerToBucketMappingResponse()
+        """Which controller owns which buckets of streams (one table for retention and watermarks alike);
+        empty for a controller alone."""
+        return pb.ControllerToBucketMappingResponse(mapping={controller: pb.BucketIds(id=buckets)
+                                                             for controller, buckets in self._bucket_mapping().items()})

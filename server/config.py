@@ -6,6 +6,7 @@ import dataclasses
 import pathlib
 
 DEFAULT_PORT = 12345
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen addresses no client can connect to
 MIN_LOG_FILE_SIZE = 16 * 1024 * 1024  # a Tier-1 log file holds at least one largest record (8 MiB + 64 KiB)
 
 
@@ -30,6 +31,11 @@ class SegmentStoreConfig:
     zk_session_timeout: float = 10.0  # a dead owner's containers can be taken over this long after it stopped
     log_quorum: tuple[int, int, int] = (3, 3, 2)  # replicated log: ensemble size, write quorum, ack quorum
     ledger_size_max: int = 256 * 1024 * 1024  # replicated log: bytes per ledger before it rolls to a new one
+    # Cluster mode (docs/cluster.md): register in ZooKeeper and run only the containers the controller leader's
+    # map gives this store; clients are told (getURI) to use advertise_host:port (default: host).
+    cluster: bool = False
+    advertise_host: str | None = None
+    cluster_poll_interval: float = 2.0  # seconds between reads of the container map besides its watch
     log_open_wait: float = 60.0  # seconds a container keeps trying to open a busy or unavailable log at start
     # Tier-2: "filesystem" (under <data dir>/tier2, the embedded default), "s3", or "none" (all bytes in memory,
     # the log never truncated: for tests of Tier-1 alone).
@@ -66,5 +72,16 @@ class SegmentStoreConfig:
         ensemble, write_quorum, ack_quorum = self.log_quorum
         if not 1 <= ack_quorum <= write_quorum == ensemble:
             raise ValueError("log quorum must be E/W/A with 1 <= A <= W and W == E")
+        if self.cluster and self.tier1 != "replicated":
+            raise ValueError("cluster mode needs the replicated tier-1 (--tier1 replicated): containers move "
+                             "between machines")
+        if self.host in WILDCARD_HOSTS and not self.advertise_host:
+            raise ValueError(f"listening on {self.host or 'every address'} needs an advertise address "
+                             "(the address clients use)")
         if self.log_file_size < MIN_LOG_FILE_SIZE:
             raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients are told to connect to."""
+        return self.advertise_host or self.host

@@ -7,6 +7,11 @@ They share one Tier-2 chunk storage (by default the filesystem under
 The container count is fixed per data directory: it decides which container
 owns which segment, so starting with another count is refused. A container
 whose log fails is replaced by a new instance that recovers from the log.
+
+In cluster mode (``config.cluster``, docs/cluster.md) the store runs only the containers the
+controller leader's map gives it (``cluster.ClusterMember`` starts and stops them), over the
+replicated log and a Tier-2 every store shares; a request for a segment of any other container,
+or of one still recovering, is answered WrongHost, and the client asks the controller again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
 
 if TYPE_CHECKING:
+    from wire.zookeeper import ZooKeeper
+
+    from .cluster import ClusterMember
     from .tier1.replicated import ReplicatedTier1
 
 log = logging.getLogger("tributary.segmentstore")
@@ -68,6 +76,8 @@ class SegmentStoreService:
     def __init__(self, config: SegmentStoreConfig, log_factory=None, chunk_storage: ChunkStorage | None = None):
         self.config = config
         self._replicated: ReplicatedTier1 | None = None  # a replicated tier-1: ZooKeeper and log-store connections
+        self._zk: ZooKeeper | None = None  # cluster mode: this store's session (registration, map, log owner locks)
+        self.member: ClusterMember | None = None  # cluster mode: registration and the containers the map gives us
         if log_factory is None:
             log_factory = local_log_factory if config.tier1 == "local" else self._replicated_log
         self._log_factory = log_factory
@@ -86,14 +96,17 @@ class SegmentStoreService:
         """Recovers every container, then starts listening. Raises StartupError."""
         self._prepare_data_dir()
         self._check_s3_settings()
+        await self._start_cluster_session()
         await self._start_replicated_tier1()
         try:
-            await asyncio.gather(*(self._open_container(cid) for cid in range(self.config.container_count)))
+            if not self.config.cluster:
+                await asyncio.gather(*(self._open_container(cid) for cid in range(self.config.container_count)))
         except (ChunkStorageError, MetadataStoreError, LogError) as error:
             await self._stop_containers()
             if self.chunk_storage is not None:
                 await self.chunk_storage.close()
             await self._stop_replicated_tier1()
+            await self._stop_cluster_session()
             if isinstance(error, LogError):
                 raise StartupError(f"tier-1 ({self.config.tier1}) is not usable: {error}") from error
             raise StartupError(f"tier-2 ({self.config.tier2}) is not usable: {error}") from error
@@ -107,14 +120,19 @@ class SegmentStoreService:
                 self.config.host, self.config.port, reuse_address=True)
         except OSError as error:
             await self._stop_containers()
+            await self._stop_replicated_tier1()
+            await self._stop_cluster_session()
             raise StartupError(f"cannot listen on {self.config.host}:{self.config.port}: {error.strerror}") from error
         self.port = self._server.sockets[0].getsockname()[1]
+        await self._join_cluster()
         self._supervise("transient-segment expiry", self._expire_transients_forever)
         log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
                                                     "containers": self.config.container_count})
 
     async def stop(self) -> None:
         self._stopping = True
+        if self.member is not None:
+            await self.member.stop()
         if self._server is not None:
             self._server.close()
         for connection in list(self._connections):
@@ -125,25 +143,99 @@ class SegmentStoreService:
         if self.chunk_storage is not None:
             await self.chunk_storage.close()
         await self._stop_replicated_tier1()
+        await self._stop_cluster_session()
         if self._server is not None:
             await self._server.wait_closed()
+
+    # ------------------------------------------------------------------ cluster mode
+
+    async def _start_cluster_session(self) -> None:
+        """Cluster mode: this store's ZooKeeper session, and the cluster's settings agreed."""
+        if not self.config.cluster:
+            return
+        from wire.cluster import ClusterMismatch, ClusterPaths, agree_on_settings
+        from wire.zookeeper import ZooKeeper, ZooKeeperUnavailable
+
+        zk = ZooKeeper(self.config.zk_hosts, session_timeout=self.config.zk_session_timeout)
+        try:
+            await zk.start()
+            await agree_on_settings(zk, ClusterPaths(self.config.zk_root), self.config.container_count)
+        except (ZooKeeperUnavailable, ClusterMismatch, ValueError) as error:
+            await zk.stop()
+            raise StartupError(str(error)) from None
+        self._zk = zk
+
+    async def _join_cluster(self) -> None:
+        """Cluster mode: registers this store (listening by now) and starts following the container map."""
+        if self._zk is None:
+            return
+        from wire.cluster import ClusterPaths
+        from wire.zookeeper import ZooKeeperUnavailable
+
+        from .cluster import ClusterMember
+
+        self.member = ClusterMember(self._zk, ClusterPaths(self.config.zk_root), self.config.advertised_host,
+                                    self.port, self._run_assigned_container, self._stop_container,
+                                    poll_interval=self.config.cluster_poll_interval)
+        try:
+            await self.member.start()
+        except ZooKeeperUnavailable as error:
+            self.member = None
+            await self.stop()
+            raise StartupError(str(error)) from None
+
+    async def _stop_cluster_session(self) -> None:
+        if self._zk is not None:
+            await self._zk.stop()
+            self._zk = None
+
+    async def _run_assigned_container(self, container_id: int) -> None:
+        """Cluster mode: recovers a container the map gives this store, retrying while its log is busy (the
+        previous owner has not let go yet) or unavailable; ``ClusterMember`` cancels it if the map changes."""
+        delays = Backoff(initial_seconds=0.1, multiplier=2.0, max_delay_seconds=1.0, attempts=None).delays()
+        while True:
+            try:
+                await self._start_container(container_id)
+                return
+            except LogError as error:
+                await self._discard_container(container_id)
+                if not error.retriable:
+                    raise
+                log.info("container log not available yet; retrying",
+                         extra={"container": container_id, "error": str(error)})
+            except BaseException:
+                await self._discard_container(container_id)
+                raise
+            await asyncio.sleep(next(delays))
+
+    async def _stop_container(self, container_id: int) -> None:
+        """Stops a container (its log closed, its owner lock released) and forgets it."""
+        container = self.containers.pop(container_id, None)
+        if container is not None:
+            await container.stop()
+
+    async def _discard_container(self, container_id: int) -> None:
+        with contextlib.suppress(Exception):
+            await self._stop_container(container_id)
 
     # ------------------------------------------------------------------ tier-1
 
     async def _start_replicated_tier1(self) -> None:
         if self.config.tier1 != "replicated":
             return
+        from wire.zookeeper import ZooKeeperUnavailable
+
         from .tier1.replicated import ReplicatedTier1, ReplicationSettings
-        from .zookeeper import ZooKeeperUnavailable
 
         ensemble, write_quorum, ack_quorum = self.config.log_quorum
         settings = ReplicationSettings(ensemble_size=ensemble, write_quorum=write_quorum, ack_quorum=ack_quorum,
                                        ledger_size_max=self.config.ledger_size_max)
         replicated = ReplicatedTier1(self.config.zk_hosts, settings, root=self.config.zk_root,
-                                     session_timeout=self.config.zk_session_timeout)
+                                     session_timeout=self.config.zk_session_timeout, zk=self._zk)
         try:
             await replicated.start()
         except ZooKeeperUnavailable as error:
+            await self._stop_cluster_session()
             raise StartupError(str(error)) from None
         self._replicated = replicated
 
@@ -242,8 +334,22 @@ class SegmentStoreService:
             owns_segment=lambda name: naming.container_of(name, count) == container_id)
 
     def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
-        if not self._stopping:
+        if self._stopping:
+            return
+        if self.member is not None:  # cluster mode: started again only if the map still gives it to us
+            self._spawn(self._drop_failed(container), f"stop of failed container {container.container_id}")
+        else:
             self._spawn(self._restart(container), f"restart of container {container.container_id}")
+
+    async def _drop_failed(self, failed: SegmentContainer) -> None:
+        if self.containers.get(failed.container_id) is failed:
+            del self.containers[failed.container_id]
+        try:
+            await failed.stop()
+        except Exception:  # noqa: BLE001 - the failed log may refuse to close cleanly; the new owner fences it
+            log.warning("failed container did not stop cleanly", extra={"container": failed.container_id})
+        assert self.member is not None
+        self.member.container_stopped(failed.container_id)
 
     async def _restart(self, failed: SegmentContainer) -> None:
         """Replaces a failed container with a new instance recovered from its log."""
@@ -265,10 +371,16 @@ class SegmentStoreService:
     # ------------------------------------------------------------------ routing
 
     def container_for(self, segment: str) -> SegmentContainer:
-        """The running container that owns ``segment``. Raises ContainerUnavailable."""
-        container = self.containers.get(naming.container_of(segment, self.config.container_count))
+        """The running container that owns ``segment``. Raises ContainerUnavailable, or in cluster mode
+        WrongHost (a container this store does not own, or one it is still recovering)."""
+        container_id = naming.container_of(segment, self.config.container_count)
+        container = self.containers.get(container_id)
         if container is None or container.status != ContainerStatus.RUNNING:
+            if self.member is not None:
+                raise errors.WrongHost(segment, f"container {container_id} is not running here")
             raise errors.ContainerUnavailable(segment, f"the container of {segment} is not running")
+        if self.member is not None and not self.member.owns(container_id):
+            raise errors.WrongHost(segment, f"container {container_id} has moved to another segment store")
         return container
 
     def container_by_id(self, container_id: int) -> list[SegmentContainer]:

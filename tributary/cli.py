@@ -38,6 +38,8 @@ def _segment_store_options(function):
         click.option("--data-dir", type=click.Path(file_okay=False, path_type=pathlib.Path), default="./data",
                      show_default=True, help="Directory for the container logs and the filesystem Tier-2."),
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
+        click.option("--advertise-address", "advertise_host", default=None,
+                     help="Address clients are told to use [default: --host; required with a wildcard --host]."),
         click.option("--port", default=12345, show_default=True, type=click.IntRange(0, 65535),
                      help="Wire-protocol (segment store) port."),
         click.option("--containers", "container_count", default=4, show_default=True,
@@ -65,19 +67,25 @@ def _segment_store_options(function):
                      help="Replicated log: ensemble size / write quorum / ack quorum."),
         click.option("--ledger-size", "ledger_mib", default=256, show_default=True, type=click.IntRange(1),
                      help="Replicated log: MiB written to a ledger before the log rolls to a new one."),
+        click.option("--cluster", is_flag=True,
+                     help="Join a cluster through --zk: run only the containers the controller leader assigns "
+                          "(needs --tier1 replicated and a Tier-2 every store shares)."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
     ]):
         function = option(function)
     return function
 
 
-def _segment_store_config(data_dir, host, port, container_count, log_file_mib, tier2, tier2_dir, s3_bucket,
-                          s3_prefix, s3_endpoint, s3_region, cache_mib, tier1, zk_hosts, zk_root, zk_session_timeout,
-                          log_quorum, ledger_mib):
+def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
+                          s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, tier1, zk_hosts, zk_root,
+                          zk_session_timeout, log_quorum, ledger_mib, cluster):
     from server.config import SegmentStoreConfig
 
+    if cluster and not zk_hosts:
+        raise click.UsageError("--cluster needs --zk")
     try:
-        return SegmentStoreConfig(data_dir=data_dir, host=host, port=port, container_count=container_count,
+        return SegmentStoreConfig(data_dir=data_dir, host=host, advertise_host=advertise_host, cluster=cluster,
+                                  port=port, container_count=container_count,
                                   log_file_size=log_file_mib * 1024 * 1024, tier2=tier2, tier2_dir=tier2_dir,
                                   s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_endpoint=s3_endpoint,
                                   s3_region=s3_region, cache_size=cache_mib * 1024 * 1024, tier1=tier1,
@@ -134,18 +142,66 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--advertise-address", "advertise_host", default=None,
+              help="Address clients are told to use [default: --host; required with a wildcard --host].")
 @click.option("--port", default=9090, show_default=True, type=click.IntRange(0, 65535), help="gRPC port.")
 @click.option("--segment-store", "segment_store", default="127.0.0.1:12345", show_default=True,
-              help="HOST:PORT of the segment store that owns every container.")
+              help="HOST:PORT of the segment store that owns every container (without --zk).")
+@click.option("--zk", "zk_hosts", default="",
+              help="ZooKeeper HOST:PORT[,...][/chroot]: run as one controller of a cluster (see docs/cluster.md).")
+@click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
+@click.option("--zk-session-timeout", default=10.0, show_default=True, type=click.FloatRange(1, 120),
+              help="Seconds; a stopped controller's work is taken over this long after it stopped.")
+@click.option("--rebalance-grace", default=2.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds a segment store may be gone before the leader moves its containers (with --zk).")
 @click.option("--containers", "container_count", default=4, show_default=True, type=click.IntRange(1, 4096),
-              help="Segment containers of the segment store (must match it).")
+              help="Segment containers of the segment stores (must match them).")
 @click.option("--wait", "wait_seconds", default=SEGMENT_STORE_WAIT_SECONDS, show_default=True,
               type=click.FloatRange(0), help="Seconds to keep trying to reach the segment store at start.")
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
-def controller(host, port, segment_store, container_count, wait_seconds, log_level) -> None:
-    """Run one controller against a running segment store."""
+def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
+               container_count, wait_seconds, log_level) -> None:
+    """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
-    _run_or_exit(_serve_controller(host, port, _endpoint(segment_store), container_count, wait_seconds))
+    advertised = _advertised(host, advertise_host)
+    if zk_hosts:
+        _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
+                                                 rebalance_grace, container_count, wait_seconds))
+    else:
+        _run_or_exit(_serve_controller(host, advertised, port, _endpoint(segment_store), container_count,
+                                       wait_seconds))
+
+
+def _advertised(host: str, advertise_host: str | None) -> str:
+    from server.config import WILDCARD_HOSTS
+
+    if advertise_host:
+        return advertise_host
+    if host in WILDCARD_HOSTS:
+        raise click.UsageError(f"listening on {host or 'every address'} needs --advertise-address "
+                               "(the address clients use)")
+    return host
+
+
+@main.command()
+@click.option("--zk", "zk_hosts", required=True, help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot].")
+@click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the cluster as one JSON document.")
+def status(zk_hosts, zk_root, as_json) -> None:
+    """Say what the cluster runs: one line per process, and whether every container is served.
+
+    Exit status: 0 every container runs on its assigned segment store; 1 some container is not
+    served (unassigned, its store gone, or still recovering); 2 ZooKeeper cannot be reached.
+    """
+    from .cluster_status import print_status
+
+    code: list[int] = []
+
+    async def run() -> None:
+        code.append(await print_status(zk_hosts, zk_root, as_json, click.echo))
+
+    _run(run())
+    sys.exit(code[0] if code else 2)
 
 
 @main.command()
@@ -155,6 +211,8 @@ def controller(host, port, segment_store, container_count, wait_seconds, log_lev
 def standalone(log_level, controller_port, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
+    if options.get("cluster"):
+        raise click.UsageError("standalone runs every container itself; --cluster is for `tributary segmentstore`")
     _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port))
 
 
@@ -227,7 +285,7 @@ async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_roo
                           journal_file_size: int) -> None:
     from server.tier1.logstore.journal_format import JournalCorrupted
     from server.tier1.logstore.service import LogStoreService
-    from server.zookeeper import ZooKeeperUnavailable
+    from wire.zookeeper import ZooKeeperUnavailable
 
     service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
                               root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
@@ -245,10 +303,41 @@ async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_roo
     click.echo("stopped", err=True)
 
 
-async def _serve_controller(host, port, segment_store, container_count, wait_seconds: float) -> None:
-    app = await _start_controller(host, port, segment_store, container_count, wait_seconds)
+async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float) -> None:
+    app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds)
     click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
                f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
+    await _until_signal()
+    await app.stop()
+    click.echo("stopped", err=True)
+
+
+async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
+                                      container_count, wait_seconds: float) -> None:
+    from clients.errors import ClientError
+    from controller.app import ControllerApp, GrpcStartupError
+    from controller.cluster.zk import ControllerCluster
+    from wire.cluster import ClusterMismatch
+    from wire.zookeeper import ZooKeeperUnavailable
+
+    async def start() -> ControllerApp:
+        cluster = ControllerCluster(zk_hosts, container_count, root=zk_root, session_timeout=session_timeout,
+                                    grace_seconds=grace)
+        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised)
+        await app.start()
+        return app
+
+    policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
+                     total_seconds=wait_seconds)
+    try:
+        app = await retry(start, policy, retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
+    except (GrpcStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
+        raise CommandFailed(str(error)) from None
+    except (TimeoutError, ClientError) as error:
+        raise CommandFailed(f"cannot reach the cluster's segment stores: {error}") from None
+    assert app.cluster is not None
+    click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port} "
+               f"(cluster at {zk_hosts}{zk_root})", err=True)
     await _until_signal()
     await app.stop()
     click.echo("stopped", err=True)
@@ -257,8 +346,8 @@ async def _serve_controller(host, port, segment_store, container_count, wait_sec
 async def _serve_standalone(config, controller_port) -> None:
     store = await _start_segment_store(config)
     try:
-        app = await _start_controller(config.host, controller_port, (config.host, store.port),
-                                      config.container_count, 0.0)
+        app = await _start_controller(config.host, config.advertised_host, controller_port,
+                                      (config.advertised_host, store.port), config.container_count, 0.0)
     except BaseException:
         await store.stop()
         raise
@@ -282,14 +371,14 @@ async def _start_segment_store(config):
     return service
 
 
-async def _start_controller(host, port, segment_store, container_count, wait_seconds: float):
+async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float):
     """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
     from clients.errors import ClientError
     from controller.app import ContainerCountMismatch, ControllerApp, GrpcStartupError
 
     async def start() -> ControllerApp:
         app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count,
-                            verify_container_count=True)
+                            verify_container_count=True, advertised_host=advertised)
         await app.start()
         return app
 

@@ -49,7 +49,7 @@ from ..store.records import EpochRecord, ScaleType, ScalingPolicy, SegmentRecord
 from .auto_scale_settings import AutoScaleSettings
 from .context import ControllerContext
 from .errors import ServiceError
-from .paging import all_streams
+from .paging import owned_streams
 from .scaling import Scaling
 from .segment_calls import bounded_gather
 from .workflows import WorkflowRunner
@@ -231,7 +231,7 @@ class AutoScaler:
     async def run_once(self, now: int) -> int:
         """One round over every stream. Returns how many scale requests it submitted."""
         submitted = 0
-        streams = await all_streams(self._context.store)
+        streams = await owned_streams(self._context.store, self._context.coordination.owns)
         for scope, stream in streams:
             try:
                 submitted += bool(await self.apply(self._context.store.stream(scope, stream), now))

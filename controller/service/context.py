@@ -10,6 +10,7 @@ from collections.abc import Callable
 from clients.segment_store_client import SegmentStoreClient
 from wire.retry import Backoff
 
+from ..cluster import Coordination
 from ..endpoints import SegmentLocator
 from ..store import MetadataStore
 from .auto_scale_settings import AutoScaleSettings
@@ -50,3 +51,5 @@ class ControllerContext:
     now_ms: Callable[[], int] = wall_clock_ms
     settings: ServiceSettings = dataclasses.field(default_factory=ServiceSettings)
     fault_points: FaultPoints = dataclasses.field(default_factory=FaultPoints)
+    # Which streams' periodic work is this controller's, and leases on work (one controller alone: all of it).
+    coordination: Coordination = dataclasses.field(default_factory=Coordination)

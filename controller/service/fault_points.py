@@ -6,9 +6,18 @@ production nothing is armed and the call does nothing. A test arms a point to ra
 persisted intent (or, for a transaction job, its transaction records) left behind for another
 controller to re-drive. The names are listed in ``POINTS`` so a typo in a test fails loudly
 instead of never firing.
+
+For tests that kill a real controller process in the middle of its work, the environment variable
+``TRIBUTARY_FAULT_STOP`` (comma-separated point names) makes the process stop itself (SIGSTOP) on
+reaching one of those points, so that the test can SIGKILL it exactly there.
 """
 
 from __future__ import annotations
+
+import os
+import signal
+
+STOP_VARIABLE = "TRIBUTARY_FAULT_STOP"
 
 POINTS = frozenset({
     "create.records_written",
@@ -40,8 +49,18 @@ class SimulatedCrash(Exception):
 
 
 class FaultPoints:
-    def __init__(self) -> None:
+    def __init__(self, stops: frozenset[str] = frozenset()) -> None:
         self._armed: dict[str, int] = {}
+        unknown = stops - POINTS
+        if unknown:
+            raise ValueError(f"unknown fault points {sorted(unknown)}")
+        self._stops = stops
+
+    @classmethod
+    def from_environment(cls) -> FaultPoints:
+        """Points that stop the process, from ``TRIBUTARY_FAULT_STOP`` (none when it is unset)."""
+        names = os.environ.get(STOP_VARIABLE, "")
+        return cls(frozenset(name.strip() for name in names.split(",") if name.strip()))
 
     def arm(self, point: str, times: int = 1) -> None:
         """Makes the next ``times`` arrivals at ``point`` raise SimulatedCrash.
@@ -59,6 +78,8 @@ class FaultPoints:
         Raises:
             SimulatedCrash: the point is armed.
         """
+        if point in self._stops:
+            os.kill(os.getpid(), signal.SIGSTOP)  # a test kills the process here
         remaining = self._armed.get(point, 0)
         if remaining > 0:
             self._armed[point] = remaining - 1

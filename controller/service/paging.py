@@ -47,3 +47,8 @@ async def all_streams(store: MetadataStore) -> list[tuple[str, str]]:
             continue
         streams += [(scope, name) for name in names]
     return streams
+
+
+async def owned_streams(store: MetadataStore, owns: Callable[[str, str], bool]) -> list[tuple[str, str]]:
+    """(scope, stream) of every stream whose periodic work is this controller's (``Coordination.owns``)."""
+    return [(scope, stream) for scope, stream in await all_streams(store) if owns(scope, stream)]

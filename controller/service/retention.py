@@ -28,7 +28,7 @@ from ..store import retention as store_retention
 from ..store.records import RetentionPolicy, RetentionType, StreamCutRecord
 from .context import ControllerContext
 from .errors import ServiceError
-from .paging import all_streams
+from .paging import owned_streams
 from .segment_calls import SegmentCalls
 from .truncation import Truncation
 
@@ -63,7 +63,7 @@ class Retention:
     async def run_once(self, now: int) -> int:
         """One round over every stream with a retention policy. Returns how many streams were truncated."""
         truncated = 0
-        for scope, stream in await all_streams(self._context.store):
+        for scope, stream in await owned_streams(self._context.store, self._context.coordination.owns):
             try:
                 truncated += await self.apply(self._context.store.stream(scope, stream), now)
             except (ServiceError, NotFound) as error:

@@ -46,6 +46,7 @@ class ControllerServices:
         self.retention = Retention(context, self.truncation)
         self.auto_scaler = AutoScaler(context, self.scaling, self.runner)
         self._background: list[asyncio.Task] = []
+        self._takeover: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -63,7 +64,13 @@ class ControllerServices:
         self._background = [redrive, loop.create_task(self.runner.redrive_forever()),
                             loop.create_task(self.retention.run_forever()),
                             loop.create_task(self.auto_scaler.run_forever())]
+        self.context.coordination.on_controllers_lost(self._take_over)
         return len(pending)
+
+    def _take_over(self) -> None:
+        """Another controller left the cluster: re-drive what it left in our buckets, now."""
+        if self._background and (self._takeover is None or self._takeover.done()):
+            self._takeover = self.runner.spawn(self.runner.redrive_all())
 
     async def stop(self) -> None:
         for task in self._background:

@@ -3,7 +3,9 @@
 Theory of operation. Every workflow that changes a stream (create, update, scale, truncate, seal,
 delete) runs as ``run(stream, intent, body)``:
 
-1. take the stream's in-process lock, so this controller runs one workflow per stream at a time;
+1. take the stream's in-process lock, so this controller runs one workflow per stream at a time,
+   and the stream's lease (``context.coordination``), so no other controller of a cluster does:
+   while another live controller holds it, wait as for a busy stream;
 2. persist the intent (``store.workflows.begin_workflow``). The intent is created only if absent,
    so it is also the exclusion between controllers. A pending intent of the *same* request is
    adopted (a client retry, or a re-drive); a pending intent of another kind that this runner
@@ -15,18 +17,21 @@ delete) runs as ``run(stream, intent, body)``:
    it: such a workflow cannot complete, and its body undid what needed undoing. Any other failure
    (a crash point, a segment store that is down) leaves the intent for a re-drive.
 
-A controller re-drives on start and then every ``redrive_interval_seconds``: it lists the global
-index of pending intents and runs each intent's handler with the stored payload, which is exactly
-what the original request would have run.
+A controller re-drives on start, every ``redrive_interval_seconds`` and when another controller
+leaves the cluster: it lists the global index of pending intents and, for the streams whose bucket
+it owns and whose lease is free, runs each intent's handler with the stored payload, which is
+exactly what the original request would have run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from ..cluster import WORKFLOW, LeaseBusy, stream_lease_name
 from ..store import AlreadyExists, NotFound, StreamStore
 from ..store.records import WorkflowIntentRecord, WorkflowKind
 from ..store.workflows import begin_workflow, end_workflow, forget_index_entry, get_workflow, list_pending_workflows
@@ -73,7 +78,7 @@ class WorkflowRunner:
         key = (stream.scope, stream.name)
         lock = self._acquire_lock(key)
         try:
-            async with lock:
+            async with lock, self._leased(stream, deadline):
                 await self._begin(stream, intent, deadline)
                 try:
                     result = await body()
@@ -84,6 +89,30 @@ class WorkflowRunner:
                 return result
         finally:
             self._release_lock(key)
+
+    @contextlib.asynccontextmanager
+    async def _leased(self, stream: StreamStore, deadline: float | None) -> AsyncIterator[None]:
+        """Holds the stream's workflow lease, waiting while another controller holds it.
+
+        Raises:
+            ConcurrentWorkflow: it was still held elsewhere at ``deadline``.
+        """
+        coordination = self._context.coordination
+        name = stream_lease_name(stream.scope, stream.name)
+        stack = contextlib.AsyncExitStack()
+
+        async def take() -> None:
+            try:
+                await stack.enter_async_context(coordination.lease(WORKFLOW, name))
+            except LeaseBusy as error:
+                raise StreamBusy(str(error)) from None
+
+        try:
+            await retry_while_busy(take, self._context.settings.stream_busy_backoff, deadline)
+        except StreamBusy as error:
+            raise ConcurrentWorkflow(f"{stream}: another controller runs its workflow ({error})") from None
+        async with stack:
+            yield
 
     async def run_with_timeout(self, stream: StreamStore, intent: WorkflowIntentRecord,
                                body: Callable[[], Awaitable[Result]]) -> Result:
@@ -206,6 +235,8 @@ class WorkflowRunner:
         """
         if streams is None:
             streams = await self.pending_streams()
+        owns = self._context.coordination.owns
+        streams = [(scope, stream) for scope, stream in streams if owns(scope, stream)]
         semaphore = asyncio.Semaphore(REDRIVE_CONCURRENCY_MAX)
 
         async def redrive_one(scope: str, stream: str) -> None:
@@ -226,7 +257,7 @@ class WorkflowRunner:
         stream = self._context.store.stream(scope, stream_name)
         lock = self._acquire_lock(key)
         try:
-            async with lock:
+            async with lock, self._context.coordination.lease(WORKFLOW, stream_lease_name(scope, stream_name)):
                 try:
                     found = await get_workflow(stream)
                 except NotFound:
@@ -235,6 +266,8 @@ class WorkflowRunner:
                     await forget_index_entry(stream.kv, scope, stream_name)
                 elif found[0].kind in self._handlers:
                     await self._drive(stream, found[0])
+        except LeaseBusy:
+            return  # another live controller runs the stream's workflow
         finally:
             self._release_lock(key)
 

@@ -33,7 +33,8 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from ..zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from wire.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+
 from .api import AppendData, DurableDataLog, LogAddress
 from .errors import LogBusy, LogClosed, LogCorrupted, LogError, LogFenced, LogWriteFailed, RecordTooLarge
 from .logstore import protocol as p
@@ -550,23 +551,29 @@ class ReplicatedTier1:
     """What a process needs to run replicated logs: a ZooKeeper session and the replica pool."""
 
     def __init__(self, zk_hosts: str, settings: ReplicationSettings | None = None, root: str = "/tributary",
-                 session_timeout: float = 10.0):
+                 session_timeout: float = 10.0, zk: ZooKeeper | None = None):
+        """``zk``: a session the caller started and stops (a clustered segment store shares its own); else one
+        to ``zk_hosts`` is made, started and stopped here."""
         self.settings = settings or ReplicationSettings()
-        self.zk = ZooKeeper(zk_hosts, session_timeout=session_timeout)
+        self._owns_session = zk is None
+        self.zk = zk if zk is not None else ZooKeeper(zk_hosts, session_timeout=session_timeout)
         self.paths = Paths(root)
         self.pool = ReplicaPool(self.zk, self.paths, self.settings)
 
     async def start(self) -> None:
-        await self.zk.start()
+        if self._owns_session:
+            await self.zk.start()
         try:
             await self.paths.ensure(self.zk)
         except BaseException:
-            await self.zk.stop()
+            if self._owns_session:
+                await self.zk.stop()
             raise
 
     async def stop(self) -> None:
         self.pool.close()
-        await self.zk.stop()
+        if self._owns_session:
+            await self.zk.stop()
 
     def log(self, name: str) -> ReplicatedDurableDataLog:
         return ReplicatedDurableDataLog(name, self.pool)

@@ -24,8 +24,9 @@ from clients.connection import WireConnection, next_request_id
 from clients.errors import ConnectionFailed
 from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.processes import ServerProcess, kill_process
+from tests.support.continuous_writer import assert_all_acknowledged_read_once, run_writer_through
 from tests.support.replicated_processes import LogStores
-from tests.support.sdk import parse_event, read_all, sdk
+from tests.support.sdk import read_all, sdk
 from tests.support.standalone import StandaloneProcess
 from wire import commands as c
 from wire.envelope import envelope_all, split_events
@@ -45,61 +46,6 @@ def replicated_standalone(tmp_path, zk_hosts, *extra) -> StandaloneProcess:
     return StandaloneProcess(tmp_path / "standalone", log_path=tmp_path / "standalone.log", container_count=2,
                              extra_args=["--tier1", "replicated", "--zk", zk_hosts, "--zk-session-timeout", "2",
                                          "--log-level", "info", *extra])
-
-
-class ContinuousWriter:
-    """Writes numbered events with up to ``window`` unacknowledged, noting when each acknowledgement arrives."""
-
-    def __init__(self, client, scope: str, stream: str, window: int = 32):
-        self.client, self.scope, self.stream, self.window = client, scope, stream, window
-        self.acknowledged: list[int] = []
-        self.ack_times: list[float] = []
-        self.stop = asyncio.Event()
-
-    async def run(self) -> None:
-        async with self.client.create_writer(self.scope, self.stream) as writer:
-            in_flight: list[tuple[int, object]] = []
-            number = 0
-            while not self.stop.is_set() or in_flight:
-                if not self.stop.is_set() and len(in_flight) < self.window:
-                    in_flight.append((number, await writer.write(f"k{number % 5}:{number}".encode(),
-                                                                 f"key-{number % 5}")))
-                    number += 1
-                    continue
-                acked_number, ack = in_flight.pop(0)
-                await ack
-                self.acknowledged.append(acked_number)
-                self.ack_times.append(time.monotonic())
-
-    def longest_stall(self, after: float) -> float:
-        times = [t for t in self.ack_times if t >= after]
-        return max((b - a for a, b in zip(times, times[1:])), default=float("inf"))
-
-
-def numbers_of(events) -> list[int]:
-    return [parse_event(event.data)[1] for event in events]
-
-
-async def run_writer_through(client, scope: str, stream: str, fault, seconds: float) -> ContinuousWriter:
-    """Writes for ``seconds`` while ``fault()`` (a coroutine) runs alongside; returns the writer's record."""
-    await client.create_scope(scope)
-    await client.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(2)))
-    writer = ContinuousWriter(client, scope, stream)
-    task = asyncio.ensure_future(writer.run())
-    await asyncio.sleep(1.0)
-    assert writer.acknowledged, "nothing acknowledged before the fault"
-    await fault()
-    await asyncio.sleep(max(0.0, seconds))
-    writer.stop.set()
-    await asyncio.wait_for(task, 60)
-    return writer
-
-
-def assert_all_acknowledged_read_once(acknowledged: list[int], events) -> None:
-    read = sorted(numbers_of(events))
-    assert len(read) == len(set(read)), "an event was read twice"
-    missing = set(acknowledged) - set(read)
-    assert not missing, f"{len(missing)} acknowledged events lost, e.g. {sorted(missing)[:5]}"
 
 
 async def test_a_log_store_killed_under_load_loses_nothing_and_comes_back(tmp_path, zk_hosts, log_stores):

@@ -11,17 +11,15 @@ import pytest
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import run_scenario
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import INTEROP_TARGETS, interop_server
 
 pytestmark = pytest.mark.interop
 SCOPE = "admin-scope"
 
 
-@pytest.fixture
-def standalone(tmp_path):
-    process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
-    yield process
-    process.remove_data()
+@pytest.fixture(params=INTEROP_TARGETS)
+def standalone(request, tmp_path):
+    yield from interop_server(request, tmp_path)
 
 
 def configuration(port: int, stream: str) -> pb.StreamConfig:

@@ -10,17 +10,15 @@ from __future__ import annotations
 import pytest
 
 from tests.support.pravega_driver import run_scenario
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import INTEROP_TARGETS, interop_server
 
 pytestmark = pytest.mark.interop
 DATA_LENGTH = 4096
 
 
-@pytest.fixture
-def standalone(tmp_path):
-    process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
-    yield process
-    process.remove_data()
+@pytest.fixture(params=INTEROP_TARGETS)
+def standalone(request, tmp_path):
+    yield from interop_server(request, tmp_path)
 
 
 def test_byte_stream_write_seek_read_truncate(standalone, tmp_path):

@@ -10,17 +10,15 @@ import time
 import pytest
 
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import INTEROP_TARGETS, interop_server
 
 pytestmark = pytest.mark.interop
 MIB = 1024 * 1024
 
 
-@pytest.fixture
-def standalone(tmp_path):
-    process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
-    yield process
-    process.remove_data()
+@pytest.fixture(params=INTEROP_TARGETS)
+def standalone(request, tmp_path):
+    yield from interop_server(request, tmp_path)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
-from tests.support.standalone import StandaloneProcess
+from tests.support.standalone import INTEROP_TARGETS, interop_server
 from wire import naming
 
 pytestmark = pytest.mark.interop
@@ -21,11 +21,9 @@ SCOPE, STREAM = "scaling", "live"
 COUNT, KEYS = 24_000, 16
 
 
-@pytest.fixture
-def standalone(tmp_path):
-    process = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "standalone.log").start()
-    yield process
-    process.remove_data()
+@pytest.fixture(params=INTEROP_TARGETS)
+def standalone(request, tmp_path):
+    yield from interop_server(request, tmp_path)
 
 
 def scale(stub, sealed: list[int], ranges: list[tuple[float, float]]) -> None:

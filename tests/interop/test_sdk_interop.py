@@ -12,14 +12,14 @@ import pytest
 from clients.model import ScalingPolicy, StreamConfiguration, TransactionState
 from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.sdk import event_of, parse_event, sdk, write_keyed
-from tests.support.standalone import serve
+from tests.support.standalone import INTEROP_TARGETS, interop_server
 
 pytestmark = pytest.mark.interop
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    yield from serve(tmp_path_factory, "sdk-interop")
+@pytest.fixture(scope="module", params=INTEROP_TARGETS)
+def standalone(request, tmp_path_factory):
+    yield from interop_server(request, tmp_path_factory.mktemp("sdk-interop"))
 
 
 async def _read_everything(uri: str, scope: str, stream: str, group: str) -> list:

@@ -51,3 +51,23 @@ def serve(tmp_path_factory, name: str, **options):
         yield process
     finally:
         process.remove_data()
+
+
+INTEROP_TARGETS = ("standalone", "cluster")  # what the interop tests run against (``interop_server``)
+
+
+def interop_server(request, home, name: str = "server"):
+    """A started server for an interop fixture parametrised over ``INTEROP_TARGETS`` (``yield from
+    interop_server(request, ...)``): a standalone, or a cluster (3 log stores, 2 segment stores, 2 controllers
+    on the session's ZooKeeper: tests/support/cluster.py) that must behave the same to the real client;
+    removed afterwards."""
+    from tests.support.cluster import ClusterTarget
+
+    home.mkdir(parents=True, exist_ok=True)
+    server = (StandaloneProcess(home / "data", log_path=home / f"{name}.log") if request.param == "standalone"
+              else ClusterTarget(home / "cluster", request.getfixturevalue("zookeeper")))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.remove_data()

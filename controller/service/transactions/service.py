@@ -10,7 +10,10 @@ Theory of operation. The operations only change transaction records (compare-and
 * the *timer loop* aborts OPEN transactions whose abort deadline (``rules``) has passed, and every
   ``sweep_interval_ms`` re-examines every stream of the transaction index (``stream_index``):
   re-arms lease deadlines, restarts unfinished work, purges completed records past their
-  retention and drops streams without any transaction record from the index.
+  retention and drops streams without any transaction record from the index. In a cluster a
+  controller sweeps the streams whose bucket it owns (``context.coordination``), and sweeps them
+  at once, restarting their commit workers, when another controller leaves: that one's work
+  (its commit workers' leases went with it) is taken over.
 
 Everything durable is in the store, so ``start`` on a fresh process re-drives whatever an earlier
 one left: it sweeps every indexed stream at once, re-arming every OPEN transaction's deadline
@@ -105,6 +108,7 @@ class TransactionService:
         self._deadlines: list[tuple[int, str, str, uuid.UUID]] = []  # heap; stale entries are skipped
         self._deadline_of: dict[tuple[str, str, uuid.UUID], int] = {}
         self._timer: asyncio.Task | None = None
+        self._takeover: asyncio.Task | None = None
         self._running = False
 
     def __repr__(self) -> str:
@@ -120,14 +124,27 @@ class TransactionService:
         self._running = True
         await self.sweep(self.context.now_ms(), redrive=True)
         self._timer = asyncio.create_task(self._run_timer(), name="transaction-timer")
+        self.context.coordination.on_controllers_lost(self._take_over)
+
+    def _take_over(self) -> None:
+        """Another controller left: sweep our buckets now, restarting commit workers (in the background)."""
+        if self._running and (self._takeover is None or self._takeover.done()):
+            self._takeover = asyncio.get_running_loop().create_task(self._sweep_now(), name="transaction-takeover")
+
+    async def _sweep_now(self) -> None:
+        try:
+            await self.sweep(self.context.now_ms(), redrive=True)
+        except Exception:
+            log.exception("sweep after a controller left failed")
 
     async def stop(self) -> None:
         """Cancels the timer and every worker (their steps are durable and resumable)."""
         self._running = False
-        if self._timer is not None:
-            self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
-            self._timer = None
+        for task in (self._timer, self._takeover):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._timer = self._takeover = None
         await self._workers.stop()
 
     async def drain(self) -> None:
@@ -341,8 +358,10 @@ class TransactionService:
     async def sweep(self, now: int, redrive: bool = False) -> None:
         """Re-examines every indexed stream (see the module docstring). ``redrive`` also restarts the
         commit worker of every stream, to finish a batch or a state reset cut short by a crash."""
-        kv = self.context.store.kv
+        kv, owns = self.context.store.kv, self.context.coordination.owns
         for scope, name in await all_pages(lambda token: stream_index.list_streams(kv, token), b""):
+            if not owns(scope, name):
+                continue
             try:
                 await self._sweep_stream(scope, name, now, redrive)
             except (StoreError, ClientError, OSError):

@@ -7,6 +7,11 @@ sweep asks again) when the stream is gone or sealed under it, or on any other fa
 Requesting work for a stream whose commit worker is running makes that worker look once more
 before it exits, so a commit request is never lost between its batch check and its exit.
 Cancelling a worker is safe at any await: every step of a job is durable and re-runnable.
+
+A stream's commit worker holds the stream's commits lease (``context.coordination``): in a
+cluster, while another live controller commits the stream's transactions, this one's worker
+exits at once and leaves them to it (the sweep of the stream's bucket owner looks again later,
+and at once when a controller leaves the cluster).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from wire.retry import retry
 
+from ...cluster import COMMITS, LeaseBusy, stream_lease_name
 from ...store import NotFound
 from ..context import ControllerContext
 from ..retries import is_transient
@@ -50,9 +56,7 @@ class TransactionWorkers:
         if task is not None and not task.done():
             self._commit_again.add(key)
             return
-        self._commits[key] = asyncio.create_task(self._run(self._commits, key, f"commits of {scope}/{name}",
-                                                           lambda: self._commit_step(key)),
-                                                 name=f"transaction-commit {scope}/{name}")
+        self._commits[key] = asyncio.create_task(self._run_commits(key), name=f"transaction-commit {scope}/{name}")
 
     def request_abort(self, scope: str, name: str, transaction_id: uuid.UUID) -> None:
         key = (scope, name, transaction_id)
@@ -91,6 +95,16 @@ class TransactionWorkers:
         await abort_transaction(self.context, self.context.store.stream(scope, name), transaction_id,
                                 self.context.now_ms())
         return True
+
+    async def _run_commits(self, key: StreamKey) -> None:
+        try:
+            async with self.context.coordination.lease(COMMITS, stream_lease_name(*key)):
+                await self._run(self._commits, key, f"commits of {key[0]}/{key[1]}", lambda: self._commit_step(key))
+        except LeaseBusy as error:
+            log.info("commits of %s/%s are another controller's now: %s", key[0], key[1], error)
+        finally:
+            if self._commits.get(key) is asyncio.current_task():
+                del self._commits[key]
 
     async def _run(self, registry: dict, key, description: str, step: Callable[[], Awaitable[bool]]) -> None:
         """Runs ``step`` until it reports done; each step retries transient failures with a fresh back-off."""

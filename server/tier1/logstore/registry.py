@@ -18,7 +18,7 @@ import json
 import logging
 import time
 
-from ...zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from wire.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 log = logging.getLogger("tributary.logstore.registry")
 

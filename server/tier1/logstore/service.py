@@ -14,7 +14,8 @@ import asyncio
 import logging
 import os
 
-from ...zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from wire.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
+
 from .chain import LogChain
 from .registry import DEFAULT_ROOT, Paths, Registration
 from .store import LogStore

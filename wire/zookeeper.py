@@ -105,23 +105,35 @@ class ZooKeeper:
 
     # ------------------------------------------------------------------ calls
 
-    async def get(self, path: str) -> tuple[bytes, int]:
-        """``(data, version)``; raises NoNodeError."""
-        data, stat = await self._call(self._client.get_async, path)
+    async def get(self, path: str, watch: Callable[[], None] | None = None) -> tuple[bytes, int]:
+        """``(data, version)``; raises NoNodeError. ``watch`` (see ``get_children``) fires once when the
+        znode's data changes or it is deleted."""
+        data, stat = await self._call(self._client.get_async, path, self._watcher(watch))
         return data, stat.version
 
-    async def get_children(self, path: str) -> list[str]:
-        return await self._call(self._client.get_children_async, path)
+    async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
+        """The child names. ``watch`` is called once, on the loop, when the children change next (or the
+        znode goes, or the session is lost): ZooKeeper watches are one-shot, and one lost with a
+        connection never fires, so callers also look again now and then."""
+        children: list[str] = await self._call(self._client.get_children_async, path, self._watcher(watch))
+        return children
 
-    async def exists(self, path: str) -> bool:
-        return await self._call(self._client.exists_async, path) is not None
+    async def exists(self, path: str, watch: Callable[[], None] | None = None) -> bool:
+        return await self._call(self._client.exists_async, path, self._watcher(watch)) is not None
+
+    async def set(self, path: str, data: bytes) -> int:
+        """Writes ``data`` whatever the version; returns the new version. Raises NoNodeError."""
+        stat = await self._call(self._client.set_async, path, data, -1)
+        version: int = stat.version
+        return version
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
                      makepath: bool = False) -> str:
         """Creates a znode and returns its path. Raises NodeExistsError (also when a retry finds the
         node the lost first attempt made: callers that retry creates use unique names or check)."""
-        return await self._call(self._client.create_async, path, data, ephemeral=ephemeral, sequence=sequence,
-                                makepath=makepath)
+        created: str = await self._call(self._client.create_async, path, data, ephemeral=ephemeral,
+                                        sequence=sequence, makepath=makepath)
+        return created
 
     async def ensure_path(self, path: str) -> None:
         await self._call(self._client.ensure_path_async, path)
@@ -138,7 +150,8 @@ class ZooKeeper:
             if current == data and current_version == version + 1:
                 return current_version
             raise BadVersionError() from None
-        return stat.version
+        new_version: int = stat.version
+        return new_version
 
     async def delete(self, path: str, version: int = -1) -> None:
         """Deletes a znode; a node already gone counts as deleted."""
@@ -146,6 +159,18 @@ class ZooKeeper:
             await self._call(self._client.delete_async, path, version)
         except NoNodeError:
             pass
+
+    def _watcher(self, callback: Callable[[], None] | None) -> Callable[[Any], None] | None:
+        """A kazoo watch (called on kazoo's thread) that calls ``callback`` on the loop."""
+        if callback is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def fire(_event: Any) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(callback)
+
+        return fire
 
     async def _call(self, method: Callable[..., Any], *args: Any, retried: Callable[[], bool] | None = None,
                     **kwargs: Any) -> Any:
@@ -167,7 +192,7 @@ class ZooKeeper:
                     raise _AppliedOnRetry() from None
                 raise
 
-    def _bridge(self, result: Any) -> asyncio.Future:
+    def _bridge(self, result: Any) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -199,11 +224,11 @@ class _AppliedOnRetry(Exception):
     """A retried conditional write met a version conflict: maybe its first attempt was applied."""
 
 
-def _set_result(future: asyncio.Future, value: Any) -> None:
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
 
 
-def _set_exception(future: asyncio.Future, error: BaseException) -> None:
+def _set_exception(future: asyncio.Future[Any], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)

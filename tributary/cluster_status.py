@@ -1,0 +1,113 @@
+"""``tributary status``: what a cluster runs, read from ZooKeeper (docs/cluster.md).
+
+One line per process: each segment store (the containers it serves, those it is recovering, and
+those the map gives it that it does not run yet), each controller (the leader marked), each log
+store; then one line for containers no live store serves. The exit status says whether every
+container is served by the store the map assigns it to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from server.tier1.logstore.registry import Paths as LogPaths
+from server.tier1.logstore.registry import live_logstores
+from wire.cluster import ClusterPaths, ClusterSettings, ContainerMap, ControllerRegistration, StoreRegistration
+from wire.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
+
+SERVING, NOT_SERVING, UNREACHABLE = 0, 1, 2
+
+
+async def read_cluster(zk: ZooKeeper, root: str) -> dict:
+    """The cluster as a JSON-able document."""
+    paths = ClusterPaths(root)
+    try:
+        settings = ClusterSettings.from_json((await zk.get(paths.settings))[0])
+    except NoNodeError:
+        return {"container_count": 0, "segment_stores": {}, "controllers": {}, "leader": None, "log_stores": {},
+                "unserved": []}
+    try:
+        container_map = ContainerMap.from_json((await zk.get(paths.container_map))[0])
+    except NoNodeError:
+        container_map = ContainerMap()
+    stores: dict[str, dict] = {}
+    for store in await zk.get_children(paths.segment_stores):
+        try:
+            registration = StoreRegistration.from_json((await zk.get(paths.segment_store(store)))[0])
+        except (NoNodeError, ValueError):
+            continue
+        assigned = sorted(container_map.containers_of(store))
+        stores[store] = {"serving": sorted(registration.containers), "starting": sorted(registration.starting),
+                         "assigned": assigned,
+                         "waiting": sorted(set(assigned) - set(registration.containers) - set(registration.starting))}
+    controllers: dict[str, dict] = {}
+    for controller in await zk.get_children(paths.controllers):
+        try:
+            known = ControllerRegistration.from_json((await zk.get(paths.controller(controller)))[0])
+        except (NoNodeError, ValueError):
+            continue
+        controllers[controller] = {"address": f"{known.host}:{known.port}"}
+    leader = None
+    candidates = sorted(await zk.get_children(paths.leader))
+    if candidates:
+        try:
+            leader = (await zk.get(f"{paths.leader}/{candidates[0]}"))[0].decode()
+        except NoNodeError:
+            pass
+    log_stores = {replica: f"{host}:{port}" for replica, (host, port) in
+                  (await live_logstores(zk, LogPaths(root))).items()} if await zk.exists(LogPaths(root).logstores) \
+        else {}
+    unserved = [container for container in range(settings.container_count)
+                if container not in stores.get(container_map.owners.get(container, ""), {}).get("serving", [])]
+    return {"container_count": settings.container_count, "segment_stores": stores, "controllers": controllers,
+            "leader": leader, "log_stores": log_stores, "unserved": unserved}
+
+
+def describe(cluster: dict) -> list[str]:
+    lines = []
+    for store, state in sorted(cluster["segment_stores"].items()):
+        line = f"segment store {store}: serving containers {_list(state['serving'])}"
+        if state["starting"]:
+            line += f", recovering {_list(state['starting'])}"
+        if state["waiting"]:
+            line += f", assigned but not started {_list(state['waiting'])}"
+        lines.append(line)
+    for controller, state in sorted(cluster["controllers"].items()):
+        role = " (leader)" if controller == cluster["leader"] else ""
+        lines.append(f"controller {controller} at {state['address']}: serving{role}")
+    for replica, address in sorted(cluster["log_stores"].items()):
+        lines.append(f"log store {replica} at {address}: serving")
+    if not cluster["container_count"]:
+        lines.append("no cluster here: nothing has registered under this root")
+    elif cluster["unserved"]:
+        lines.append(f"NOT SERVED: containers {_list(cluster['unserved'])} of {cluster['container_count']}")
+    else:
+        lines.append(f"all {cluster['container_count']} containers served")
+    return lines
+
+
+async def print_status(zk_hosts: str, root: str, as_json: bool, echo: Callable[[str], None]) -> int:
+    zk = ZooKeeper(zk_hosts, session_timeout=5.0, operation_timeout=5.0)
+    try:
+        await zk.start(timeout=5.0)
+    except ZooKeeperUnavailable as error:
+        echo(f"error: {error}")
+        return UNREACHABLE
+    try:
+        cluster = await read_cluster(zk, root)
+    except ZooKeeperUnavailable as error:
+        echo(f"error: {error}")
+        return UNREACHABLE
+    finally:
+        await zk.stop()
+    if as_json:
+        echo(json.dumps(cluster, sort_keys=True))
+    else:
+        for line in describe(cluster):
+            echo(line)
+    return SERVING if cluster["container_count"] and not cluster["unserved"] else NOT_SERVING
+
+
+def _list(containers: list[int]) -> str:
+    return ",".join(map(str, containers)) if containers else "none"
