@@ -4,6 +4,9 @@ Every flow reconnects the same way after a lost connection or a WrongHost: look
 the segment's endpoint up, get a connection from its owner's cache, open the
 flow on it, and, if any of that fails with a retriable error, try again after
 the next delay of its backoff policy. :class:`FlowAttacher` is that loop, once.
+A store that cannot be reached at all (it died, and its containers are moving to
+another) makes the attacher forget the segment's cached endpoint, so the next
+attempt asks the controller where the segment lives now.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ class FlowAttacher:
     def __init__(self, segment: str, request_id: int, flow: Flow, *, endpoint_of: EndpointResolver,
                  connection_for: ConnectionFactory, policy: Backoff,
                  on_attached: Callable[[WireConnection], None], on_failed: Callable[[BaseException], None],
-                 purpose: str):
+                 purpose: str, forget_endpoint: Callable[[str], None] = lambda _segment: None):
         self._segment = segment
         self._request_id = request_id
         self._flow = flow
         self._endpoint_of = endpoint_of
+        self._forget_endpoint = forget_endpoint
         self._connection_for = connection_for
         self._policy = policy
         self._on_attached = on_attached
@@ -75,7 +79,11 @@ class FlowAttacher:
             await asyncio.sleep(delay)
         try:
             endpoint = await self._endpoint_of(self._segment)
-            connection = await self._connection_for(endpoint)
+            try:
+                connection = await self._connection_for(endpoint)
+            except ConnectionFailed:
+                self._forget_endpoint(self._segment)  # ask the controller again next time
+                raise
             connection.open_flow(self._request_id, self._flow)
         except asyncio.CancelledError:
             raise

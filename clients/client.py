@@ -48,7 +48,8 @@ class Client(StreamManagement, ReaderGroupManagement):
         self._stores = SegmentStores(self._controller, cache_seconds=self.config.endpoint_cache_seconds,
                                      request_timeout=self.config.request_timeout_seconds,
                                      connect_timeout=self.config.connect_timeout_seconds,
-                                     keepalive_seconds=self.config.keepalive_seconds)
+                                     keepalive_seconds=self.config.keepalive_seconds,
+                                     retry_policy=self.config.segment_store_retry)
         self._closed = False
         self._children: weakref.WeakSet[_Closeable] = weakref.WeakSet()
 

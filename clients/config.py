@@ -37,6 +37,10 @@ class ClientConfig:
     controller_retry: Backoff = dataclasses.field(default_factory=lambda: Backoff(
         initial_seconds=0.01, multiplier=3.0, max_delay_seconds=2.0, attempts=None, total_seconds=30.0))
     controller_rpc_timeout_seconds: float = 120.0
+    # Bounds every raw segment-store call (stream management, reader-group state): long enough to ride out a
+    # segment store's failover in a cluster (its containers recovered elsewhere within seconds).
+    segment_store_retry: Backoff = dataclasses.field(default_factory=lambda: Backoff(
+        initial_seconds=0.01, multiplier=3.0, max_delay_seconds=1.0, attempts=None, total_seconds=30.0))
     request_timeout_seconds: float = 30.0
     connect_timeout_seconds: float = 10.0
     endpoint_cache_seconds: float = 60.0

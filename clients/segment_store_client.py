@@ -60,12 +60,12 @@ class SegmentStoreClient:
     def __init__(self, endpoint_for: EndpointFor, *,
                  attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
                  on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0,
-                 keepalive_seconds: float | None = None):
+                 keepalive_seconds: float | None = None, retry_policy: Backoff | None = None):
         self._endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] = (
             endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for))
         self._connections = ConnectionCache(connect_timeout, keepalive_seconds)
-        self._retry = Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
-                              attempts=attempts, jitter=0.0)
+        self._retry = retry_policy or Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
+                                              attempts=attempts, jitter=0.0)
         self._timeout = request_timeout
         self._on_wrong_host = on_wrong_host
 
@@ -84,7 +84,12 @@ class SegmentStoreClient:
             endpoint = self._endpoint_for(segment)
             if not isinstance(endpoint, tuple):
                 endpoint = await endpoint
-            connection = await self._connections.get(endpoint)
+            try:
+                connection = await self._connections.get(endpoint)
+            except errors.ConnectionFailed:
+                if self._on_wrong_host is not None:  # the store is gone: ask where the segment lives now
+                    self._on_wrong_host(segment)
+                raise
             reply = await connection.request(make_request(next_request_id()), self._timeout)
             if isinstance(reply, wc.WrongHost) and self._on_wrong_host is not None:
                 self._on_wrong_host(segment)

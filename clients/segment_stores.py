@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from wire import naming
+from wire.retry import Backoff
 
 from .connection import ConnectionCache, Endpoint
 from .controller_client import Controller
@@ -33,7 +34,8 @@ class SegmentStores:
     """Endpoint lookup with a cache, plus the shared raw-call client."""
 
     def __init__(self, controller: Controller, *, cache_seconds: float = 60.0,
-                 request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 10.0):
+                 request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 10.0,
+                 retry_policy: Backoff | None = None):
         self._controller = controller
         self._connect_timeout = connect_timeout
         self._keepalive = keepalive_seconds
@@ -41,7 +43,7 @@ class SegmentStores:
         self._endpoints: dict[str, tuple[Endpoint, float]] = {}
         self.raw = SegmentStoreClient(self.endpoint_of, request_timeout=request_timeout,
                                       on_wrong_host=self.forget, connect_timeout=connect_timeout,
-                                      keepalive_seconds=keepalive_seconds)
+                                      keepalive_seconds=keepalive_seconds, retry_policy=retry_policy)
 
     async def endpoint_of(self, name: str) -> Endpoint:
         """The segment store that owns segment ``name`` (a qualified stream, transaction or table segment name)."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from clients.segment_store_client import SegmentStoreClient
+from wire.retry import Backoff
 
 from .endpoints import Endpoint, SegmentLocator
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tributary.controller")
 SHUTDOWN_GRACE_SECONDS = 2.0
+CLUSTER_SEGMENT_CALLS = Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=1.0, attempts=None,
+                                total_seconds=20.0)
 
 
 class ContainerCountMismatch(Exception):
@@ -92,7 +95,9 @@ class ControllerApp:
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.on_session_lost(self._session_lost)
-        self.client = SegmentStoreClient(self.locator.endpoint_for)
+        # In a cluster, calls ride out a segment store's failover (its containers move within seconds).
+        self.client = SegmentStoreClient(self.locator.endpoint_for,
+                                         retry_policy=CLUSTER_SEGMENT_CALLS if self.cluster is not None else None)
         if self._verify_with is not None:
             await self._verify_container_count(self.client, self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))

@@ -320,7 +320,8 @@ class AppendPipeline:
             self._attacher = FlowAttacher(self._segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
                                           connection_for=self._connections.get, policy=self._retry,
                                           on_attached=self._attached, purpose="append",
-                                          on_failed=lambda error: self._end(error, State.FAILED))
+                                          on_failed=lambda error: self._end(error, State.FAILED),
+                                          forget_endpoint=self._stores.forget)
         self._attacher.attach(delay)
 
     def _attached(self, connection: WireConnection) -> None:

@@ -361,7 +361,8 @@ class ByteStreamReader:
         if self._attacher is None:
             self._attacher = FlowAttacher(self._segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
                                           connection_for=self._connections.get, policy=self._retry,
-                                          on_attached=self._attached, on_failed=self._fail, purpose="read")
+                                          on_attached=self._attached, on_failed=self._fail, purpose="read",
+                                          forget_endpoint=self._stores.forget)
         self._attacher.attach(delay)
 
     def _attached(self, connection: WireConnection) -> None:

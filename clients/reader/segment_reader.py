@@ -117,7 +117,8 @@ class SegmentReader:
         self._connection: WireConnection | None = None
         self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
                                       connection_for=owner.connection, policy=owner.config.retry,
-                                      on_attached=self._attached, on_failed=self._failed, purpose="read")
+                                      on_attached=self._attached, on_failed=self._failed, purpose="read",
+                                      forget_endpoint=owner.forget_endpoint)
         self._closed = False
         self.large_remaining = 0  # bytes of a large event still to hand out as chunks
 

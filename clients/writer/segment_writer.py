@@ -153,7 +153,8 @@ class SegmentWriter:
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
                                       connection_for=owner.connection, policy=owner.config.retry,
-                                      on_attached=self._attached, on_failed=self._fail, purpose="append")
+                                      on_attached=self._attached, on_failed=self._fail, purpose="append",
+                                      forget_endpoint=owner.forget_endpoint)
 
     def __repr__(self) -> str:
         return (f"<SegmentWriter {self.segment} {self._state.value} inflight={len(self._inflight)} "
