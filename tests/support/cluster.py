@@ -90,6 +90,7 @@ class Cluster:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Cluster:
+        self.home.mkdir(parents=True, exist_ok=True)
         if self.zookeeper is None:
             self.zookeeper = ZooKeeperServer(self.home / "zookeeper").start()
         self.zk_hosts = fresh_chroot(self.zookeeper)
