@@ -123,7 +123,8 @@ def segmentstore(log_level, **options) -> None:
               show_default=True, help="Directory of the journal (and the replica's identity).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=12400, show_default=True, type=click.IntRange(0, 65535), help="Log store port.")
-@click.option("--advertise-host", default=None, help="Address writers use to reach it [default: --host].")
+@click.option("--advertise-address", "--advertise-host", "advertise_host", default=None,
+              help="Address writers use to reach it [default: --host].")
 @click.option("--zk", "zk_hosts", required=True, help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot].")
 @click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
 @click.option("--gc-interval", default=60.0, show_default=True, type=click.FloatRange(0.1),
@@ -135,7 +136,7 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
     """Run one log store: a replica of the replicated Tier-1 log (a "bookie")."""
     logs.configure(log_level)
     if advertise_host is None and host in ("0.0.0.0", "::", ""):
-        raise click.UsageError("listening on a wildcard address needs --advertise-host (the address writers use)")
+        raise click.UsageError("listening on a wildcard address needs --advertise-address (the address writers use)")
     _run_or_exit(_serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
                                  journal_mib * 1024 * 1024))
 

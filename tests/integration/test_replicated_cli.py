@@ -43,7 +43,7 @@ def test_a_bad_log_quorum_is_a_usage_error(tmp_path):
 
 def test_a_log_store_on_a_wildcard_address_needs_an_advertised_one(tmp_path):
     result = run("logstore", "--data-dir", str(tmp_path), "--host", "0.0.0.0", "--zk", "127.0.0.1:1")
-    assert result.returncode == 2 and "--advertise-host" in result.stderr
+    assert result.returncode == 2 and "--advertise-address" in result.stderr
 
 
 def test_a_log_store_registers_and_leaves_on_sigterm(tmp_path, zk_hosts):
