@@ -77,22 +77,30 @@ class Bars:
         return 1 if self.missed else 0
 
 
-def run_benchmark(title: str, description: str, one_run: Callable[[pathlib.Path, float, Figures], None],
-                  judge: Callable[[Figures], Bars]) -> None:
+def run_benchmark(title: str, description: str, one_run: Callable[..., None],
+                  judge: Callable[[Figures], Bars], add_options: Callable[[argparse.ArgumentParser], None] | None = None,
+                  seconds: float = 3.0) -> None:
     """The usual ``main``: ``--seconds``, ``--runs`` and ``--dir`` options, ``one_run(scratch, seconds, figures)``
-    per run in a fresh scratch directory on the disk under test, then the figures, the bars and the exit status."""
+    per run in a fresh scratch directory on the disk under test, then the figures, the bars and the exit status.
+    A benchmark with options of its own adds them with ``add_options`` and gets the parsed arguments as a
+    fourth argument of ``one_run``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput phase")
+    parser.add_argument("--seconds", type=float, default=seconds, help="duration of each throughput phase")
     parser.add_argument("--runs", type=int, default=1, help="repetitions (figures reported as min/median/max)")
     parser.add_argument("--dir", type=pathlib.Path, default=pathlib.Path(__file__).resolve().parents[2] / ".bench",
                         help="scratch directory (on the disk under test)")
+    if add_options is not None:
+        add_options(parser)
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     figures = Figures()
     for run in range(args.runs):
         scratch = pathlib.Path(tempfile.mkdtemp(dir=args.dir))
         try:
-            one_run(scratch, args.seconds, figures)
+            if add_options is not None:
+                one_run(scratch, args.seconds, figures, args)
+            else:
+                one_run(scratch, args.seconds, figures)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         print(f"run {run + 1} of {args.runs} done", file=sys.stderr)

@@ -11,7 +11,10 @@ from tests.support.sdk import parse_event
 
 
 class ContinuousWriter:
-    """Writes numbered events with up to ``window`` unacknowledged, noting when each acknowledgement arrives."""
+    """Writes numbered events with up to ``window`` unacknowledged, noting when each acknowledgement arrives.
+    Event n is ``k<n % KEYS>:<n>`` with routing key ``key-<n % KEYS>``."""
+
+    KEYS = 5
 
     def __init__(self, client, scope: str, stream: str, window: int = 32):
         self.client, self.scope, self.stream, self.window = client, scope, stream, window
@@ -25,8 +28,8 @@ class ContinuousWriter:
             number = 0
             while not self.stop.is_set() or in_flight:
                 if not self.stop.is_set() and len(in_flight) < self.window:
-                    in_flight.append((number, await writer.write(f"k{number % 5}:{number}".encode(),
-                                                                 f"key-{number % 5}")))
+                    key = number % self.KEYS
+                    in_flight.append((number, await writer.write(f"k{key}:{number}".encode(), f"key-{key}")))
                     number += 1
                     continue
                 acked_number, ack = in_flight.pop(0)
