@@ -245,3 +245,31 @@ async def test_a_controller_killed_in_a_commit_is_completed_by_the_other(tmp_pat
             await writer.commit_transaction(transaction.id, wait=True, timeout_seconds=60)
             (events,) = await read_all(client, "txn", "s", "check")
             check_each_once_in_key_order([event.data for event in events], 100, 4)
+
+
+async def test_a_controller_paused_past_its_session_comes_back_and_serves(cluster):
+    """A controller SIGSTOPped longer than its session: the other takes its buckets (and leads, if it led);
+    SIGCONTed, it registers again under a new session, restarts its work and serves requests."""
+    paused = cluster.controllers[0]
+    cluster.pause(paused.process)
+    try:
+        deadline = time.monotonic() + 30
+        while len(cluster.status()[1]["controllers"]) != 1:
+            assert time.monotonic() < deadline, "the paused controller's registration did not go"
+            await asyncio.sleep(0.2)
+        async with sdk.connect(cluster.controllers[1].uri) as client:  # the other serves meanwhile
+            await client.create_scope("paused")
+            await client.create_stream("paused", "during", StreamConfiguration(ScalingPolicy.fixed(2)))
+    finally:
+        cluster.resume(paused.process)
+    deadline = time.monotonic() + 30
+    while len((state := cluster.status()[1])["controllers"]) != 2:
+        assert time.monotonic() < deadline, f"the resumed controller did not register again: {state}"
+        await asyncio.sleep(0.2)
+    async with sdk.connect(paused.uri) as client:
+        await client.create_stream("paused", "after", StreamConfiguration(ScalingPolicy.fixed(2)))
+        async with client.create_writer("paused", "after") as writer:
+            await asyncio.gather(*[await writer.write(b"event", f"key-{n}") for n in range(20)])
+        (events,) = await read_all(client, "paused", "after", "check")
+        assert len(events) == 20
+        assert sorted([name async for name in client.list_streams("paused")]) == ["after", "during"]
