@@ -263,8 +263,9 @@ async def test_a_controller_paused_past_its_session_comes_back_and_serves(cluste
     finally:
         cluster.resume(paused.process)
     deadline = time.monotonic() + 30
-    while len((state := cluster.status()[1])["controllers"]) != 2:
-        assert time.monotonic() < deadline, f"the resumed controller did not register again: {state}"
+    while len((state := cluster.status()[1])["controllers"]) != 2 or \
+            "controller work restarted under a new ZooKeeper session" not in paused.log_path.read_text():
+        assert time.monotonic() < deadline, f"the resumed controller did not register again and restart: {state}"
         await asyncio.sleep(0.2)
     async with sdk.connect(paused.uri) as client:
         await client.create_stream("paused", "after", StreamConfiguration(ScalingPolicy.fixed(2)))
