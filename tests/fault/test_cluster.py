@@ -44,9 +44,13 @@ def cluster(tmp_path, zookeeper):
         yield running
 
 
-async def start_writing(client, scope: str, stream: str, segments: int = 4) -> tuple[ContinuousWriter, asyncio.Task]:
+async def create_stream(client, scope: str, stream: str, segments: int) -> None:
     await client.create_scope(scope)
     await client.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(segments)))
+
+
+async def start_writing(client, scope: str, stream: str, segments: int = 4) -> tuple[ContinuousWriter, asyncio.Task]:
+    await create_stream(client, scope, stream, segments)
     writer = ContinuousWriter(client, scope, stream)
     task = asyncio.ensure_future(writer.run())
     deadline = time.monotonic() + 30
@@ -122,8 +126,7 @@ async def test_a_zombie_segment_store_changes_nothing_and_drops_its_containers(c
     zombie = cluster.segment_stores[0]
     zombie_id = cluster.store_id(zombie)
     async with sdk.connect(cluster.controllers[0].uri) as client:
-        await client.create_scope("zombie")
-        await client.create_stream("zombie", "s", StreamConfiguration(ScalingPolicy.fixed(8)))
+        await create_stream(client, "zombie", "s", 8)
         owned_before = {container for container, owner in cluster.owners().items() if owner == zombie_id}
         container = min(owned_before)
         segment = segment_of_container(container, cluster.containers, "zombie", "s", 8)
@@ -196,8 +199,7 @@ async def test_a_controller_killed_in_a_scale_is_completed_by_the_other(tmp_path
     with Cluster(tmp_path, zookeeper=zookeeper, controllers=1) as cluster:
         doomed = cluster.add_controller(env={"TRIBUTARY_FAULT_STOP": "scale.epoch_written"})
         async with sdk.connect(cluster.controllers[0].uri) as client:
-            await client.create_scope("scaling")
-            await client.create_stream("scaling", "s", StreamConfiguration(ScalingPolicy.fixed(2)))
+            await create_stream(client, "scaling", "s", 2)
             async with client.create_writer("scaling", "s") as writer:
                 await asyncio.gather(*[await writer.write(b"before", f"key-{n}") for n in range(50)])
         async with grpc.aio.insecure_channel(doomed.endpoint) as channel:
@@ -226,8 +228,7 @@ async def test_a_controller_killed_in_a_commit_is_completed_by_the_other(tmp_pat
     with Cluster(tmp_path, zookeeper=zookeeper, controllers=1) as cluster:
         doomed = cluster.add_controller(env={"TRIBUTARY_FAULT_STOP": "commit.merge"})
         async with sdk.connect(cluster.controllers[0].uri) as client:
-            await client.create_scope("txn")
-            await client.create_stream("txn", "s", StreamConfiguration(ScalingPolicy.fixed(2)))
+            await create_stream(client, "txn", "s", 2)
         doomed_client = sdk.connect(doomed.uri)
         try:
             transactional = doomed_client.create_transactional_writer("txn", "s")
