@@ -13,6 +13,8 @@ three steps before the servicer sees it:
    counted too. Anything it raises unexpectedly is a genuine internal error and is still logged
    by grpcio with its traceback.
 
+Every call, refused or not, is also counted by status code and timed (``metrics.measured``).
+
 Every refusal is counted in a ``BadRequestLog``, which writes at most one warning line per
 ``interval_seconds`` summarising how many requests were refused, for which RPCs, with one
 example reason. A client sending garbage cannot flood the log.
@@ -31,6 +33,7 @@ import grpc
 from clients.grpc_api import controller_pb2 as pb
 
 from .api_validation import Rejection, validate
+from .metrics import measured
 
 log = logging.getLogger("tributary.controller")
 SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
@@ -156,7 +159,8 @@ def add_guarded_servicer(servicer, server: grpc.aio.Server, bad_requests: BadReq
     for method in SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _guarded(method.name, getattr(servicer, method.name), method.input_type.name, bad_requests, check),
+            measured(method.name, _guarded(method.name, getattr(servicer, method.name), method.input_type.name,
+                                           bad_requests, check)),
             request_deserializer=tolerant(request_type.FromString),
             response_serializer=getattr(pb, method.output_type.name).SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))

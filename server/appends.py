@@ -22,6 +22,7 @@ writer keeps a queue of outstanding appends and replies leave from its head.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from wire import Reply
 from wire import commands as wc
 from wire.envelope import envelope
 
-from . import errors
+from . import errors, metrics
 from .containers import SegmentContainer
 from .replies import CloseConnection, append_error_reply
 
@@ -58,14 +59,17 @@ class WriterState:
 
 
 class _Append:
-    __slots__ = ("event_number", "request_id", "conditional", "size", "duplicate")
+    __slots__ = ("event_number", "request_id", "conditional", "size", "duplicate", "events", "arrived")
 
-    def __init__(self, event_number: int, request_id: int, conditional: bool, size: int, duplicate: bool = False):
+    def __init__(self, event_number: int, request_id: int, conditional: bool, size: int, duplicate: bool = False,
+                 events: int = 0, arrived: float = 0.0):
         self.event_number = event_number
         self.request_id = request_id
         self.conditional = conditional
         self.size = size
         self.duplicate = duplicate
+        self.events = events
+        self.arrived = arrived  # perf_counter at arrival, when metrics are on
 
 
 class AppendProcessor:
@@ -131,7 +135,8 @@ class AppendProcessor:
         future = state.container.submit_event_append(state.segment, data, writer_id, event_number, previous,
                                                      event_count, expected_offset)
         self._submitted_to.add(state.container)
-        append = _Append(event_number, request_id, expected_offset is not None, len(data))
+        append = _Append(event_number, request_id, expected_offset is not None, len(data), events=event_count,
+                         arrived=time.perf_counter() if metrics.enabled else 0.0)
         state.outstanding.append((future, append))
         future.add_done_callback(lambda _: self._drain(state))
         return len(data)
@@ -165,6 +170,10 @@ class AppendProcessor:
                 return
 
     def _acknowledge(self, state: WriterState, append: _Append, new_length: int) -> None:
+        if append.arrived:
+            metrics.APPEND_LATENCY.observe(time.perf_counter() - append.arrived)
+            metrics.APPEND_EVENTS.inc(append.events)
+            metrics.APPEND_BYTES.inc(append.size)
         previous = state.last_acked
         state.last_acked = max(previous, append.event_number)
         if previous < append.event_number:

@@ -8,6 +8,7 @@ into the reply. Handlers never touch the transport.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from wire import Command, Reply, Request, encode_around, naming
 from wire import commands as wc
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
-from . import containers, errors
+from . import containers, errors, metrics
 from .containers import SegmentContainer, SegmentType
 from .outbox import FileFrame
 from .replies import CloseConnection, error_reply
@@ -92,6 +93,7 @@ class RequestHandlers:
 
     async def read_segment(self, command: wc.ReadSegment):
         segment, offset, request_id = command.segment, command.offset, command.request_id
+        arrived = time.perf_counter() if metrics.enabled else 0.0
         try:
             if offset < 0:
                 raise errors.IllegalArgument(segment, f"negative read offset {offset}")
@@ -101,6 +103,9 @@ class RequestHandlers:
             raise CloseConnection(f"tail read of {segment} at {offset} waited too long") from None
         except errors.SegmentStoreError as error:
             return error_reply(error, request_id, segment, offset)
+        if arrived:
+            metrics.READ_LATENCY.observe(time.perf_counter() - arrived)
+            metrics.READ_BYTES.inc(result.length)
         if result.region is not None:  # Tier-2 bytes: sent from the chunk file (sendfile), not read here
             head, tail = encode_around(
                 wc.SegmentRead(segment, offset, result.at_tail, result.end_of_segment, b"", request_id),

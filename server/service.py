@@ -388,6 +388,26 @@ class SegmentStoreService:
         return [container for cid, container in sorted(self.containers.items())
                 if (container_id < 0 or cid == container_id) and container.status == ContainerStatus.RUNNING]
 
+    # ------------------------------------------------------------------ what metrics and health read
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def unflushed_bytes(self) -> int:
+        """Bytes only Tier-1 holds, over every running container (the Tier-2 flush lag)."""
+        return sum(container.unflushed_bytes() for container in list(self.containers.values())
+                   if container.status == ContainerStatus.RUNNING)
+
+    @property
+    def ready(self) -> bool:
+        """Serving: listening, and every container it should run is running (none is recovering)."""
+        if self._server is None or self._stopping:
+            return False
+        wanted = self.member.assigned if self.member is not None else range(self.config.container_count)
+        return all(container_id in self.containers and
+                   self.containers[container_id].status == ContainerStatus.RUNNING for container_id in wanted)
+
     # ------------------------------------------------------------------ connections and housekeeping
 
     def _track(self, connection: SegmentStoreConnection) -> SegmentStoreConnection:

@@ -8,10 +8,12 @@ error and exits non-zero when it cannot do its job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import pathlib
 import signal
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -20,6 +22,9 @@ from wire.retry import Backoff, retry
 from . import __version__, logs
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+_METRICS_PORT = click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+                             help="Serve /metrics (Prometheus), /health/live and /health/ready on this HTTP port "
+                                  "(same address as --host) [default: off].")
 SEGMENT_STORE_WAIT_SECONDS = 30.0  # `tributary controller` waits this long for its segment store
 
 
@@ -71,6 +76,7 @@ def _segment_store_options(function):
                      help="Join a cluster through --zk: run only the containers the controller leader assigns "
                           "(needs --tier1 replicated and a Tier-2 every store shares)."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
+        _METRICS_PORT,
     ]):
         function = option(function)
     return function
@@ -112,10 +118,10 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 @main.command()
 @_segment_store_options
-def segmentstore(log_level, **options) -> None:
+def segmentstore(log_level, metrics_port, **options) -> None:
     """Run one segment store."""
     logs.configure(log_level)
-    _run_or_exit(_serve_segment_store(_segment_store_config(**options)))
+    _run_or_exit(_serve_segment_store(_segment_store_config(**options), metrics_port))
 
 
 @main.command()
@@ -132,13 +138,15 @@ def segmentstore(log_level, **options) -> None:
 @click.option("--journal-file-size", "journal_mib", default=64, show_default=True, type=click.IntRange(1),
               help="Size of each journal file in MiB (files are preallocated).")
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
-def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval, journal_mib, log_level) -> None:
+@_METRICS_PORT
+def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval, journal_mib, log_level,
+             metrics_port) -> None:
     """Run one log store: a replica of the replicated Tier-1 log (a "bookie")."""
     logs.configure(log_level)
     if advertise_host is None and host in ("0.0.0.0", "::", ""):
         raise click.UsageError("listening on a wildcard address needs --advertise-address (the address writers use)")
     _run_or_exit(_serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
-                                 journal_mib * 1024 * 1024))
+                                 journal_mib * 1024 * 1024, metrics_port))
 
 
 @main.command()
@@ -160,17 +168,18 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--wait", "wait_seconds", default=SEGMENT_STORE_WAIT_SECONDS, show_default=True,
               type=click.FloatRange(0), help="Seconds to keep trying to reach the segment store at start.")
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
+@_METRICS_PORT
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
-               container_count, wait_seconds, log_level) -> None:
+               container_count, wait_seconds, log_level, metrics_port) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
-                                                 rebalance_grace, container_count, wait_seconds))
+                                                 rebalance_grace, container_count, wait_seconds, metrics_port))
     else:
         _run_or_exit(_serve_controller(host, advertised, port, _endpoint(segment_store), container_count,
-                                       wait_seconds))
+                                       wait_seconds, metrics_port))
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -209,12 +218,12 @@ def status(zk_hosts, zk_root, as_json) -> None:
 @_segment_store_options
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
-def standalone(log_level, controller_port, **options) -> None:
+def standalone(log_level, controller_port, metrics_port, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
         raise click.UsageError("standalone runs every container itself; --cluster is for `tributary segmentstore`")
-    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port))
+    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port, metrics_port))
 
 
 @main.command()
@@ -273,51 +282,89 @@ def loadgen(progress, quiet, **options) -> None:
 # ---------------------------------------------------------------------- serving
 
 
-async def _serve_segment_store(config) -> None:
-    store = await _start_segment_store(config)
-    click.echo(f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
-               f"(data dir {config.data_dir}, tier-1 {config.tier1}, tier-2 {config.tier2})", err=True)
-    await _until_signal()
-    await store.stop()
+@contextlib.asynccontextmanager
+async def _operations_endpoint(port: int | None, host: str, process: str, ready: Callable[[], bool]):
+    """``--metrics-port``: /metrics and /health/* for the life of the block (nothing without a port)."""
+    if port is None:
+        yield None
+        return
+    from server import metrics as server_metrics
+
+    from .ops_http import OpsServer
+
+    server_metrics.enable()
+    endpoint = OpsServer(host, port, process, ready)
+    try:
+        await endpoint.start()
+    except OSError as error:
+        raise CommandFailed(f"cannot serve metrics on {host}:{port}: {error.strerror or error}") from None
+    try:
+        yield endpoint
+    finally:
+        await endpoint.stop()
+
+
+async def _serve_segment_store(config, metrics_port) -> None:
+    store = _new_segment_store(config, metrics_port)
+    async with _operations_endpoint(metrics_port, config.host, "segmentstore", lambda: store.ready):
+        await _start_segment_store(store)
+        click.echo(f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
+                   f"(data dir {config.data_dir}, tier-1 {config.tier1}, tier-2 {config.tier2})", err=True)
+        await _until_signal()
+        await store.stop()
     click.echo("stopped", err=True)
 
 
 async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
-                          journal_file_size: int) -> None:
+                          journal_file_size: int, metrics_port) -> None:
     from server.tier1.logstore.journal_format import JournalCorrupted
     from server.tier1.logstore.service import LogStoreService
     from wire.zookeeper import ZooKeeperUnavailable
 
     service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
                               root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
-    try:
-        await service.start()
-    except (ZooKeeperUnavailable, JournalCorrupted) as error:
-        raise CommandFailed(str(error)) from None
-    except OSError as error:
-        raise CommandFailed(f"cannot start the log store on {host}:{port} (data dir {data_dir}): "
-                            f"{error.strerror or error}") from None
-    click.echo(f"tributary {__version__}: log store {service.replica_id} listening on {host}:{service.port} "
-               f"(data dir {data_dir}, zookeeper {zk_hosts})", err=True)
-    await _until_signal()
-    await service.stop()
+    started: list[bool] = []
+    async with _operations_endpoint(metrics_port, host, "logstore", lambda: bool(started)):
+        try:
+            await service.start()
+        except (ZooKeeperUnavailable, JournalCorrupted) as error:
+            raise CommandFailed(str(error)) from None
+        except OSError as error:
+            raise CommandFailed(f"cannot start the log store on {host}:{port} (data dir {data_dir}): "
+                                f"{error.strerror or error}") from None
+        started.append(True)
+        click.echo(f"tributary {__version__}: log store {service.replica_id} listening on {host}:{service.port} "
+                   f"(data dir {data_dir}, zookeeper {zk_hosts})", err=True)
+        await _until_signal()
+        started.clear()
+        await service.stop()
     click.echo("stopped", err=True)
 
 
-async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float) -> None:
-    app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds)
-    click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
-               f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
-    await _until_signal()
-    await app.stop()
+async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
+                            metrics_port) -> None:
+    apps: list = []
+    async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
+        app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds)
+        apps.append(app)
+        click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
+                   f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
+        await _until_signal()
+        apps.clear()
+        await app.stop()
     click.echo("stopped", err=True)
+
+
+def _serving(apps: list) -> bool:
+    return bool(apps) and apps[0].server is not None
 
 
 async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
-                                      container_count, wait_seconds: float) -> None:
+                                      container_count, wait_seconds: float, metrics_port) -> None:
     from clients.errors import ClientError
     from controller.app import ControllerApp, GrpcStartupError
     from controller.cluster.zk import ControllerCluster
+    from controller.metrics import register_cluster
     from wire.cluster import ClusterMismatch
     from wire.zookeeper import ZooKeeperUnavailable
 
@@ -328,48 +375,68 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
         await app.start()
         return app
 
-    policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
-                     total_seconds=wait_seconds)
-    try:
-        app = await retry(start, policy, retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
-    except (GrpcStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
-        raise CommandFailed(str(error)) from None
-    except (TimeoutError, ClientError) as error:
-        raise CommandFailed(f"cannot reach the cluster's segment stores: {error}") from None
-    assert app.cluster is not None
-    click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port} "
-               f"(cluster at {zk_hosts}{zk_root})", err=True)
-    await _until_signal()
-    await app.stop()
+    apps: list = []
+    async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
+        policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
+                         total_seconds=wait_seconds)
+        try:
+            app = await retry(start, policy, retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
+        except (GrpcStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
+            raise CommandFailed(str(error)) from None
+        except (TimeoutError, ClientError) as error:
+            raise CommandFailed(f"cannot reach the cluster's segment stores: {error}") from None
+        assert app.cluster is not None
+        if metrics_port is not None:
+            register_cluster(app.cluster)
+        apps.append(app)
+        click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port} "
+                   f"(cluster at {zk_hosts}{zk_root})", err=True)
+        await _until_signal()
+        apps.clear()
+        await app.stop()
     click.echo("stopped", err=True)
 
 
-async def _serve_standalone(config, controller_port) -> None:
-    store = await _start_segment_store(config)
-    try:
-        app = await _start_controller(config.host, config.advertised_host, controller_port,
-                                      (config.advertised_host, store.port), config.container_count, 0.0)
-    except BaseException:
+async def _serve_standalone(config, controller_port, metrics_port) -> None:
+    store = _new_segment_store(config, metrics_port)
+    apps: list = []
+    async with _operations_endpoint(metrics_port, config.host, "standalone",
+                                    lambda: store.ready and _serving(apps)):
+        await _start_segment_store(store)
+        try:
+            app = await _start_controller(config.host, config.advertised_host, controller_port,
+                                          (config.advertised_host, store.port), config.container_count, 0.0)
+        except BaseException:
+            await store.stop()
+            raise
+        apps.append(app)
+        click.echo(f"tributary {__version__}: standalone: controller on tcp://{config.host}:{app.port}, "
+                   f"segment store on {config.host}:{store.port} (data dir {config.data_dir}, tier-2 {config.tier2})",
+                   err=True)
+        await _until_signal()
+        apps.clear()
+        await app.stop()
         await store.stop()
-        raise
-    click.echo(f"tributary {__version__}: standalone: controller on tcp://{config.host}:{app.port}, "
-               f"segment store on {config.host}:{store.port} (data dir {config.data_dir}, tier-2 {config.tier2})",
-               err=True)
-    await _until_signal()
-    await app.stop()
-    await store.stop()
     click.echo("stopped", err=True)
 
 
-async def _start_segment_store(config):
-    from server.service import SegmentStoreService, StartupError
+def _new_segment_store(config, metrics_port):
+    from server.service import SegmentStoreService
 
-    service = SegmentStoreService(config)
+    store = SegmentStoreService(config)
+    if metrics_port is not None:
+        from server.metrics import register_segment_store
+        register_segment_store(store)
+    return store
+
+
+async def _start_segment_store(store) -> None:
+    from server.service import StartupError
+
     try:
-        await service.start()
+        await store.start()
     except StartupError as error:
         raise CommandFailed(str(error)) from None
-    return service
 
 
 async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float):

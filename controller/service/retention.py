@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .. import metrics
 from ..store import NotFound, State, StreamStore
 from ..store import retention as store_retention
 from ..store.records import RetentionPolicy, RetentionType, StreamCutRecord
@@ -89,6 +90,9 @@ class Retention:
         done = truncation.stream_cut == cut.stream_cut
         if not done:
             await self._truncation.truncate_stream(stream.scope, stream.name, cut.stream_cut)
+            metrics.RETENTION_TRUNCATIONS.inc()
+            log.info("stream truncated by its retention policy",
+                     extra={"stream": f"{stream.scope}/{stream.name}", "cut": dict(cut.stream_cut)})
         await store_retention.remove_stream_cuts_through(stream, chosen[0])
         return not done
 

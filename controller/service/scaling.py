@@ -23,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import logging
 from collections.abc import Sequence
 
 from wire.naming import segment_number_of
 
+from .. import metrics
 from ..store import NotFound, ScaleConflict, ScaleInputInvalid, State, StreamStore, WriteConflict, layout
 from ..store import scale as store_scale
 from ..store.key_space import equal_ranges, plan_epoch_transition
@@ -45,6 +47,8 @@ from .errors import ScalePreconditionFailed, ScaleRejected, StreamSealed
 from .segment_calls import SegmentCalls
 from .stream_access import SEALED_STATES, move_state, require_state, require_usable
 from .workflows import WorkflowRunner
+
+log = logging.getLogger("tributary.controller")
 
 
 class ScaleStatus(enum.IntEnum):
@@ -153,6 +157,10 @@ class Scaling:
         await store_scale.seal_old_segments(handle, transition, sizes)
         faults.reach("scale.epoch_moved")
         await store_scale.complete_scale(handle, transition)
+        metrics.SCALES.inc()
+        log.info("stream scaled", extra={"stream": f"{handle.scope}/{handle.name}", "epoch": record.epoch,
+                                         "sealed": list(transition.segments_to_seal),
+                                         "created": [new.segment_id for new in transition.new_segments]})
         return record
 
     async def _rebase(self, handle: StreamStore, transition: EpochTransitionRecord) -> EpochTransitionRecord:

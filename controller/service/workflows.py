@@ -28,9 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from .. import metrics
 from ..cluster import WORKFLOW, LeaseBusy, stream_lease_name
 from ..store import AlreadyExists, NotFound, StreamStore
 from ..store.records import WorkflowIntentRecord, WorkflowKind
@@ -77,18 +79,23 @@ class WorkflowRunner:
         """
         key = (stream.scope, stream.name)
         lock = self._acquire_lock(key)
+        kind, started, outcome = intent.kind.name.lower(), time.perf_counter(), "interrupted"
         try:
             async with lock, self._leased(stream, deadline):
                 await self._begin(stream, intent, deadline)
                 try:
                     result = await body()
                 except ServiceError:
+                    outcome = "failed"
                     await self._end(stream)
                     raise
                 await self._end(stream)
+                outcome = "completed"
                 return result
         finally:
             self._release_lock(key)
+            metrics.WORKFLOWS.labels(kind, outcome).inc()
+            metrics.WORKFLOW_SECONDS.labels(kind).observe(time.perf_counter() - started)
 
     @contextlib.asynccontextmanager
     async def _leased(self, stream: StreamStore, deadline: float | None) -> AsyncIterator[None]:

@@ -283,6 +283,10 @@ class SegmentContainer:
     def segment_names(self) -> list[str]:
         return list(self._state.by_name)
 
+    def unflushed_bytes(self) -> int:
+        """Bytes of this container's segments that only Tier-1 holds (not yet in Tier-2): its flush lag."""
+        return sum(max(0, segment.length - segment.data.storage_length) for segment in self._state.by_id.values())
+
     def transients_to_expire(self, now_ms: int, idle_ms: int) -> list[str]:
         """Transient segments idle for ``idle_ms``, or created under an earlier owner (epoch) of this container."""
         return [segment.name for segment in self._state.by_id.values()

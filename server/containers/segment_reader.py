@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from wire.constants import MAX_READ_SIZE
 from wire.retry import Backoff, retry
 
-from .. import errors
+from .. import errors, metrics
 from ..tier2 import errors as storage_errors
 from . import boundaries
 from . import table as table_format
@@ -103,6 +103,8 @@ class SegmentReader:
             if waited and segment.sealed and offset >= segment.length:
                 raise errors.SegmentIsSealed(name)  # Java fails reads parked at the tail on seal
             result = _read_now(segment, offset, read_size)
+            if metrics.enabled and result is not None:
+                (metrics.CACHE_MISS if result is _NOT_CACHED else metrics.CACHE_HIT).inc()
             if result is _NOT_CACHED:
                 result = await self._read_from_storage(segment, offset, read_size, lend_files)
             if result is not None:

@@ -22,10 +22,12 @@ instance decides (design §2.4, "fail-stop on log write failure").
 from __future__ import annotations
 
 import os
+import time
 from typing import NoReturn
 
 import xxhash
 
+from .. import metrics
 from .errors import LogClosed, LogError, LogFenced, LogWriteFailed
 from .file_operations import FileOperations
 from .log_files import LogFilePool
@@ -120,8 +122,11 @@ class BatchWriter:
     def _write_group(self, records: list[QueuedRecord], start: int, end: int) -> None:
         fd = self._open_fd()
         buffers, size = self._encode(records, start, end)
+        began = time.perf_counter() if metrics.enabled else 0.0
         self._file_operations.write(fd, buffers, self._offset)
         self._file_operations.sync(fd)
+        if began:
+            metrics.observe_group_commit(True, size, time.perf_counter() - began)
         self._offset += size
 
     def _encode(self, records: list[QueuedRecord], start: int, end: int) -> tuple[list, int]:

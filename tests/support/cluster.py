@@ -35,6 +35,7 @@ class ControllerProcess:
         self.session_timeout = session_timeout
         self.grace = grace
         self.env = env or {}
+        self.extra_args: list[str] = []
         self.process: subprocess.Popen | None = None
 
     @property
@@ -45,14 +46,17 @@ class ControllerProcess:
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> ControllerProcess:
+    def start(self, timeout: float = 60.0, wait_for_port: bool = True) -> ControllerProcess:
+        """Starts it; waits until its gRPC port listens (unless told not to: it listens only once the
+        containers holding its metadata run)."""
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tributary", "controller", "--port", str(self.port), "--zk", self.zk_hosts,
              "--containers", str(self.containers), "--zk-session-timeout", str(self.session_timeout),
-             "--rebalance-grace", str(self.grace), "--log-level", "info"],
+             "--rebalance-grace", str(self.grace), "--log-level", "info", *self.extra_args],
             stdout=log, stderr=log, env={**os.environ, **self.env})
-        wait_until_ready(self.process, listening(self.port), f"controller on port {self.port}", timeout)
+        if wait_for_port:
+            wait_until_ready(self.process, listening(self.port), f"controller on port {self.port}", timeout)
         return self
 
     def kill(self) -> None:

@@ -39,6 +39,7 @@ import uuid
 
 from wire.naming import segment_id
 
+from ... import metrics
 from ...store import IllegalStateTransition, NotFound, State, StreamStore, WriteConflict, scale
 from ...store.readers import note_writer_mark
 from ...store.records import (
@@ -189,6 +190,7 @@ async def _complete_batch(stream: StreamStore, record: CommittingTransactionsRec
         try:
             committed.append(await transition_transaction(stream, transaction_id, TransactionStatus.COMMITTED, now,
                                                           commit_offsets=offsets.get(transaction_id, {})))
+            metrics.TRANSACTIONS.labels("committed").inc()
         except NotFound:
             continue  # purged already: a much older run completed it
     await _note_writer_marks(stream, committed)
@@ -229,3 +231,4 @@ async def abort_transaction(context: ControllerContext, stream: StreamStore, tra
     await delete_transaction_segments(context, stream.scope, stream.name,
                                       [segment.segment_id for segment in epoch.segments], record.epoch, transaction_id)
     await transition_transaction(stream, transaction_id, TransactionStatus.ABORTED, now)
+    metrics.TRANSACTIONS.labels("aborted").inc()

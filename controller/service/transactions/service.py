@@ -42,6 +42,7 @@ from typing import NamedTuple, TypeVar
 from clients.errors import ClientError
 from wire.retry import retry
 
+from ... import metrics
 from ...store import IllegalStateTransition, NotFound, State, StoreError, StreamStore, WriteConflict
 from ...store import transactions as stored
 from ...store.records import EpochRecord, TransactionRecord
@@ -181,6 +182,7 @@ class TransactionService:
         await stream_index.touch(kv, scope, name)
         await create_transaction_segments(self.context, scope, name,
                                           [segment.segment_id for segment in current.segments], epoch, transaction_id)
+        metrics.TRANSACTIONS.labels("created").inc()
         return CreatedTransaction(transaction_id, _segments(current, epoch))
 
     async def ping_transaction(self, scope: str, name: str, transaction_id: uuid.UUID, lease_ms: int) -> PingStatus:

@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable
 
+from ... import metrics
 from ...fsync import fsync_directory
 from . import protocol as p
 from .journal import Journal, NewRecord, Placed, entries_of
@@ -181,10 +183,13 @@ class LogStore:
         if not group:
             return
         records = [record for records, _ in group for record in records]
+        began = time.perf_counter() if metrics.enabled else 0.0
         try:
             placed: list[Placed] | BaseException = self._journal.write(records)
         except OSError as error:
             placed = error
+        if began and not isinstance(placed, BaseException):
+            metrics.observe_group_commit(False, sum(len(record[4]) for record in records), time.perf_counter() - began)
         self._commit_running = True
         try:
             self._group_done(group, placed)

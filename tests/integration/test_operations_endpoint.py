@@ -1,0 +1,130 @@
+"""Every process's operations endpoint (``--metrics-port``): Prometheus metrics that move with the load, and
+health probes that say live at once and ready only once the process serves.
+
+* A standalone under `tributary loadgen`: append, read, Tier-1, cache, Tier-2 and controller figures
+  move by what the run did; the containers and connections gauges say what runs.
+* A clustered segment store whose containers cannot start (no log store yet): live, not ready; ready once a
+  log store comes. The log store's own endpoint counts its group commits; the controller's says ready.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.cluster import ControllerProcess
+from tests.support.processes import ServerProcess, free_port
+from tests.support.standalone import StandaloneProcess
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    """(sample name, sorted labels) -> value of every sample the endpoint exposes."""
+    status, text = get(port, "/metrics")
+    assert status == 200
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_move_with_a_load_run(tmp_path):
+    metrics_port = free_port()
+    standalone = StandaloneProcess(tmp_path / "data", extra_args=["--metrics-port", str(metrics_port)]).start()
+    try:
+        before = scrape(metrics_port)
+        output = tmp_path / "load.json"
+        subprocess.run([sys.executable, "-m", "tributary", "loadgen", "--controller", standalone.controller_uri,
+                        "--writers", "2", "--readers", "1", "--event-size", "512", "--rate", "3000", "--duration",
+                        "2", "--output", str(output), "--quiet"], check=True, timeout=120)
+        written = json.loads(output.read_text())["totals"]["events_written"]
+        after = scrape(metrics_port)
+
+        def grew(name: str, **labels) -> float:
+            return value(after, name, **labels) - value(before, name, **labels)
+
+        assert grew("tributary_segmentstore_append_events_total") >= written
+        assert grew("tributary_segmentstore_append_bytes_total") >= written * 512
+        assert grew("tributary_segmentstore_append_latency_seconds_count") > 0
+        assert grew("tributary_segmentstore_read_bytes_total") >= written * 512
+        assert grew("tributary_segmentstore_read_latency_seconds_count") > 0
+        assert grew("tributary_segmentstore_cache_lookups_total", result="hit") > 0
+        assert grew("tributary_tier1_group_commit_bytes_count", log="local") > 0
+        assert grew("tributary_tier1_fsync_seconds_sum", log="local") > 0
+        assert grew("tributary_controller_workflows_total", kind="create", outcome="completed") >= 1
+        assert grew("tributary_controller_rpcs_total", method="createStream", code="OK") >= 1
+        assert value(after, "tributary_segmentstore_containers", status="running") == 4
+        assert value(after, "tributary_segmentstore_cache_budget_bytes") > 0
+        deadline = time.monotonic() + 30  # the storage writer moves the data to Tier-2 within seconds
+        while value(scrape(metrics_port), "tributary_tier2_written_bytes_total") < written * 512:
+            assert time.monotonic() < deadline, "Tier-2 did not receive the data"
+            time.sleep(0.2)
+        assert not [name for name, _ in after if name.endswith("_created")]
+        assert get(metrics_port, "/health/live")[0] == 200 and get(metrics_port, "/health/ready")[0] == 200
+    finally:
+        standalone.kill()
+
+
+def test_live_at_once_ready_once_serving(tmp_path, zk_hosts):
+    store_metrics, controller_metrics, logstore_metrics = free_port(), free_port(), free_port()
+    store = ServerProcess("segmentstore", tmp_path / "store", log_path=tmp_path / "store.log", extra_args=[
+        "--cluster", "--tier1", "replicated", "--zk", zk_hosts, "--log-quorum", "1/1/1", "--containers", "2",
+        "--zk-session-timeout", "2", "--metrics-port", str(store_metrics)]).start()
+    controller = ControllerProcess(zk_hosts, 2, tmp_path / "controller.log", 2.0, 0.5)
+    controller.extra_args = ["--metrics-port", str(controller_metrics)]
+    logstore = None
+    try:
+        controller.start(wait_for_port=False)
+        deadline = time.monotonic() + 30
+        while value(scrape(store_metrics), "tributary_segmentstore_containers", status="recovering") == 0 and \
+                "starting container" not in (tmp_path / "store.log").read_text():
+            assert time.monotonic() < deadline, "no container was assigned"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert get(store_metrics, "/health/live")[0] == 200
+        status, body = get(store_metrics, "/health/ready")
+        assert status == 503 and json.loads(body) == {"process": "segmentstore", "ready": False}
+        assert get(controller_metrics, "/health/ready")[0] == 503  # its metadata lives in those containers
+        logstore = ServerProcess("logstore", tmp_path / "logstore", log_path=tmp_path / "logstore.log",
+                                 extra_args=["--zk", zk_hosts, "--metrics-port", str(logstore_metrics)]).start()
+        deadline = time.monotonic() + 60
+        while get(store_metrics, "/health/ready")[0] != 200 or get(controller_metrics, "/health/ready")[0] != 200:
+            assert time.monotonic() < deadline, "the segment store or the controller never became ready"
+            time.sleep(0.2)
+        samples = scrape(logstore_metrics)
+        assert value(samples, "tributary_tier1_group_commit_bytes_count", log="logstore") > 0
+        assert get(logstore_metrics, "/health/ready")[0] == 200
+        controller_samples = scrape(controller_metrics)
+        assert value(controller_samples, "tributary_controller_leader") == 1
+        assert value(controller_samples, "tributary_controller_segment_stores") == 1
+    finally:
+        controller.kill()
+        store.kill()
+        if logstore is not None:
+            logstore.kill()
+
+
+def test_a_busy_metrics_port_is_a_clear_error(tmp_path):
+    standalone = StandaloneProcess(tmp_path / "first").start()
+    try:
+        result = subprocess.run([sys.executable, "-m", "tributary", "standalone", "--data-dir", str(tmp_path / "b"),
+                                 "--port", "0", "--controller-port", "0", "--metrics-port", str(standalone.port)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and result.stderr.startswith("error: cannot serve metrics on")
+    finally:
+        standalone.kill()
