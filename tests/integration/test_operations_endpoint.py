@@ -10,6 +10,8 @@ health probes that say live at once and ready only once the process serves.
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.cluster import ControllerProcess
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
+
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
+CLUSTER_ONLY = {"tributary_controller_leader", "tributary_controller_live_controllers",
+                "tributary_controller_owned_buckets", "tributary_controller_segment_stores"}
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -76,6 +83,12 @@ def test_metrics_move_with_a_load_run(tmp_path):
             time.sleep(0.2)
         assert not [name for name, _ in after if name.endswith("_created")]
         assert get(metrics_port, "/health/live")[0] == 200 and get(metrics_port, "/health/ready")[0] == 200
+        exposed = {name for name, _ in after} | CLUSTER_ONLY
+        for document in (DOCS / "grafana-dashboard.json", DOCS / "operations.md"):
+            named = {name for name in re.findall(r"tributary_[a-z0-9_]+", document.read_text())
+                     if not name.endswith("_")}  # "..._cache_budget_bytes"-style abbreviations aside
+            unknown = {name for name in named if not any(sample.startswith(name) for sample in exposed)}
+            assert not unknown, f"{document.name} names metrics no process exposes: {sorted(unknown)}"
     finally:
         standalone.kill()
 
