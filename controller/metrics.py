@@ -27,6 +27,8 @@ WORKFLOW_SECONDS = Histogram("tributary_controller_workflow_seconds", "Duration 
                              ["kind"], buckets=_SECONDS)
 TRANSACTIONS = Counter("tributary_controller_transactions", "Transactions created, committed and aborted",
                        ["event"])  # created | committed | aborted
+for _event in ("created", "committed", "aborted"):
+    TRANSACTIONS.labels(_event)  # every series exists from the start (a rate over a missing series is empty)
 SCALES = Counter("tributary_controller_scales", "Scalings completed (a new epoch), manual or automatic")
 RETENTION_TRUNCATIONS = Counter("tributary_controller_retention_truncations",
                                 "Streams truncated by their retention policy")
