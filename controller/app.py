@@ -29,6 +29,7 @@ from wire.retry import Backoff
 from .endpoints import Endpoint, SegmentLocator
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
 from .grpc_service import ControllerServicer
+from .rest.server import RestServer
 from .service.context import DEFAULT_SETTINGS, ControllerContext, ServiceSettings, wall_clock_ms
 from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
@@ -55,7 +56,8 @@ class ControllerApp:
                  locator: SegmentLocator | None = None, container_count: int = 4,
                  settings: ServiceSettings = DEFAULT_SETTINGS, fault_points: FaultPoints | None = None,
                  now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
-                 verify_container_count: bool = False, cluster: ControllerCluster | None = None) -> None:
+                 verify_container_count: bool = False, cluster: ControllerCluster | None = None,
+                 rest_port: int | None = None) -> None:
         self.cluster = cluster
         if cluster is not None:
             if locator is not None or segment_store is not None:
@@ -83,6 +85,8 @@ class ControllerApp:
         self.server: grpc.aio.Server | None = None
         self.pending_workflows_at_start = 0
         self._restarting: asyncio.Task | None = None
+        self.rest_port = rest_port  # the REST admin API and console (None: off); the bound port once started
+        self.rest: RestServer | None = None
 
     async def start(self) -> None:
         """Connects, re-drives pending workflows and starts serving.
@@ -120,6 +124,10 @@ class ControllerApp:
             else:
                 own = ((self._advertised_host, self.port),)
                 servicer.advertised_endpoints = lambda: own
+            if self.rest_port is not None:
+                self.rest = RestServer(self.services, self.transactions, self.describe_cluster, self.host,
+                                       self.rest_port)
+                self.rest_port = await self.rest.start()
         except BaseException:
             await self._stop_parts()
             raise
@@ -140,8 +148,26 @@ class ControllerApp:
             raise ContainerCountMismatch(f"--containers {count} does not match the segment store at "
                                          f"{endpoint[0]}:{endpoint[1]} (give both the same count)")
 
+    async def describe_cluster(self) -> dict:
+        """Where containers run, and the controllers (for the REST API and the console)."""
+        count = self.locator.container_count
+        if self.cluster is None:
+            host, port = self.locator.endpoint_for_container(0)
+            return {"containerCount": count, "segmentStores": [{"address": f"{host}:{port}",
+                                                                "containers": list(range(count))}],
+                    "controllers": [{"address": f"{self._advertised_host}:{self.port}", "leader": True}]}
+        owners = self.cluster.container_map.owners
+        return {"containerCount": count,
+                "segmentStores": [{"address": store, "containers": sorted(c for c, owner in owners.items()
+                                                                          if owner == store)}
+                                  for store in self.cluster.segment_stores],
+                "controllers": [{"address": f"{host}:{port}"} for host, port in self.cluster.controller_endpoints()]}
+
     async def stop(self) -> None:
         """Stops serving, then the background work (pending intents stay for the next controller)."""
+        if self.rest is not None:
+            await self.rest.stop()
+            self.rest = None
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
             self.server = None

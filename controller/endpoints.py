@@ -27,6 +27,9 @@ class SegmentLocator:
         """Every container on one segment store (standalone)."""
         return cls(container_count, lambda _container: endpoint)
 
+    def endpoint_for_container(self, container: int) -> Endpoint:
+        return self._host_of_container(container)
+
     def endpoint_for(self, segment_name: str) -> Endpoint:
         return self._host_of_container(naming.container_of(segment_name, self.container_count))
 

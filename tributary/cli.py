@@ -22,6 +22,9 @@ from wire.retry import Backoff, retry
 from . import __version__, logs
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+_REST_PORT = click.option("--rest-port", type=click.IntRange(0, 65535), default=None,
+                          help="Serve the REST admin API (/v1, /openapi.json) and the web console (/console/) on "
+                               "this HTTP port (same address as --host) [default: off].")
 _METRICS_PORT = click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
                              help="Serve /metrics (Prometheus), /health/live and /health/ready on this HTTP port "
                                   "(same address as --host) [default: off].")
@@ -169,17 +172,19 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
               type=click.FloatRange(0), help="Seconds to keep trying to reach the segment store at start.")
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
 @_METRICS_PORT
+@_REST_PORT
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
-               container_count, wait_seconds, log_level, metrics_port) -> None:
+               container_count, wait_seconds, log_level, metrics_port, rest_port) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
-                                                 rebalance_grace, container_count, wait_seconds, metrics_port))
+                                                 rebalance_grace, container_count, wait_seconds, metrics_port,
+                                                 rest_port))
     else:
         _run_or_exit(_serve_controller(host, advertised, port, _endpoint(segment_store), container_count,
-                                       wait_seconds, metrics_port))
+                                       wait_seconds, metrics_port, rest_port))
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -218,12 +223,13 @@ def status(zk_hosts, zk_root, as_json) -> None:
 @_segment_store_options
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
-def standalone(log_level, controller_port, metrics_port, **options) -> None:
+@_REST_PORT
+def standalone(log_level, controller_port, metrics_port, rest_port, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
         raise click.UsageError("standalone runs every container itself; --cluster is for `tributary segmentstore`")
-    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port, metrics_port))
+    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port, metrics_port, rest_port))
 
 
 @main.command()
@@ -342,10 +348,11 @@ async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_roo
 
 
 async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
-                            metrics_port) -> None:
+                            metrics_port, rest_port) -> None:
     apps: list = []
     async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
-        app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds)
+        app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds,
+                                      rest_port)
         apps.append(app)
         click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
                    f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
@@ -360,18 +367,19 @@ def _serving(apps: list) -> bool:
 
 
 async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
-                                      container_count, wait_seconds: float, metrics_port) -> None:
+                                      container_count, wait_seconds: float, metrics_port, rest_port) -> None:
     from clients.errors import ClientError
     from controller.app import ControllerApp, GrpcStartupError
     from controller.cluster.zk import ControllerCluster
     from controller.metrics import register_cluster
+    from controller.rest.server import RestStartupError
     from wire.cluster import ClusterMismatch
     from wire.zookeeper import ZooKeeperUnavailable
 
     async def start() -> ControllerApp:
         cluster = ControllerCluster(zk_hosts, container_count, root=zk_root, session_timeout=session_timeout,
                                     grace_seconds=grace)
-        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised)
+        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised, rest_port=rest_port)
         await app.start()
         return app
 
@@ -381,7 +389,7 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
                          total_seconds=wait_seconds)
         try:
             app = await retry(start, policy, retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
-        except (GrpcStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
+        except (GrpcStartupError, RestStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
             raise CommandFailed(str(error)) from None
         except (TimeoutError, ClientError) as error:
             raise CommandFailed(f"cannot reach the cluster's segment stores: {error}") from None
@@ -397,7 +405,7 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
     click.echo("stopped", err=True)
 
 
-async def _serve_standalone(config, controller_port, metrics_port) -> None:
+async def _serve_standalone(config, controller_port, metrics_port, rest_port) -> None:
     store = _new_segment_store(config, metrics_port)
     apps: list = []
     async with _operations_endpoint(metrics_port, config.host, "standalone",
@@ -405,7 +413,8 @@ async def _serve_standalone(config, controller_port, metrics_port) -> None:
         await _start_segment_store(store)
         try:
             app = await _start_controller(config.host, config.advertised_host, controller_port,
-                                          (config.advertised_host, store.port), config.container_count, 0.0)
+                                          (config.advertised_host, store.port), config.container_count, 0.0,
+                                          rest_port)
         except BaseException:
             await store.stop()
             raise
@@ -439,14 +448,16 @@ async def _start_segment_store(store) -> None:
         raise CommandFailed(str(error)) from None
 
 
-async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float):
+async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
+                            rest_port: int | None = None):
     """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
     from clients.errors import ClientError
     from controller.app import ContainerCountMismatch, ControllerApp, GrpcStartupError
+    from controller.rest.server import RestStartupError
 
     async def start() -> ControllerApp:
         app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count,
-                            verify_container_count=True, advertised_host=advertised)
+                            verify_container_count=True, advertised_host=advertised, rest_port=rest_port)
         await app.start()
         return app
 
@@ -455,7 +466,7 @@ async def _start_controller(host, advertised, port, segment_store, container_cou
     try:
         return await retry(start, policy,
                            retriable=lambda error: isinstance(error, (TimeoutError, ClientError, OSError)))
-    except (GrpcStartupError, ContainerCountMismatch) as error:
+    except (GrpcStartupError, RestStartupError, ContainerCountMismatch) as error:
         raise CommandFailed(str(error)) from None
     except (TimeoutError, ClientError, OSError) as error:
         raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "

@@ -188,6 +188,14 @@ class ReaderGroups:
         await require_state(handle)
         return await store_readers.list_subscribers(handle)
 
+    async def subscriber_cut(self, scope: str, stream: str, subscriber: str) -> dict[int, int] | None:
+        """The last cut ``subscriber`` reported for the stream ({} if none yet), or None if it does not subscribe."""
+        try:
+            record, _ = await store_readers.get_subscriber(self._store.stream(scope, stream), subscriber)
+        except NotFound:
+            return None
+        return dict(record.stream_cut)
+
     async def update_subscriber_cut(self, scope: str, stream: str, subscriber: str, group_id: uuid.UUID,
                                     generation: int, cut: dict[int, int]) -> None:
         """Records how far subscriber ``scope/group`` has read the stream.
