@@ -33,6 +33,14 @@ ensure_zookeeper() {
     fi
 }
 
+ensure_chromium() {
+    # The web console test drives Debian's headless Chromium through its ChromeDriver (selenium).
+    if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+        log "installing chromium and chromium-driver with apt (for the web console test)"
+        apt_install chromium chromium-driver
+    fi
+}
+
 apt_install() {
     if [ -z "${APT_UPDATED:-}" ]; then
         apt-get update -qq
@@ -78,6 +86,7 @@ case "$command" in
         setup
         ensure_java
         ensure_zookeeper
+        ensure_chromium
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     setup)

@@ -267,12 +267,12 @@ class RestApi:
     async def stream_epochs(self, request: web.Request) -> web.Response:
         """The stream's scaling history: every epoch's segments and key ranges (oldest first)."""
         scope, stream = self._stream(request)
+        limit = _int_query(request, "limit", 100, 1, 10_000)
         handle = self._services.context.store.stream(scope, stream)
         try:
             current, _ = await handle.get_current_epoch()
         except NotFound:
             raise ApiError(404, "StreamNotFound", f"stream {scope}/{stream} does not exist") from None
-        limit = _int_query(request, "limit", 100, 1, 10_000)
         first = max(0, current.epoch - limit + 1)
         epochs = []
         for number in range(first, current.epoch + 1):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^_?[A-Za-z0-9.-]+$"}
 
 
 def _ref(name: str) -> dict[str, str]:
