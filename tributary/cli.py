@@ -285,6 +285,15 @@ def loadgen(progress, quiet, **options) -> None:
     sys.exit(status[0] if status else 1)
 
 
+def _add_admin() -> None:
+    from .admin import admin
+
+    main.add_command(admin)
+
+
+_add_admin()
+
+
 # ---------------------------------------------------------------------- serving
 
 
