@@ -169,10 +169,14 @@ class SegmentStoreClient:
 
     # ------------------------------------------------------------------ table segments
 
-    async def create_table(self, name: str) -> bool:
-        """Creates a table segment; False if it already existed."""
-        return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateTableSegment(rid, name, ""),
-                                       (wc.SegmentCreated,))
+    async def create_table(self, name: str, key_length: int = 0, rollover_size_bytes: int = 0) -> bool:
+        """Creates a table segment (``key_length`` > 0: a fixed-key-length, sorted one); False if it existed."""
+        return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateTableSegment(
+            rid, name, "", False, key_length, rollover_size_bytes), (wc.SegmentCreated,))
+
+    async def table_info(self, name: str) -> wc.TableSegmentInfo:
+        """A table segment's length, live key count and fixed key length (0: a hash table)."""
+        return await self.call(name, lambda rid: wc.GetTableSegmentInfo(rid, name, ""), (wc.TableSegmentInfo,))
 
     async def delete_table(self, name: str, must_be_empty: bool = False) -> bool:
         """Deletes a table segment; False if it did not exist."""
@@ -203,20 +207,29 @@ class SegmentStoreClient:
         reply = await self.call(name, lambda rid: wc.ReadTable(rid, name, "", table_keys), (wc.TableRead,))
         return [None if entry.version < 0 else (entry.version, bytes(entry.value)) for entry in reply.entries]
 
-    async def read_table_entries(self, name: str, token: bytes = b"",
-                                 count: int = 1000) -> tuple[list[tuple[bytes, int, bytes]], bytes]:
-        """A page of (key, version, value) and the token to resume after it (empty when done)."""
-        reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, "", count, token),
-                                (wc.TableEntriesRead,))
+    async def read_table_entries(self, name: str, token: bytes = b"", count: int = 1000, prefix: bytes = b"",
+                                 from_key: bytes = b"", to_key: bytes = b"") -> tuple[list[tuple[bytes, int, bytes]],
+                                                                                      bytes]:
+        """A page of (key, version, value) and the token to resume after it (empty when done): keys starting
+        with ``prefix`` and, in a fixed-key-length table, from ``from_key`` to ``to_key`` (both included)."""
+        reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, "", count, token, prefix, from_key,
+                                                                      to_key), (wc.TableEntriesRead,))
         entries = [(bytes(e.key), e.version, bytes(e.value)) for e in reply.entries]
         return entries, bytes(reply.continuation_token)
 
-    async def table_entries(self, name: str, page_size: int = 1000) -> AsyncIterator[tuple[bytes, int, bytes]]:
+    async def read_table_keys(self, name: str, token: bytes = b"", count: int = 1000, prefix: bytes = b"",
+                              from_key: bytes = b"", to_key: bytes = b"") -> tuple[list[tuple[bytes, int]], bytes]:
+        """A page of (key, version) and the token to resume after it (as ``read_table_entries``)."""
+        reply = await self.call(name, lambda rid: wc.ReadTableKeys(rid, name, "", count, token, prefix, from_key,
+                                                                   to_key), (wc.TableKeysRead,))
+        return [(bytes(key.key), key.version) for key in reply.keys], bytes(reply.continuation_token)
 
-        """Every (key, version, value) of a table, page by page."""
+    async def table_entries(self, name: str, page_size: int = 1000, prefix: bytes = b"", from_key: bytes = b"",
+                            to_key: bytes = b"") -> AsyncIterator[tuple[bytes, int, bytes]]:
+        """Every (key, version, value) of a table (within the prefix and range), page by page."""
         token = b""
         while True:
-            entries, token = await self.read_table_entries(name, token, page_size)
+            entries, token = await self.read_table_entries(name, token, page_size, prefix, from_key, to_key)
             if not entries:
                 return
             for entry in entries:

@@ -17,7 +17,7 @@ from wire import commands as wc
 from wire.constants import NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 
 from . import containers, errors, metrics
-from .containers import SegmentContainer, SegmentType
+from .containers import MAX_TABLE_KEY_LENGTH, SegmentContainer, SegmentType
 from .outbox import FileFrame
 from .replies import CloseConnection, error_reply
 
@@ -132,9 +132,14 @@ class RequestHandlers:
 
     async def create_table_segment(self, command: wc.CreateTableSegment):
         name = command.segment
+        if not 0 <= command.key_length <= MAX_TABLE_KEY_LENGTH:
+            return wc.ErrorMessage(command.request_id, name, f"a table key length is 0..{MAX_TABLE_KEY_LENGTH}",
+                                   wc.ErrorMessage.ILLEGAL_ARGUMENT)
+        attributes = {containers.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}
+        if command.key_length:  # a fixed-key-length table (key-value tables), sorted, with range iteration
+            attributes[containers.TABLE_KEY_LENGTH] = command.key_length
         return await self._mutate(command, name, lambda container: container.create_segment(
-            name, SegmentType.TABLE, {containers.ROLLOVER_SIZE: max(command.rollover_size_bytes, 0)}),
-            wc.SegmentCreated(command.request_id, name), check_name=True)
+            name, SegmentType.TABLE, attributes), wc.SegmentCreated(command.request_id, name), check_name=True)
 
     async def seal_segment(self, command):
         name = command.segment
@@ -243,11 +248,12 @@ class RequestHandlers:
     async def get_table_segment_info(self, command: wc.GetTableSegmentInfo):
         name = command.segment_name
         try:
-            info = self._container_for(name).get_table_info(name)
+            container = self._container_for(name)
+            info, key_length = container.get_table_info(name), container.table_key_length(name)
         except errors.SegmentStoreError as error:
             return error_reply(error, command.request_id, name, operation="getTableSegmentInfo")
         return wc.TableSegmentInfo(command.request_id, name, info.start_offset, info.length, info.table_entry_count,
-                                   0)
+                                   key_length)
 
     async def update_table_entries(self, command: wc.UpdateTableEntries):
         name, offset = command.segment, command.table_segment_offset
@@ -278,16 +284,20 @@ class RequestHandlers:
         return wc.TableRead(command.request_id, name, entries)
 
     async def read_table_keys(self, command: wc.ReadTableKeys):
-        entries, token = self._container_for(command.segment).read_table_page(
-            command.segment, command.continuation_token, command.suggested_key_count, MAX_TABLE_REPLY_BYTES)
+        entries, token = self._table_page(command, command.suggested_key_count)
         keys = [wc.TableKey(entry.key, entry.version) for entry in entries]
         return wc.TableKeysRead(command.request_id, command.segment, keys, token)
 
     async def read_table_entries(self, command: wc.ReadTableEntries):
-        entries, token = self._container_for(command.segment).read_table_page(
-            command.segment, command.continuation_token, command.suggested_entry_count, MAX_TABLE_REPLY_BYTES)
+        entries, token = self._table_page(command, command.suggested_entry_count)
         return wc.TableEntriesRead(command.request_id, command.segment, [wc.TableEntry(*entry) for entry in entries],
                                    token)
+
+    def _table_page(self, command: wc.ReadTableKeys | wc.ReadTableEntries, count: int):
+        """One page of a table iteration: after the token, with the prefix and key range asked for."""
+        return self._container_for(command.segment).read_table_page(
+            command.segment, command.continuation_token, count, MAX_TABLE_REPLY_BYTES, command.prefix_filter,
+            command.from_key, command.to_key)
 
     async def read_table_entries_delta(self, command: wc.ReadTableEntriesDelta):
         """The change-log page from the command's position (Java's semantics, protocol reference §3.8.8)."""

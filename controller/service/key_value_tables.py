@@ -96,7 +96,12 @@ class KeyValueTables:
         await self._finish(scope, table, creating, version)
 
     async def _finish(self, scope: str, table: str, record: KeyValueTableRecord, version: int) -> None:
-        await self._each_partition(scope, table, record, self._context.segments.create_table)
+        key_length = record.primary_key_length + record.secondary_key_length  # fixed-key-length partitions
+
+        async def create(name: str) -> object:
+            return await self._context.segments.create_table(name, key_length, record.rollover_size_bytes)
+
+        await self._each_partition(scope, table, record, create)
         await self._kv.replace(tables_table(scope), table,
                                dataclasses.replace(record, creating=False).encode(), version)
 

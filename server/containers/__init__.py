@@ -13,15 +13,18 @@ from .attributes import (
                          ROLLOVER_SIZE,
                          SCALE_POLICY_RATE,
                          SCALE_POLICY_TYPE,
+                         TABLE_KEY_LENGTH,
                          AttributeUpdate,
 )
 from .cache import CacheManager
 from .container import SegmentContainer
 from .metadata import SegmentType
 from .storage_writer import StorageWriterConfig
+from .table import MAX_KEY_LENGTH as MAX_TABLE_KEY_LENGTH
 from .tier2_link import Tier2Settings
 from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEntry
 
-__all__ = ["ACCUMULATE", "EVENT_COUNT", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE", "SCALE_POLICY_RATE",
-           "SCALE_POLICY_TYPE", "AttributeUpdate", "CacheManager", "ContainerStatus", "ReadResult", "SegmentContainer",
-           "SegmentInfo", "SegmentType", "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]
+__all__ = ["ACCUMULATE", "EVENT_COUNT", "MAX_TABLE_KEY_LENGTH", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE",
+           "SCALE_POLICY_RATE", "SCALE_POLICY_TYPE", "TABLE_KEY_LENGTH", "AttributeUpdate", "CacheManager",
+           "ContainerStatus", "ReadResult", "SegmentContainer", "SegmentInfo", "SegmentType", "StorageWriterConfig",
+           "TableDelta", "TableEntry", "Tier2Settings"]

@@ -38,6 +38,7 @@ SCALE_POLICY_RATE = core_attribute(3)
 ROLLOVER_SIZE = core_attribute(4)
 SEGMENT_TYPE = core_attribute(9)
 CREATION_EPOCH = core_attribute(10)
+TABLE_KEY_LENGTH = core_attribute(11)  # a table segment's fixed key length (absent or 0: a hash table)
 
 
 def is_core(attribute_id: uuid.UUID) -> bool:

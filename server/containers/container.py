@@ -267,13 +267,24 @@ class SegmentContainer:
         return self.get_info(name)
 
     def read_table(self, name: str, keys: Iterable[BytesLike]) -> list[TableEntry | None]:
-        """The latest entry of each key (None for a key the table does not hold)."""
-        return self._table(name, "readTable").lookup(keys)
+        """The latest entry of each key (None for a key the table does not hold).
 
-    def read_table_page(self, name: str, token: BytesLike, max_count: int,
-                        max_bytes: int) -> tuple[list[TableEntry], bytes]:
-        """Entries after ``token`` in the table's iteration order, and the token of the next page."""
-        return self._table(name, "readTableEntries").page(token, max_count, max_bytes)
+        Raises IllegalArgument: a key of another length than a fixed-key-length table's."""
+        index = self._table(name, "readTable")
+        keys = list(keys)
+        for key in keys:
+            table_format.check_fixed_length(index.key_length, key)
+        return index.lookup(keys)
+
+    def read_table_page(self, name: str, token: BytesLike, max_count: int, max_bytes: int, prefix: BytesLike = b"",
+                        from_key: BytesLike = b"", to_key: BytesLike = b"") -> tuple[list[TableEntry], bytes]:
+        """Entries after ``token`` in the table's iteration order (only those starting with ``prefix``, and in
+        a fixed-key-length table from ``from_key`` to ``to_key``), and the token of the next page."""
+        return self._table(name, "readTableEntries").page(token, max_count, max_bytes, prefix, from_key, to_key)
+
+    def table_key_length(self, name: str) -> int:
+        """The fixed key length of table segment ``name`` (0: a hash table)."""
+        return self._table(name, "getTableSegmentInfo").key_length
 
     async def read_table_delta(self, name: str, from_position: int, max_count: int, max_bytes: int) -> TableDelta:
         """The table's changes from ``from_position``: the latest entry of each key changed, a page at a time."""

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from .attributes import TABLE_KEY_LENGTH
 from .read_index import ReadIndex
 from .table import TableIndex
 
@@ -37,7 +38,8 @@ class SegmentMetadata:
         self.sealed = False
         self.attributes = dict(attributes)
         self.last_modified = last_modified
-        self.table = TableIndex() if self.segment_type == SegmentType.TABLE else None
+        self.table = TableIndex(max(0, self.attributes.get(TABLE_KEY_LENGTH, 0))) \
+            if self.segment_type == SegmentType.TABLE else None
         self.data = ReadIndex(start_offset, length, cache)
         self.waiters: list[asyncio.Future[None]] = []  # futures of reads parked at the tail
         self.table_incomplete = False  # restored with bytes in Tier-2 that its key index does not hold yet

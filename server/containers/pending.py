@@ -220,6 +220,9 @@ class PendingState:
         for key, _, value in entries:
             table.check_key(key, value)
         view = self._table(name)
+        key_length = max(0, view.attribute(attrs.TABLE_KEY_LENGTH))
+        for key, _, _ in entries:
+            table.check_fixed_length(key_length, key)
         self._check_versions(view, [(key, version) for key, version, _ in entries])
         parts: list[BytesLike] = []
         versions: list[int | None] = []

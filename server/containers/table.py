@@ -115,18 +115,28 @@ def complete_length(data: BytesLike) -> int:
 
 
 class TableIndex:
-    """The committed key index of one table segment."""
+    """The committed key index of one table segment.
 
-    __slots__ = ("_entries", "_by_hash", "live_bytes")
+    A hash table (``key_length`` 0) iterates in key-hash order, its continuation token the last key's
+    16-byte hash. A fixed-key-length table (the layout of key-value tables) holds only keys of exactly
+    ``key_length`` bytes and iterates in key order, its token the last key itself, so it serves ranges
+    and prefixes (protocol reference §3.8.7).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_entries", "_order", "live_bytes", "key_length")
+
+    def __init__(self, key_length: int = 0) -> None:
+        self.key_length = key_length
         self._entries: dict[bytes, tuple[int, bytes]] = {}  # key -> (version, value)
-        self._by_hash: SortedDict = SortedDict()  # key hash -> key
+        self._order: SortedDict = SortedDict()  # iteration position (key hash, or the key) -> key
         self.live_bytes = 0  # what the live entries' records would take (compaction's yardstick)
 
     @property
     def entry_count(self) -> int:
         return len(self._entries)
+
+    def _position(self, key: bytes) -> bytes:
+        return key if self.key_length else key_hash(key)
 
     def get(self, key: bytes) -> tuple[int, bytes] | None:
         return self._entries.get(key)
@@ -145,11 +155,11 @@ class TableIndex:
             if entry.value is None:
                 if previous is not None:
                     del self._entries[entry.key]
-                    del self._by_hash[key_hash(entry.key)]
+                    del self._order[self._position(entry.key)]
             else:
                 self.live_bytes += update_size(entry.key, entry.value)
                 if previous is None:
-                    self._by_hash[key_hash(entry.key)] = entry.key
+                    self._order[self._position(entry.key)] = entry.key
                 # An owned copy: a view would keep the whole appended batch alive, and the segment's
                 # bytes are evicted from the cache once they are in Tier-2.
                 self._entries[entry.key] = (entry.version, bytes(entry.value))
@@ -163,25 +173,50 @@ class TableIndex:
             found.append(None if hit is None else TableEntry(key, hit[0], hit[1]))
         return found
 
-    def page(self, token: BytesLike, max_count: int, max_bytes: int) -> tuple[list[TableEntry], bytes]:
-        """Entries after ``token`` in key-hash order, and the next token.
+    def page(self, token: BytesLike, max_count: int, max_bytes: int, prefix: BytesLike = b"",
+             from_key: BytesLike = b"", to_key: BytesLike = b"") -> tuple[list[TableEntry], bytes]:
+        """Entries after ``token`` in iteration order, and the next token; an empty page comes with an
+        empty token (the iteration is over). Only keys starting with ``prefix`` are returned, and, in a
+        fixed-key-length table, only keys from ``from_key`` to ``to_key`` (both included; empty: no bound).
 
-        An empty page comes with an empty token (the iteration is over).
+        Raises IllegalArgument: a token that is not one of ours, a range on a hash table.
         """
-        if token and len(token) != TOKEN_SIZE:
+        token, prefix, low, high = bytes(token), bytes(prefix), bytes(from_key), bytes(to_key)
+        if token and len(token) != (self.key_length or TOKEN_SIZE):
             raise IllegalArgument("", "invalid continuation token")
-        start = self._by_hash.bisect_right(bytes(token)) if token else 0
+        if not self.key_length and (low or high):
+            raise IllegalArgument("", "a key range needs a fixed-key-length table (a hash table has no key order)")
+        if self.key_length:
+            if prefix:  # a prefix is the range of the keys that start with it
+                low = max(low, prefix.ljust(self.key_length, b"\0"))
+                high = min(high, prefix.ljust(self.key_length, b"\xff")) if high else \
+                    prefix.ljust(self.key_length, b"\xff")
+            start = self._order.bisect_right(token) if token else self._order.bisect_left(low) if low else 0
+            if token and low and token < low:
+                start = self._order.bisect_left(low)
+        else:
+            start = self._order.bisect_right(token) if token else 0
         items: list[TableEntry] = []
-        size, last_hash = 0, b""
-        for hash_value in self._by_hash.islice(start):
+        size, last = 0, b""
+        for position in self._order.islice(start):
             if len(items) >= max_count or size >= max_bytes:
                 break
-            key = self._by_hash[hash_value]
+            key = self._order[position]
+            if self.key_length and high and key > high:
+                return items, last if items else b""
+            if prefix and not key.startswith(prefix):
+                continue
             version, value = self._entries[key]
             items.append(TableEntry(key, version, value))
             size += len(key) + len(value) + 32
-            last_hash = hash_value
-        return items, last_hash
+            last = position
+        return items, last
+
+
+def check_fixed_length(key_length: int, key: BytesLike) -> None:
+    """A key of a fixed-key-length table must have exactly its length (0: any length)."""
+    if key_length and len(key) != key_length:
+        raise IllegalArgument("", f"this table's keys are {key_length} bytes, got {len(key)}")
 
 
 # Bytes of a table read for one delta page of at most ``max_bytes``: plus one largest record, so it is never cut short.

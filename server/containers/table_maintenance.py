@@ -40,7 +40,8 @@ async def rebuild_indexes(container_id: int, state: ContainerState, storage: Chu
 
 async def _rebuild_index(container_id: int, segment: SegmentMetadata,
                          storage: ChunkedSegmentStorage) -> table_format.TableIndex:
-    index, leftover, base = table_format.TableIndex(), b"", segment.start_offset
+    key_length = segment.table.key_length if segment.table is not None else 0
+    index, leftover, base = table_format.TableIndex(key_length), b"", segment.start_offset
     stored = min(segment.data.storage_length, segment.length)
     offset = segment.start_offset
     while offset < segment.length:

@@ -8,8 +8,10 @@ import uuid
 import grpc
 import pytest
 
+from clients.errors import NoSuchSegment
 from clients.grpc_api import controller_pb2 as pb
 from tests.support.controller_harness import info, make_stream, running_cluster
+from wire import naming
 
 SCOPE, STREAM = "groups", "s"
 NIL = str(uuid.UUID(int=0))
@@ -152,8 +154,14 @@ async def test_key_value_tables(cluster):
     assert [t.kvtName for t in listed.kvtables] == ["table"] and listed.HasField("continuationToken")
     fetched = await stub.getKeyValueTableConfiguration(pb.KeyValueTableInfo(scope=SCOPE, kvtName="table"))
     assert fetched.config.partitionCount == 3 and fetched.config.secondaryKeyLength == 4
+    partitions = [naming.table_segment_name(SCOPE, "table", number) for number in range(3)]
+    for name in partitions:  # each partition is a fixed-key-length table segment of primary + secondary bytes
+        assert (await cluster.table_info(name)).key_length == 12
     D = pb.DeleteKVTableStatus
     assert (await stub.deleteKeyValueTable(pb.KeyValueTableInfo(scope=SCOPE, kvtName="table"))).status == D.SUCCESS
+    for name in partitions:
+        with pytest.raises(NoSuchSegment):
+            await cluster.table_info(name)
     assert (await stub.deleteKeyValueTable(pb.KeyValueTableInfo(scope=SCOPE, kvtName="table"))).status == \
         D.TABLE_NOT_FOUND
     missing = await stub.getKeyValueTableConfiguration(pb.KeyValueTableInfo(scope=SCOPE, kvtName="table"))

@@ -44,6 +44,10 @@ class Cluster:
         """The stream segment as the segment store reports it. Raises clients.errors.NoSuchSegment."""
         return await self.app.client.segment_info(naming.stream_segment_name(scope, stream, segment_id))
 
+    async def table_info(self, name: str) -> c.TableSegmentInfo:
+        """A table segment as the segment store reports it. Raises clients.errors.NoSuchSegment."""
+        return await self.app.client.table_info(name)
+
 
 def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreService:
     return segment_store(data_dir, container_count=container_count)
