@@ -24,6 +24,19 @@ from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .client import Client, connect
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .errors import *  # noqa: F403 - the error hierarchy is part of the public API
+from .kvt import (
+                  Insert,
+                  KeyValueTable,
+                  KeyValueTableConfiguration,
+                  KeyValueTableIterator,
+                  Put,
+                  Remove,
+                  TableEntry,
+                  TableItems,
+                  TableKey,
+                  TableModification,
+                  Version,
+)
 from .model import (
                     RetentionPolicy,
                     RetentionType,
@@ -46,11 +59,12 @@ from .writer.transactions import Transaction, TransactionalWriter
 
 __all__ = [
     "Backoff", "BatchClient", "ByteStreamReader", "ByteStreamWriter", "BytesSerializer", "Checkpoint", "Client",
-    "ClientConfig", "EventBatch", "EventRead", "EventReader", "EventWriter", "JsonSerializer", "LargeEventRead",
-    "LargeEventWriter", "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "RetentionPolicy", "RetentionType",
-    "ScaleType", "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration",
-    "StreamCut", "StringSerializer", "Successors", "Transaction", "TransactionState", "TransactionalWriter",
-    "WriteAck", "WriterConfig", "connect", "errors",
+    "ClientConfig", "EventBatch", "EventRead", "EventReader", "EventWriter", "Insert", "JsonSerializer",
+    "KeyValueTable", "KeyValueTableConfiguration", "KeyValueTableIterator", "LargeEventRead", "LargeEventWriter", "Put",
+    "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "Remove", "RetentionPolicy", "RetentionType", "ScaleType",
+    "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration", "StreamCut",
+    "StringSerializer", "Successors", "TableEntry", "TableItems", "TableKey", "TableModification", "Transaction",
+    "TransactionState", "TransactionalWriter", "Version", "WriteAck", "WriterConfig", "connect", "errors",
     *[name for name in dir(errors) if isinstance(getattr(errors, name), type)
       and issubclass(getattr(errors, name), Exception)],
 ]

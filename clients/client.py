@@ -17,6 +17,7 @@ from .byte_stream import ByteStreamReader, ByteStreamWriter
 from .config import ClientConfig, ReaderConfig, WriterConfig
 from .controller_client import ControllerClient
 from .errors import ClosedError
+from .kvt.management import KeyValueTableManagement
 from .reader.reader_group import ReaderGroupManagement
 from .segment_store_client import SegmentStoreClient
 from .segment_stores import SegmentStores
@@ -33,7 +34,7 @@ class _Closeable(Protocol):
 _C = TypeVar("_C", bound=_Closeable)
 
 
-class Client(StreamManagement, ReaderGroupManagement):
+class Client(StreamManagement, ReaderGroupManagement, KeyValueTableManagement):
     """A connection to a Tributary (or Pravega) cluster, named by its controller URI.
 
     Use ``async with tributary.connect("tcp://127.0.0.1:9090") as client:``. The

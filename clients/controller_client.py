@@ -26,6 +26,7 @@ from .errors import (
     ConflictingOperation,
     ControllerUnavailable,
     InvalidArgument,
+    KeyValueTableNotFound,
     NotFound,
     OperationFailed,
     RequestTimeout,
@@ -40,6 +41,7 @@ from .errors import (
 )
 from .grpc_api import controller_pb2 as pb
 from .grpc_api import controller_pb2_grpc as pb_grpc
+from .kvt.config import KeyValueTableConfiguration
 from .model import (
     RetentionPolicy,
     RetentionType,
@@ -562,6 +564,80 @@ class ControllerClient:
 
         return await self._call("deleteReaderGroup", pb.ReaderGroupInfo(scope=scope, readerGroup=group,
                                                                          readerGroupId=group_id), check)
+
+    # ------------------------------------------------------------------ key-value tables
+
+    async def create_key_value_table(self, scope: str, table: str, config: KeyValueTableConfiguration) -> bool:
+        """Creates the table and its partitions; False if it exists.
+
+        Raises:
+            InvalidArgument: a bad name or configuration. ScopeNotFound: no such scope.
+        """
+        S = pb.CreateKeyValueTableStatus
+
+        def check(reply: pb.CreateKeyValueTableStatus) -> bool:
+            if reply.status == S.INVALID_TABLE_NAME:
+                raise InvalidArgument(f"invalid key-value table name {table!r}")
+            if reply.status == S.SCOPE_NOT_FOUND:
+                raise ScopeNotFound(f"scope {scope!r} does not exist")
+            _retry_on(reply.status == S.FAILURE, "createKeyValueTable")
+            return reply.status == S.SUCCESS
+
+        return await self._call("createKeyValueTable", pb.KeyValueTableConfig(
+            scope=scope, kvtName=table, partitionCount=config.partition_count,
+            primaryKeyLength=config.primary_key_length, secondaryKeyLength=config.secondary_key_length,
+            rolloverSizeBytes=config.rollover_size_bytes), check)
+
+    async def delete_key_value_table(self, scope: str, table: str) -> bool:
+        """Deletes the table's partitions, then its record; False if it does not exist."""
+        S = pb.DeleteKVTableStatus
+
+        def check(reply: pb.DeleteKVTableStatus) -> bool:
+            _retry_on(reply.status == S.FAILURE, "deleteKeyValueTable")
+            return reply.status == S.SUCCESS
+
+        return await self._call("deleteKeyValueTable", pb.KeyValueTableInfo(scope=scope, kvtName=table), check)
+
+    async def list_key_value_tables(self, scope: str) -> AsyncIterator[str]:
+        """The names of the scope's key-value tables, page by page. Raises ScopeNotFound."""
+        S = pb.KVTablesInScopeResponse
+
+        def check(reply: pb.KVTablesInScopeResponse) -> pb.KVTablesInScopeResponse:
+            if reply.status == S.SCOPE_NOT_FOUND:
+                raise ScopeNotFound(f"scope {scope!r} does not exist")
+            _retry_on(reply.status == S.FAILURE, "listKeyValueTablesInScope")
+            return reply
+
+        token = ""
+        while True:
+            reply = await self._call("listKeyValueTablesInScope", pb.KVTablesInScopeRequest(
+                scope=pb.ScopeInfo(scope=scope), continuationToken=pb.ContinuationToken(token=token)), check)
+            if not reply.kvtables:
+                return
+            for info in reply.kvtables:
+                yield info.kvtName
+            token = reply.continuationToken.token
+
+    async def get_key_value_table_configuration(self, scope: str, table: str) -> KeyValueTableConfiguration:
+        """Raises KeyValueTableNotFound."""
+        S = pb.KeyValueTableConfigResponse
+
+        def check(reply: pb.KeyValueTableConfigResponse) -> KeyValueTableConfiguration:
+            if reply.status == S.TABLE_NOT_FOUND:
+                raise KeyValueTableNotFound(f"key-value table {scope}/{table} does not exist")
+            _retry_on(reply.status == S.FAILURE, "getKeyValueTableConfiguration")
+            config = reply.config
+            return KeyValueTableConfiguration(config.partitionCount, config.primaryKeyLength,
+                                              config.secondaryKeyLength, config.rolloverSizeBytes)
+
+        return await self._call("getKeyValueTableConfiguration", pb.KeyValueTableInfo(scope=scope, kvtName=table),
+                                check, not_found=KeyValueTableNotFound)
+
+    async def get_key_value_table_partitions(self, scope: str, table: str) -> list[SegmentRange]:
+        """The table's partitions: their segment ids (the segments' stream is the table's name) and key
+        ranges. Raises KeyValueTableNotFound."""
+        return await self._call("getCurrentSegmentsKeyValueTable", pb.KeyValueTableInfo(scope=scope, kvtName=table),
+                                _segment_ranges, not_found=KeyValueTableNotFound)
 
 
 def _retry_on(condition: bool, rpc: str) -> None:

@@ -101,6 +101,10 @@ class TransactionNotFound(NotFound):
     pass
 
 
+class KeyValueTableNotFound(NotFound):
+    """The key-value table does not exist (or was deleted while a handle of it was in use)."""
+
+
 class AlreadyExists(TributaryError):
     """The entity to create exists already (for calls where that is an error, not a False result)."""
 
@@ -147,6 +151,18 @@ class TruncatedData(TributaryError):
 
 class CheckpointFailed(TributaryError):
     """A checkpoint could not be taken (too many outstanding, or the group changed under it)."""
+
+
+class ConditionalTableUpdateError(TributaryError):
+    """A condition of a key-value table update or removal did not hold: nothing of its batch was done."""
+
+
+class BadKeyVersion(ConditionalTableUpdateError):
+    """A key's version is not the one the update was conditioned on (or the key exists, for an insert)."""
+
+
+class NoSuchKey(ConditionalTableUpdateError):
+    """An update was conditioned on a version of a key that does not exist."""
 
 
 # ---------------------------------------------------------------------- server error replies

@@ -17,19 +17,21 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 __all__ = [  # the SDK's public names (clients.__all__; a test keeps the two lists equal)
-    "AlreadyExists", "AttributeConditionFailed", "Backoff", "BatchClient", "ByteStreamReader", "ByteStreamWriter",
-    "BytesSerializer", "Checkpoint", "CheckpointFailed", "Client", "ClientConfig", "ClientError", "ClosedError",
-    "ConflictingOperation", "ConnectionFailed", "ControllerUnavailable", "EventBatch", "EventRead", "EventReader",
-    "EventTooLarge", "EventWriter", "IllegalArgument", "InvalidArgument", "InvalidEvent", "JsonSerializer",
-    "LargeEventRead", "LargeEventWriter", "NoSuchSegment", "NotFound", "OffsetConflict", "OperationFailed",
-    "ProtocolViolation", "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "ReaderGroupNotFound",
-    "ReinitializationRequired", "RequestTimeout", "RetentionPolicy", "RetentionType", "ScaleType", "ScalingPolicy",
-    "ScopeNotEmpty", "ScopeNotFound", "Segment", "SegmentError", "SegmentExists", "SegmentRange", "SegmentSealed",
-    "SegmentSlice", "SegmentTruncated", "Serializer", "ServerError", "StreamConfiguration", "StreamCut",
-    "StreamNotFound", "StreamNotSealed", "StreamSealed", "StringSerializer", "Successors", "TableKeyBadVersion",
-    "TableKeyDoesNotExist", "TableNotEmpty", "Transaction", "TransactionFailed", "TransactionNotFound",
-    "TransactionState", "TransactionalWriter", "TributaryError", "TruncatedData", "Unsupported", "WriteAck",
-    "WriterConfig", "WrongHost", "connect", "errors",
+    "AlreadyExists", "AttributeConditionFailed", "Backoff", "BadKeyVersion", "BatchClient", "ByteStreamReader",
+    "ByteStreamWriter", "BytesSerializer", "Checkpoint", "CheckpointFailed", "Client", "ClientConfig", "ClientError",
+    "ClosedError", "ConditionalTableUpdateError", "ConflictingOperation", "ConnectionFailed", "ControllerUnavailable",
+    "EventBatch", "EventRead", "EventReader", "EventTooLarge", "EventWriter", "IllegalArgument", "Insert",
+    "InvalidArgument", "InvalidEvent", "JsonSerializer", "KeyValueTable", "KeyValueTableConfiguration",
+    "KeyValueTableIterator", "KeyValueTableNotFound", "LargeEventRead", "LargeEventWriter", "NoSuchKey",
+    "NoSuchSegment", "NotFound", "OffsetConflict", "OperationFailed", "ProtocolViolation", "Put", "ReaderConfig",
+    "ReaderGroup", "ReaderGroupConfig", "ReaderGroupNotFound", "ReinitializationRequired", "Remove", "RequestTimeout",
+    "RetentionPolicy", "RetentionType", "ScaleType", "ScalingPolicy", "ScopeNotEmpty", "ScopeNotFound", "Segment",
+    "SegmentError", "SegmentExists", "SegmentRange", "SegmentSealed", "SegmentSlice", "SegmentTruncated", "Serializer",
+    "ServerError", "StreamConfiguration", "StreamCut", "StreamNotFound", "StreamNotSealed", "StreamSealed",
+    "StringSerializer", "Successors", "TableEntry", "TableItems", "TableKey", "TableKeyBadVersion",
+    "TableKeyDoesNotExist", "TableModification", "TableNotEmpty", "Transaction", "TransactionFailed",
+    "TransactionNotFound", "TransactionState", "TransactionalWriter", "TributaryError", "TruncatedData", "Unsupported",
+    "Version", "WriteAck", "WriterConfig", "WrongHost", "connect", "errors",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time names load lazily
