@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeAlias, cast
 
@@ -79,8 +80,9 @@ class WireConnection(asyncio.Protocol):
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 10.0,
-                      keepalive_seconds: float | None = None) -> WireConnection:
-        """Connects and completes the Hello exchange.
+                      keepalive_seconds: float | None = None, ssl_context: ssl.SSLContext | None = None
+                      ) -> WireConnection:
+        """Connects (over TLS with ``ssl_context``) and completes the Hello exchange.
 
         With ``keepalive_seconds``, a connection that received nothing for that long sends a
         KeepAlive (the server echoes it at once, even while it holds a tail read), and one that
@@ -94,7 +96,8 @@ class WireConnection(asyncio.Protocol):
         try:
             async with asyncio.timeout(timeout):
                 _, connection = await loop.create_connection(
-                    lambda: cls((host, port), keepalive_seconds=keepalive_seconds), host, port)
+                    lambda: cls((host, port), keepalive_seconds=keepalive_seconds), host, port, ssl=ssl_context,
+                    server_hostname=host if ssl_context is not None else None)
                 hello_future = connection._register(0)
                 connection.send(wc.Hello(wire.WIRE_VERSION, wire.OLDEST_COMPATIBLE_VERSION))
                 hello = cast(wc.Hello, await hello_future)  # request id 0 is the handshake's
@@ -325,9 +328,11 @@ class ConnectionCache:
     one of these, so a connection dropped under one user never disturbs another.
     """
 
-    def __init__(self, connect_timeout: float = 10.0, keepalive_seconds: float | None = None):
+    def __init__(self, connect_timeout: float = 10.0, keepalive_seconds: float | None = None,
+                 ssl_context: ssl.SSLContext | None = None):
         self._connect_timeout = connect_timeout
         self._keepalive = keepalive_seconds
+        self._ssl = ssl_context  # TLS to the segment stores (None: plain TCP)
         self._connections: dict[Endpoint, WireConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[WireConnection]] = {}
 
@@ -340,7 +345,8 @@ class ConnectionCache:
         pending = self._connecting.get(endpoint)
         if pending is None:
             pending = asyncio.ensure_future(WireConnection.connect(*endpoint, timeout=self._connect_timeout,
-                                                                   keepalive_seconds=self._keepalive))
+                                                                   keepalive_seconds=self._keepalive,
+                                                                   ssl_context=self._ssl))
             self._connecting[endpoint] = pending
             pending.add_done_callback(lambda _: self._connecting.pop(endpoint, None))
         connection = await asyncio.shield(pending)

@@ -9,6 +9,7 @@ Error replies become typed exceptions (``clients.errors``); calls retry
 
 from __future__ import annotations
 
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeAlias, TypeVar
@@ -60,14 +61,16 @@ class SegmentStoreClient:
     def __init__(self, endpoint_for: EndpointFor, *,
                  attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
                  on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0,
-                 keepalive_seconds: float | None = None, retry_policy: Backoff | None = None):
+                 keepalive_seconds: float | None = None, retry_policy: Backoff | None = None,
+                 token: Callable[[str], str] = lambda _segment: "", ssl_context: ssl.SSLContext | None = None):
         self._endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] = (
             endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for))
-        self._connections = ConnectionCache(connect_timeout, keepalive_seconds)
+        self._connections = ConnectionCache(connect_timeout, keepalive_seconds, ssl_context)
         self._retry = retry_policy or Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
                                               attempts=attempts, jitter=0.0)
         self._timeout = request_timeout
         self._on_wrong_host = on_wrong_host
+        self._token = token  # segment -> the delegation token to send with requests about it ("": auth is off)
 
     async def close(self) -> None:
         await self._connections.close()
@@ -105,7 +108,8 @@ class SegmentStoreClient:
         """
         connection = await self._connections.get(endpoint)
         try:
-            reply = await connection.request(wc.FlushToStorage(container_id, "", next_request_id()), wait_seconds)
+            reply = await connection.request(wc.FlushToStorage(container_id, self._token(""), next_request_id()),
+                                             wait_seconds)
         except errors.RequestTimeout:
             return True
         return not isinstance(reply, wc.WrongHost)
@@ -125,23 +129,26 @@ class SegmentStoreClient:
                              rollover_size_bytes: int = 0) -> bool:
         """Creates a stream segment; False if it already existed."""
         return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateSegment(
-            rid, name, target_rate, scale_type, "", rollover_size_bytes), (wc.SegmentCreated,))
+            rid, name, target_rate, scale_type, self._token(name), rollover_size_bytes), (wc.SegmentCreated,))
 
     async def seal_segment(self, name: str) -> None:
         """Seals a segment (already sealed counts as done)."""
-        await self._call_unless(errors.SegmentSealed, name, lambda rid: wc.SealSegment(rid, name, ""),
+        await self._call_unless(errors.SegmentSealed, name, lambda rid: wc.SealSegment(rid, name, self._token(name)),
                                 (wc.SegmentSealed,))
 
     async def delete_segment(self, name: str) -> bool:
         """Deletes a segment; False if it did not exist."""
-        return await self._call_unless(errors.NoSuchSegment, name, lambda rid: wc.DeleteSegment(rid, name, ""),
+        return await self._call_unless(errors.NoSuchSegment, name,
+                                       lambda rid: wc.DeleteSegment(rid, name, self._token(name)),
                                        (wc.SegmentDeleted,))
 
     async def truncate_segment(self, name: str, offset: int) -> None:
-        await self.call(name, lambda rid: wc.TruncateSegment(rid, name, offset, ""), (wc.SegmentTruncated,))
+        await self.call(name, lambda rid: wc.TruncateSegment(rid, name, offset, self._token(name)),
+                        (wc.SegmentTruncated,))
 
     async def segment_info(self, name: str) -> wc.StreamSegmentInfo:
-        return await self.call(name, lambda rid: wc.GetStreamSegmentInfo(rid, name, ""), (wc.StreamSegmentInfo,))
+        return await self.call(name, lambda rid: wc.GetStreamSegmentInfo(rid, name, self._token(name)),
+                               (wc.StreamSegmentInfo,))
 
     async def locate_offset(self, name: str, target: int) -> int:
         """The first event boundary of ``name`` at or after ``target`` (LocateOffset).
@@ -149,21 +156,22 @@ class SegmentStoreClient:
         A target at or below the segment's start offset gives the start offset, one at or past its
         length gives the length. Raises NoSuchSegment (and the other typed errors) as calls do.
         """
-        reply = await self.call(name, lambda rid: wc.LocateOffset(rid, name, target, ""), (wc.OffsetLocated,))
+        reply = await self.call(name, lambda rid: wc.LocateOffset(rid, name, target, self._token(name)),
+                                (wc.OffsetLocated,))
         return reply.offset
 
     async def update_segment_policy(self, name: str, scale_type: int, target_rate: int) -> None:
-        await self.call(name, lambda rid: wc.UpdateSegmentPolicy(rid, name, target_rate, scale_type, ""),
+        await self.call(name, lambda rid: wc.UpdateSegmentPolicy(rid, name, target_rate, scale_type, self._token(name)),
                         (wc.SegmentPolicyUpdated,))
 
     async def merge_segments_batch(self, target: str, sources: list[str]) -> list[int]:
         """Merges sources into target in order; returns the target length after each."""
-        reply = await self.call(target, lambda rid: wc.MergeSegmentsBatch(rid, target, sources, ""),
+        reply = await self.call(target, lambda rid: wc.MergeSegmentsBatch(rid, target, sources, self._token(target)),
                                 (wc.SegmentsBatchMerged,))
         return [merged.new_target_write_offset for merged in reply.merged]
 
     async def get_attribute(self, name: str, attribute_id: uuid.UUID) -> int:
-        reply = await self.call(name, lambda rid: wc.GetSegmentAttribute(rid, name, attribute_id, ""),
+        reply = await self.call(name, lambda rid: wc.GetSegmentAttribute(rid, name, attribute_id, self._token(name)),
                                 (wc.SegmentAttribute,))
         return reply.value
 
@@ -172,16 +180,17 @@ class SegmentStoreClient:
     async def create_table(self, name: str, key_length: int = 0, rollover_size_bytes: int = 0) -> bool:
         """Creates a table segment (``key_length`` > 0: a fixed-key-length, sorted one); False if it existed."""
         return await self._call_unless(errors.SegmentExists, name, lambda rid: wc.CreateTableSegment(
-            rid, name, "", False, key_length, rollover_size_bytes), (wc.SegmentCreated,))
+            rid, name, self._token(name), False, key_length, rollover_size_bytes), (wc.SegmentCreated,))
 
     async def table_info(self, name: str) -> wc.TableSegmentInfo:
         """A table segment's length, live key count and fixed key length (0: a hash table)."""
-        return await self.call(name, lambda rid: wc.GetTableSegmentInfo(rid, name, ""), (wc.TableSegmentInfo,))
+        return await self.call(name, lambda rid: wc.GetTableSegmentInfo(rid, name, self._token(name)),
+                               (wc.TableSegmentInfo,))
 
     async def delete_table(self, name: str, must_be_empty: bool = False) -> bool:
         """Deletes a table segment; False if it did not exist."""
         return await self._call_unless(errors.NoSuchSegment, name, lambda rid: wc.DeleteTableSegment(
-            rid, name, must_be_empty, ""), (wc.SegmentDeleted,))
+            rid, name, must_be_empty, self._token(name)), (wc.SegmentDeleted,))
 
     async def update_table(self, name: str, entries: Iterable[tuple[BytesLike, int, BytesLike]],
                            table_offset: int = -1) -> list[int]:
@@ -190,7 +199,7 @@ class SegmentStoreClient:
         Raises TableKeyBadVersion / TableKeyDoesNotExist when a versioned key does not match.
         """
         table_entries = [wc.TableEntry(key, version, value) for key, version, value in entries]
-        reply = await self.call(name, lambda rid: wc.UpdateTableEntries(rid, name, "", table_entries,
+        reply = await self.call(name, lambda rid: wc.UpdateTableEntries(rid, name, self._token(name), table_entries,
                                                                           table_offset),
                                 (wc.TableEntriesUpdated,))
         return list(reply.updated_versions)
@@ -198,13 +207,14 @@ class SegmentStoreClient:
     async def remove_table_keys(self, name: str, keys: Iterable[tuple[BytesLike, int]], table_offset: int = -1) -> None:
         """Removes (key, version) pairs atomically (NO_VERSION: unconditionally)."""
         table_keys = [wc.TableKey(key, version) for key, version in keys]
-        await self.call(name, lambda rid: wc.RemoveTableKeys(rid, name, "", table_keys, table_offset),
+        await self.call(name, lambda rid: wc.RemoveTableKeys(rid, name, self._token(name), table_keys, table_offset),
                         (wc.TableKeysRemoved,))
 
     async def read_table(self, name: str, keys: Iterable[BytesLike]) -> list[tuple[int, bytes] | None]:
         """The (version, value) of each key, or None where it is absent."""
         table_keys = [wc.TableKey(key, NO_VERSION) for key in keys]
-        reply = await self.call(name, lambda rid: wc.ReadTable(rid, name, "", table_keys), (wc.TableRead,))
+        reply = await self.call(name, lambda rid: wc.ReadTable(rid, name, self._token(name), table_keys),
+                                (wc.TableRead,))
         return [None if entry.version < 0 else (entry.version, bytes(entry.value)) for entry in reply.entries]
 
     async def read_table_entries(self, name: str, token: bytes = b"", count: int = 1000, prefix: bytes = b"",
@@ -212,7 +222,8 @@ class SegmentStoreClient:
                                                                                       bytes]:
         """A page of (key, version, value) and the token to resume after it (empty when done): keys starting
         with ``prefix`` and, in a fixed-key-length table, from ``from_key`` to ``to_key`` (both included)."""
-        reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, "", count, token, prefix, from_key,
+        reply = await self.call(name, lambda rid: wc.ReadTableEntries(rid, name, self._token(name), count, token,
+                                                                      prefix, from_key,
                                                                       to_key), (wc.TableEntriesRead,))
         entries = [(bytes(e.key), e.version, bytes(e.value)) for e in reply.entries]
         return entries, bytes(reply.continuation_token)
@@ -220,7 +231,8 @@ class SegmentStoreClient:
     async def read_table_keys(self, name: str, token: bytes = b"", count: int = 1000, prefix: bytes = b"",
                               from_key: bytes = b"", to_key: bytes = b"") -> tuple[list[tuple[bytes, int]], bytes]:
         """A page of (key, version) and the token to resume after it (as ``read_table_entries``)."""
-        reply = await self.call(name, lambda rid: wc.ReadTableKeys(rid, name, "", count, token, prefix, from_key,
+        reply = await self.call(name, lambda rid: wc.ReadTableKeys(rid, name, self._token(name), count, token,
+                                                                   prefix, from_key,
                                                                    to_key), (wc.TableKeysRead,))
         return [(bytes(key.key), key.version) for key in reply.keys], bytes(reply.continuation_token)
 

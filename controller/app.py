@@ -30,6 +30,7 @@ from .endpoints import Endpoint, SegmentLocator
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
 from .grpc_service import ControllerServicer
 from .rest.server import RestServer
+from .security import Security, TlsFiles
 from .service.context import DEFAULT_SETTINGS, ControllerContext, ServiceSettings, wall_clock_ms
 from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
@@ -57,7 +58,7 @@ class ControllerApp:
                  settings: ServiceSettings = DEFAULT_SETTINGS, fault_points: FaultPoints | None = None,
                  now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
                  verify_container_count: bool = False, cluster: ControllerCluster | None = None,
-                 rest_port: int | None = None) -> None:
+                 rest_port: int | None = None, security: Security | None = None, tls: TlsFiles | None = None) -> None:
         self.cluster = cluster
         if cluster is not None:
             if locator is not None or segment_store is not None:
@@ -87,6 +88,8 @@ class ControllerApp:
         self._restarting: asyncio.Task | None = None
         self.rest_port = rest_port  # the REST admin API and console (None: off); the bound port once started
         self.rest: RestServer | None = None
+        self.security = security  # authentication, permissions and delegation tokens (None: off)
+        self.tls = tls  # certificate and key of the gRPC and REST listeners, CA to trust in segment stores
 
     async def start(self) -> None:
         """Connects, re-drives pending workflows and starts serving.
@@ -100,8 +103,11 @@ class ControllerApp:
             await self.cluster.start()
             self.cluster.on_session_lost(self._session_lost)
         # In a cluster, calls ride out a segment store's failover (its containers move within seconds).
-        self.client = SegmentStoreClient(self.locator.endpoint_for,
-                                         retry_policy=CLUSTER_SEGMENT_CALLS if self.cluster is not None else None)
+        security = self.security
+        self.client = SegmentStoreClient(
+            self.locator.endpoint_for, retry_policy=CLUSTER_SEGMENT_CALLS if self.cluster is not None else None,
+            token=(lambda _segment: security.internal_token()) if security is not None else (lambda _segment: ""),
+            ssl_context=self.tls.client_context() if self.tls is not None else None)
         if self._verify_with is not None:
             await self._verify_container_count(self.client, self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))
@@ -117,7 +123,10 @@ class ControllerApp:
             self.pending_workflows_at_start = await self.services.start()
             servicer = ControllerServicer(self.services, self.transactions,
                                           bucket_mapping=self.context.coordination.bucket_mapping)
-            self.server, self.port = await start_grpc_server(servicer, self.host, self.port)
+            servicer.security = self.security
+            self.server, self.port = await start_grpc_server(
+                servicer, self.host, self.port, self.security,
+                self.tls.server_pair() if self.tls is not None else None)
             if self.cluster is not None:
                 await self.cluster.register(self._advertised_host, self.port)
                 servicer.advertised_endpoints = self.cluster.controller_endpoints
@@ -126,7 +135,8 @@ class ControllerApp:
                 servicer.advertised_endpoints = lambda: own
             if self.rest_port is not None:
                 self.rest = RestServer(self.services, self.transactions, self.describe_cluster, self.host,
-                                       self.rest_port)
+                                       self.rest_port, security=self.security,
+                                       ssl_context=self.tls.server_context() if self.tls is not None else None)
                 self.rest_port = await self.rest.start()
         except BaseException:
             await self._stop_parts()

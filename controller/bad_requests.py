@@ -34,6 +34,7 @@ from clients.grpc_api import controller_pb2 as pb
 
 from .api_validation import Rejection, validate
 from .metrics import measured
+from .security import CURRENT_PRINCIPAL, PermissionDenied, Security, Unauthenticated, check_rpc
 
 log = logging.getLogger("tributary.controller")
 SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
@@ -129,7 +130,7 @@ class BadRequestLog:
 
 
 def _guarded(rpc: str, behavior, request_type: str, bad_requests: BadRequestLog,
-             check: Callable[[str, object], Rejection | None]):
+             check: Callable[[str, object], Rejection | None], security: Security | None):
     async def handle(request, context):
         if isinstance(request, Undecodable):
             bad_requests.note(rpc, f"undecodable {request_type} ({request.size} bytes, {request.error})")
@@ -140,6 +141,14 @@ def _guarded(rpc: str, behavior, request_type: str, bad_requests: BadRequestLog,
             if rejection.reply is not None:
                 return rejection.reply
             await context.abort(rejection.code, rejection.message)
+        if security is not None:
+            try:
+                principal = check_rpc(security, rpc, request, _metadata(context, "authorization"))
+            except Unauthenticated as error:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
+            except PermissionDenied as error:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(error))
+            CURRENT_PRINCIPAL.set(principal)
         try:
             return await behavior(request, context)
         except grpc.aio.AbortError:
@@ -150,17 +159,27 @@ def _guarded(rpc: str, behavior, request_type: str, bad_requests: BadRequestLog,
     return handle
 
 
+def _metadata(context, name: str) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == name:
+            return value if isinstance(value, str) else value.decode(errors="replace")
+    return None
+
+
 def add_guarded_servicer(servicer, server: grpc.aio.Server, bad_requests: BadRequestLog | None = None,
-                         check: Callable[[str, object], Rejection | None] = validate) -> BadRequestLog:
-    """Registers ``servicer`` (a ControllerServiceServicer) on ``server`` behind the tolerant decoder
-    and ``check``; returns the BadRequestLog that counts refusals."""
+                         check: Callable[[str, object], Rejection | None] = validate,
+                         security: Security | None = None) -> BadRequestLog:
+    """Registers ``servicer`` (a ControllerServiceServicer) on ``server`` behind the tolerant decoder,
+    ``check`` and, with ``security``, authentication and authorization (UNAUTHENTICATED without valid
+    credentials, PERMISSION_DENIED without the permission the method needs); returns the BadRequestLog
+    that counts refusals."""
     bad_requests = bad_requests if bad_requests is not None else BadRequestLog()
     handlers = {}
     for method in SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             measured(method.name, _guarded(method.name, getattr(servicer, method.name), method.input_type.name,
-                                           bad_requests, check)),
+                                           bad_requests, check, security)),
             request_deserializer=tolerant(request_type.FromString),
             response_serializer=getattr(pb, method.output_type.name).SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))

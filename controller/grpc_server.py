@@ -7,6 +7,7 @@ from __future__ import annotations
 import grpc
 
 from .bad_requests import add_guarded_servicer
+from .security import Security
 
 DEFAULT_PORT = 9090
 
@@ -15,12 +16,19 @@ class GrpcStartupError(Exception):
     """The gRPC port could not be bound."""
 
 
-async def start_grpc_server(servicer, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[grpc.aio.Server, int]:
-    """Starts serving ``servicer`` (a ControllerServiceServicer); returns the server and its port."""
+async def start_grpc_server(servicer, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                            security: Security | None = None,
+                            tls: tuple[bytes, bytes] | None = None) -> tuple[grpc.aio.Server, int]:
+    """Starts serving ``servicer`` (a ControllerServiceServicer); returns the server and its port.
+
+    ``security``: authenticate and authorize every call; ``tls``: (certificate chain, private key), PEM."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    add_guarded_servicer(servicer, server)
+    add_guarded_servicer(servicer, server, security=security)
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is not None:
+            bound = server.add_secure_port(f"{host}:{port}", grpc.ssl_server_credentials([(tls[1], tls[0])]))
+        else:
+            bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as error:
         raise GrpcStartupError(f"cannot listen on {host}:{port}: {error}") from error
     if bound == 0:

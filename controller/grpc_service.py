@@ -21,8 +21,10 @@ import grpc
 
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from wire import auth
 
 from . import grpc_messages as messages
+from .security import CURRENT_PRINCIPAL, Security
 from .service.errors import (
     ConcurrentWorkflow,
     EpochNotFound,
@@ -181,6 +183,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         self._transactions = transactions
         self.advertised_endpoints = advertised_endpoints  # the live controllers' addresses (set once bound)
         self._bucket_mapping = bucket_mapping
+        self.security: Security | None = None  # set by the app when authentication is on
 
     # ------------------------------------------------------------------ error mapping
 
@@ -255,21 +258,37 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                                  pb.DeleteScopeStatus)
 
     async def listScopes(self, request: pb.ScopesRequest, context: RpcContext) -> pb.ScopesResponse:
-        names, token = await self._query(context, self._services.scopes.list_scopes(request.continuationToken.token))
+        names, token = await self._query(context, self._visible(
+            self._services.scopes.list_scopes, request.continuationToken.token, auth.scope_resource))
         return pb.ScopesResponse(scopes=names, continuationToken=messages.token(token))
 
     async def listStreamsInScope(self, request: pb.StreamsInScopeRequest,
                                  context: RpcContext) -> pb.StreamsInScopeResponse:
         scope = request.scope.scope
-        return await self._page(context, self._services.scopes.list_streams(scope, request.continuationToken.token),
+        return await self._page(context, self._visible(
+            lambda token: self._services.scopes.list_streams(scope, token), request.continuationToken.token,
+            lambda name: auth.stream_resource(scope, name)),
                                 pb.StreamsInScopeResponse, "streams", lambda name: messages.stream_info(scope, name))
 
     async def listStreamsInScopeForTag(self, request: pb.StreamsInScopeWithTagRequest,
                                        context: RpcContext) -> pb.StreamsInScopeResponse:
         scope = request.scope.scope
-        return await self._page(context, self._services.scopes.list_streams_for_tag(
-            scope, request.tag, request.continuationToken.token), pb.StreamsInScopeResponse, "streams",
-                                lambda name: messages.stream_info(scope, name))
+        return await self._page(context, self._visible(
+            lambda token: self._services.scopes.list_streams_for_tag(scope, request.tag, token),
+            request.continuationToken.token, lambda name: auth.stream_resource(scope, name)),
+                                pb.StreamsInScopeResponse, "streams", lambda name: messages.stream_info(scope, name))
+
+    async def _visible(self, fetch: Callable[[str], Awaitable[tuple[list[str], str]]], token: str,
+                       resource: Callable[[str], str]) -> tuple[list[str], str]:
+        """A listing page with only what the caller may read (pages left empty by that are skipped)."""
+        principal = CURRENT_PRINCIPAL.get()
+        while True:
+            names, token = await fetch(token)
+            if self.security is None or principal is None:
+                return names, token
+            kept = [name for name in names if self.security.may_read(principal, resource(name))]
+            if kept or not token or not names:
+                return kept, token
 
     # ------------------------------------------------------------------ streams
 
@@ -317,13 +336,15 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     async def getCurrentSegments(self, request: pb.StreamInfo, context: RpcContext) -> pb.SegmentRanges:
         segments = await self._query(context, self._services.queries.current_segments(request.scope, request.stream))
-        return pb.SegmentRanges(segmentRanges=messages.segment_ranges(request.scope, request.stream, segments))
+        return pb.SegmentRanges(segmentRanges=messages.segment_ranges(request.scope, request.stream, segments),
+                                delegationToken=self._token(request.scope, request.stream))
 
     async def getEpochSegments(self, request: pb.GetEpochSegmentsRequest, context: RpcContext) -> pb.SegmentRanges:
         info = request.streamInfo
         segments = await self._query(context, self._services.queries.epoch_segments(info.scope, info.stream,
                                                                                     request.epoch))
-        return pb.SegmentRanges(segmentRanges=messages.segment_ranges(info.scope, info.stream, segments))
+        return pb.SegmentRanges(segmentRanges=messages.segment_ranges(info.scope, info.stream, segments),
+                                delegationToken=self._token(info.scope, info.stream))
 
     async def getSegments(self, request: pb.GetSegmentsRequest, context: RpcContext) -> pb.SegmentsAtTime:
         info = request.streamInfo
@@ -519,8 +540,9 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     async def listKeyValueTablesInScope(self, request: pb.KVTablesInScopeRequest,
                                         context: RpcContext) -> pb.KVTablesInScopeResponse:
         scope = request.scope.scope
-        return await self._page(context, self._services.key_value_tables.list_tables(
-            scope, request.continuationToken.token), pb.KVTablesInScopeResponse, "kvtables",
+        return await self._page(context, self._visible(
+            lambda token: self._services.key_value_tables.list_tables(scope, token), request.continuationToken.token,
+            lambda name: auth.table_resource(scope, name)), pb.KVTablesInScopeResponse, "kvtables",
                                 lambda name: pb.KeyValueTableInfo(scope=scope, kvtName=name))
 
     async def getKeyValueTableConfiguration(self, request: pb.KeyValueTableInfo,
@@ -542,7 +564,15 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                                           for host, port in self.advertised_endpoints()])
 
     async def getDelegationToken(self, request: pb.StreamInfo, context: RpcContext) -> pb.DelegationToken:
-        return pb.DelegationToken(delegationToken="")  # auth is off: "" means "no token, no expiry"
+        """A token for the stream granting the caller's permission on it ("" when auth is off: no token, no
+        expiry)."""
+        return pb.DelegationToken(delegationToken=self._token(request.scope, request.stream))
+
+    def _token(self, scope: str, stream: str) -> str:
+        principal = CURRENT_PRINCIPAL.get()
+        if self.security is None or principal is None:
+            return ""
+        return self.security.token_for(principal, scope, stream)
 
     async def getControllerToBucketMapping(self, request: pb.ControllerToBucketMappingRequest,
                                            context: RpcContext) -> pb.ControllerToBucketMappingResponse:

@@ -31,6 +31,11 @@ class SegmentStoreConfig:
     zk_session_timeout: float = 10.0  # a dead owner's containers can be taken over this long after it stopped
     log_quorum: tuple[int, int, int] = (3, 3, 2)  # replicated log: ensemble size, write quorum, ack quorum
     ledger_size_max: int = 256 * 1024 * 1024  # replicated log: bytes per ledger before it rolls to a new one
+    # Security (docs/security.md): with a token key, every request must carry a delegation token the controller
+    # signed with the same key; with a certificate and key, clients connect over TLS.
+    token_key: bytes | None = None
+    tls_cert: pathlib.Path | None = None
+    tls_key: pathlib.Path | None = None
     # Cluster mode (docs/cluster.md): register in ZooKeeper and run only the containers the controller leader's
     # map gives this store; clients are told (getURI) to use advertise_host:port (default: host).
     cluster: bool = False
@@ -72,6 +77,8 @@ class SegmentStoreConfig:
         ensemble, write_quorum, ack_quorum = self.log_quorum
         if not 1 <= ack_quorum <= write_quorum == ensemble:
             raise ValueError("log quorum must be E/W/A with 1 <= A <= W and W == E")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and its private key")
         if self.cluster and self.tier1 != "replicated":
             raise ValueError("cluster mode needs the replicated tier-1 (--tier1 replicated): containers move "
                              "between machines")

@@ -34,6 +34,7 @@ from wire import commands as wc
 
 from . import errors
 from .appends import AppendProcessor
+from .auth import TokenChecker
 from .containers import CacheManager, SegmentContainer
 from .handlers import RequestHandlers
 from .outbox import FileFrame, Outbox
@@ -73,8 +74,9 @@ class SegmentStoreConnection(asyncio.Protocol):
     """One client connection, routed to containers by ``routes``."""
 
     def __init__(self, routes: Routes, limits: ConnectionLimits,
-                 on_closed: Callable[[SegmentStoreConnection], None] | None = None):
+                 on_closed: Callable[[SegmentStoreConnection], None] | None = None, tokens: TokenChecker | None = None):
         container_for = routes.container_for
+        self._tokens = tokens  # None: no authorization (every request is served)
         self._container_for = container_for
         self._cache = routes.cache
         self._limits = limits
@@ -212,6 +214,11 @@ class SegmentStoreConnection(asyncio.Protocol):
     def _dispatch(self, command: wire.Command) -> None:
         kind = type(command)
         try:
+            if self._tokens is not None:
+                refusal = self._tokens.check(command)
+                if refusal is not None:
+                    self.send(refusal)
+                    return
             append = self._appending.get(kind)
             if append is not None:
                 self._append_bytes_outstanding += append(command)

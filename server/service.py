@@ -29,6 +29,7 @@ from wire import naming
 from wire.retry import Backoff
 
 from . import errors
+from .auth import TokenChecker
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
 from .containers import CacheManager, ContainerStatus, SegmentContainer, StorageWriterConfig, Tier2Settings
@@ -36,6 +37,7 @@ from .tier1 import DurableDataLog, LocalDurableDataLog, LogError
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
+from .tls import TlsConfigurationError, server_tls_context
 
 if TYPE_CHECKING:
     from wire.zookeeper import ZooKeeper
@@ -114,10 +116,19 @@ class SegmentStoreService:
                                   write_buffer_high=self.config.write_buffer_high,
                                   tail_read_timeout=self.config.tail_read_timeout)
         loop = asyncio.get_running_loop()
+        tokens = TokenChecker(self.config.token_key) if self.config.token_key else None
+        try:
+            tls = server_tls_context(self.config.tls_cert, self.config.tls_key) \
+                if self.config.tls_cert and self.config.tls_key else None
+        except TlsConfigurationError as error:
+            await self._stop_containers()
+            await self._stop_replicated_tier1()
+            await self._stop_cluster_session()
+            raise StartupError(str(error)) from None
         try:
             self._server = await loop.create_server(
-                lambda: self._track(SegmentStoreConnection(self, limits, self._forget)),
-                self.config.host, self.config.port, reuse_address=True)
+                lambda: self._track(SegmentStoreConnection(self, limits, self._forget, tokens)),
+                self.config.host, self.config.port, reuse_address=True, ssl=tls)
         except OSError as error:
             await self._stop_containers()
             await self._stop_replicated_tier1()

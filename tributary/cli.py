@@ -78,6 +78,13 @@ def _segment_store_options(function):
         click.option("--cluster", is_flag=True,
                      help="Join a cluster through --zk: run only the containers the controller leader assigns "
                           "(needs --tier1 replicated and a Tier-2 every store shares)."),
+        click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                     default=None, help="Require delegation tokens signed with the key in this file (the "
+                                        "controller's --token-key-file; docs/security.md)."),
+        click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                     default=None, help="Serve TLS with this certificate chain (PEM); needs --tls-key."),
+        click.option("--tls-key", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                     default=None, help="The private key (PEM) of --tls-cert."),
         click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS),
         _METRICS_PORT,
     ]):
@@ -87,7 +94,8 @@ def _segment_store_options(function):
 
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
                           s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, tier1, zk_hosts, zk_root,
-                          zk_session_timeout, log_quorum, ledger_mib, cluster):
+                          zk_session_timeout, log_quorum, ledger_mib, cluster, token_key_file, tls_cert, tls_key,
+                          token_key: bytes | None = None):
     from server.config import SegmentStoreConfig
 
     if cluster and not zk_hosts:
@@ -99,9 +107,58 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_endpoint=s3_endpoint,
                                   s3_region=s3_region, cache_size=cache_mib * 1024 * 1024, tier1=tier1,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
-                                  log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024)
+                                  log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024,
+                                  token_key=_token_key(token_key_file) if token_key_file else token_key,
+                                  tls_cert=tls_cert, tls_key=tls_key)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+
+
+def _token_key(path: pathlib.Path) -> bytes:
+    key = path.read_bytes().strip()
+    if len(key) < 16:
+        raise click.UsageError(f"{path}: a token key needs at least 16 bytes (64 recommended: "
+                               "`head -c 48 /dev/urandom | base64 > key`)")
+    return key
+
+
+def _controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust,
+                         token_key: bytes | None = None) -> dict:
+    """The ControllerApp options of the security flags (nothing when they are absent)."""
+    from controller.security import InvalidPasswordFile, Security, TlsFiles
+
+    options: dict = {}
+    if password_file is not None:
+        key = _token_key(token_key_file) if token_key_file else token_key
+        if key is None:
+            raise click.UsageError("--password-file needs --token-key-file (the key segment stores verify tokens "
+                                   "with)")
+        try:
+            options["security"] = Security.from_files(password_file, key, token_ttl)
+        except (InvalidPasswordFile, OSError) as error:
+            raise click.UsageError(str(error)) from None
+    elif token_key_file is not None:
+        raise click.UsageError("--token-key-file without --password-file: give both to turn authentication on")
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("TLS needs both --tls-cert and --tls-key")
+    if tls_cert is not None:
+        options["tls"] = TlsFiles(tls_cert, tls_key, tls_trust)
+    return options
+
+
+def _security_options(function):
+    for option in reversed([
+        click.option("--password-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                     default=None, help="Turn authentication on: users, password hashes and ACLs "
+                                        "(`tributary passwd`; docs/security.md)."),
+        click.option("--token-ttl", default=600, show_default=True, type=click.IntRange(10),
+                     help="Seconds a delegation token lasts."),
+        click.option("--tls-trust", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+                     default=None, help="CA certificates (PEM) to trust in the segment stores' TLS "
+                                        "[default: the system's]."),
+    ]):
+        function = option(function)
+    return function
 
 
 def _quorum(text: str) -> tuple[int, int, int]:
@@ -173,18 +230,28 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
 @_METRICS_PORT
 @_REST_PORT
+@_security_options
+@click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
+              default=None, help="The key delegation tokens are signed with (the segment stores' --token-key-file).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path), default=None,
+              help="Serve gRPC and REST over TLS with this certificate chain (PEM); needs --tls-key.")
+@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path), default=None,
+              help="The private key (PEM) of --tls-cert.")
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
-               container_count, wait_seconds, log_level, metrics_port, rest_port) -> None:
+               container_count, wait_seconds, log_level, metrics_port, rest_port, password_file, token_ttl,
+               tls_trust, token_key_file, tls_cert, tls_key) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
+    app_options = {"rest_port": rest_port, **_controller_security(password_file, token_key_file, token_ttl,
+                                                                     tls_cert, tls_key, tls_trust)}
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
                                                  rebalance_grace, container_count, wait_seconds, metrics_port,
-                                                 rest_port))
+                                                 app_options))
     else:
         _run_or_exit(_serve_controller(host, advertised, port, _endpoint(segment_store), container_count,
-                                       wait_seconds, metrics_port, rest_port))
+                                       wait_seconds, metrics_port, app_options))
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -224,12 +291,22 @@ def status(zk_hosts, zk_root, as_json) -> None:
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
 @_REST_PORT
-def standalone(log_level, controller_port, metrics_port, rest_port, **options) -> None:
+@_security_options
+def standalone(log_level, controller_port, metrics_port, rest_port, password_file, token_ttl, tls_trust,
+               **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
         raise click.UsageError("standalone runs every container itself; --cluster is for `tributary segmentstore`")
-    _run_or_exit(_serve_standalone(_segment_store_config(**options), controller_port, metrics_port, rest_port))
+    import os
+
+    # One process: without a key file, the controller and the segment store share a random key.
+    key = os.urandom(32).hex().encode() if password_file is not None and options["token_key_file"] is None else None
+    config = _segment_store_config(**options, token_key=key)
+    app_options = {"rest_port": rest_port,
+                   **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
+                                          options["tls_key"], tls_trust or options["tls_cert"], token_key=key)}
+    _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))
 
 
 @main.command()
@@ -283,6 +360,39 @@ def loadgen(progress, quiet, **options) -> None:
 
     _run(run())
     sys.exit(status[0] if status else 1)
+
+
+@main.command()
+@click.argument("password_file", type=click.Path(dir_okay=False, path_type=pathlib.Path))
+@click.argument("user")
+@click.option("--acl", required=True,
+              help='What the user may do: "prn::<resource pattern>,READ|READ_UPDATE;..." (docs/security.md).')
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+def passwd(password_file, user, acl, password_stdin) -> None:
+    """Add USER to PASSWORD_FILE (or replace the user's line) with a hashed password and an ACL."""
+    from controller.security import hash_password
+    from wire.auth import Acl, InvalidAcl
+
+    if not user or ":" in user:
+        raise click.UsageError("a user name cannot be empty or contain ':'")
+    try:
+        parsed = Acl.parse(acl)
+    except InvalidAcl as error:
+        raise click.UsageError(str(error)) from None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        raise click.UsageError("the password cannot be empty")
+    lines = password_file.read_text().splitlines() if password_file.exists() else []
+    lines = [line for line in lines if not line.startswith(f"{user}:")]
+    lines.append(f"{user}:{hash_password(password)}:{parsed.text()}")
+    temporary = password_file.with_suffix(".tmp")
+    temporary.write_text("\n".join(lines) + "\n")
+    temporary.chmod(0o600)
+    temporary.replace(password_file)
+    click.echo(f"{user} written to {password_file}")
 
 
 def _add_admin() -> None:
@@ -357,11 +467,11 @@ async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_roo
 
 
 async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
-                            metrics_port, rest_port) -> None:
+                            metrics_port, app_options: dict) -> None:
     apps: list = []
     async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
         app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds,
-                                      rest_port)
+                                      app_options)
         apps.append(app)
         click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
                    f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
@@ -376,7 +486,7 @@ def _serving(apps: list) -> bool:
 
 
 async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
-                                      container_count, wait_seconds: float, metrics_port, rest_port) -> None:
+                                      container_count, wait_seconds: float, metrics_port, app_options: dict) -> None:
     from clients.errors import ClientError
     from controller.app import ControllerApp, GrpcStartupError
     from controller.cluster.zk import ControllerCluster
@@ -388,7 +498,7 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
     async def start() -> ControllerApp:
         cluster = ControllerCluster(zk_hosts, container_count, root=zk_root, session_timeout=session_timeout,
                                     grace_seconds=grace)
-        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised, rest_port=rest_port)
+        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised, **app_options)
         await app.start()
         return app
 
@@ -414,7 +524,7 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
     click.echo("stopped", err=True)
 
 
-async def _serve_standalone(config, controller_port, metrics_port, rest_port) -> None:
+async def _serve_standalone(config, controller_port, metrics_port, app_options: dict) -> None:
     store = _new_segment_store(config, metrics_port)
     apps: list = []
     async with _operations_endpoint(metrics_port, config.host, "standalone",
@@ -423,7 +533,7 @@ async def _serve_standalone(config, controller_port, metrics_port, rest_port) ->
         try:
             app = await _start_controller(config.host, config.advertised_host, controller_port,
                                           (config.advertised_host, store.port), config.container_count, 0.0,
-                                          rest_port)
+                                          app_options)
         except BaseException:
             await store.stop()
             raise
@@ -458,7 +568,7 @@ async def _start_segment_store(store) -> None:
 
 
 async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
-                            rest_port: int | None = None):
+                            app_options: dict | None = None):
     """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
     from clients.errors import ClientError
     from controller.app import ContainerCountMismatch, ControllerApp, GrpcStartupError
@@ -466,7 +576,7 @@ async def _start_controller(host, advertised, port, segment_store, container_cou
 
     async def start() -> ControllerApp:
         app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count,
-                            verify_container_count=True, advertised_host=advertised, rest_port=rest_port)
+                            verify_container_count=True, advertised_host=advertised, **(app_options or {}))
         await app.start()
         return app
 

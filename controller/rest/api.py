@@ -23,9 +23,11 @@ from typing import Any
 from aiohttp import web
 
 from clients.errors import ClientError
-from wire import naming
+from wire import auth, naming
+from wire.auth import Permission
 
 from ..api_validation import scope_problem, stream_problem, user_name_problem
+from ..security import PermissionDenied, Security, Unauthenticated
 from ..service import errors
 from ..service.key_value_tables import KeyValueTableRecord
 from ..service.scaling import ScaleStatus
@@ -37,6 +39,7 @@ from .openapi import OPENAPI
 log = logging.getLogger("tributary.controller.rest")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+READ, UPDATE = Permission.READ, Permission.READ_UPDATE
 SCALE_WAIT_SECONDS = 60.0
 
 _STATUS: list[tuple[type[BaseException], int, str]] = [
@@ -93,13 +96,15 @@ class RestApi:
     """The routes over ``services`` (ControllerServices) and ``transactions`` (TransactionService).
     ``cluster()`` describes where containers run (a JSON-able dict)."""
 
-    def __init__(self, services, transactions, cluster: Callable[[], Awaitable[dict[str, Any]]]):
+    def __init__(self, services, transactions, cluster: Callable[[], Awaitable[dict[str, Any]]],
+                 security: Security | None = None):
         self._services = services
         self._transactions = transactions
         self._cluster = cluster
+        self._security = security
 
     def application(self, console: web.Application | None = None) -> web.Application:
-        app = web.Application(middlewares=[json_errors], client_max_size=1024 * 1024)
+        app = web.Application(middlewares=[json_errors, self._authenticate], client_max_size=1024 * 1024)
         route = app.router
         route.add_get("/openapi.json", self.openapi)
         route.add_get("/v1/scopes", self.list_scopes)
@@ -128,6 +133,35 @@ class RestApi:
             app.add_subapp("/console/", console)
         return app
 
+    # ------------------------------------------------------------------ who may do what
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """With security on, every /v1 call needs Basic credentials (the console's page and script do not:
+        the browser asks for them when the page's first call is answered 401)."""
+        if self._security is not None and request.path.startswith("/v1/"):
+            try:
+                request["principal"] = self._security.authenticate(request.headers.get("Authorization"))
+            except Unauthenticated as error:
+                response = error_response(401, "Unauthenticated", str(error))
+                response.headers["WWW-Authenticate"] = 'Basic realm="tributary", charset="UTF-8"'
+                return response
+        return await handler(request)
+
+    def _allow(self, request: web.Request, resource: str, permission: Permission) -> None:
+        """Raises ApiError 403 unless the caller has ``permission`` on ``resource`` (anything goes without auth)."""
+        if self._security is None:
+            return
+        try:
+            self._security.require(request["principal"], resource, permission)
+        except PermissionDenied as error:
+            raise ApiError(403, "PermissionDenied", str(error)) from None
+
+    def _readable(self, request: web.Request, names: list[str], resource: Callable[[str], str]) -> list[str]:
+        if self._security is None:
+            return names
+        return [name for name in names if self._security.may_read(request["principal"], resource(name))]
+
     # ------------------------------------------------------------------ document
 
     async def openapi(self, request: web.Request) -> web.Response:
@@ -136,25 +170,28 @@ class RestApi:
     # ------------------------------------------------------------------ scopes
 
     async def list_scopes(self, request: web.Request) -> web.Response:
-        scopes = await _all(self._services.scopes.list_scopes)
+        scopes = self._readable(request, await _all(self._services.scopes.list_scopes), auth.scope_resource)
         return web.json_response({"scopes": [{"scopeName": scope} for scope in scopes]})
 
     async def create_scope(self, request: web.Request) -> web.Response:
         body = await _body(request)
         scope = _string(body, "scopeName")
         _check(scope_problem(scope))
+        self._allow(request, auth.ROOT, UPDATE)
         if not await self._services.scopes.create_scope(scope):
             raise ApiError(409, "ScopeExists", f"scope {scope} exists")
         return web.json_response({"scopeName": scope}, status=201)
 
     async def get_scope(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
+        self._allow(request, auth.scope_resource(scope), READ)
         if not await self._services.scopes.scope_exists(scope):
             raise ApiError(404, "ScopeNotFound", f"scope {scope} does not exist")
         return web.json_response({"scopeName": scope})
 
     async def delete_scope(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
+        self._allow(request, auth.scope_resource(scope), UPDATE)
         if not await self._services.scopes.scope_exists(scope):
             raise ApiError(404, "ScopeNotFound", f"scope {scope} does not exist")
         if _flag(request, "recursive"):
@@ -167,11 +204,13 @@ class RestApi:
 
     async def list_streams(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
+        self._allow(request, auth.scope_resource(scope), READ)
         tag = request.query.get("tag")
         if tag is not None:
             names = await _all(lambda token: self._services.scopes.list_streams_for_tag(scope, tag, token))
         else:
             names = await _all(lambda token: self._services.scopes.list_streams(scope, token))
+        names = self._readable(request, names, lambda name: auth.stream_resource(scope, name))
         return web.json_response({"streams": [{"scopeName": scope, "streamName": name} for name in names
                                               if not name.startswith("_")]})
 
@@ -180,6 +219,7 @@ class RestApi:
         body = await _body(request)
         stream = _string(body, "streamName")
         _check(stream_problem(stream))
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         configuration = configuration_of(body)
         if not await self._services.creation.create_stream(scope, stream, configuration):
             raise ApiError(409, "StreamExists", f"stream {scope}/{stream} exists")
@@ -187,10 +227,12 @@ class RestApi:
 
     async def get_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), READ)
         return web.json_response(await self._describe(scope, stream))
 
     async def update_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         body = await _body(request)
         await self._services.configuration(scope, stream)  # StreamNotFound first
         await self._services.update.update_stream(scope, stream, configuration_of(body))
@@ -198,12 +240,14 @@ class RestApi:
 
     async def delete_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         if not await self._services.deletion.delete_stream(scope, stream):
             raise ApiError(404, "StreamNotFound", f"stream {scope}/{stream} does not exist")
         return web.Response(status=204)
 
     async def seal_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         body = await _body(request)
         if body.get("streamState") != "SEALED":
             raise ApiError(400, "InvalidArgument", 'the only state a stream can be put in is {"streamState": "SEALED"}')
@@ -212,6 +256,7 @@ class RestApi:
 
     async def scale_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         body = await _body(request)
         sealed = body.get("sealedSegments")
         ranges = body.get("newRanges")
@@ -236,6 +281,7 @@ class RestApi:
 
     async def truncate_stream(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), UPDATE)
         body = await _body(request)
         cut = body.get("streamCut")
         if not isinstance(cut, dict):
@@ -251,6 +297,7 @@ class RestApi:
 
     async def stream_segments(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), READ)
         segments = await self._services.queries.current_segments(scope, stream)
         stores = self._services.context.segments
         described = []
@@ -267,6 +314,7 @@ class RestApi:
     async def stream_epochs(self, request: web.Request) -> web.Response:
         """The stream's scaling history: every epoch's segments and key ranges (oldest first)."""
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), READ)
         limit = _int_query(request, "limit", 100, 1, 10_000)
         handle = self._services.context.store.stream(scope, stream)
         try:
@@ -286,6 +334,7 @@ class RestApi:
 
     async def stream_transactions(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
+        self._allow(request, auth.stream_resource(scope, stream), READ)
         await self._services.configuration(scope, stream)
         records = await list_all_transactions(self._services.context.store.stream(scope, stream))
         return web.json_response({"transactions": [
@@ -308,12 +357,15 @@ class RestApi:
         scope = self._scope(request)
         if not await self._services.scopes.scope_exists(scope):
             raise ApiError(404, "ScopeNotFound", f"scope {scope} does not exist")
-        groups = await self._services.reader_groups.list_reader_groups(scope)
+        self._allow(request, auth.scope_resource(scope), READ)
+        groups = self._readable(request, await self._services.reader_groups.list_reader_groups(scope),
+                                lambda group: auth.reader_group_resource(scope, group))
         return web.json_response({"readerGroups": [{"readerGroupName": group} for group in groups]})
 
     async def get_reader_group(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
         group = request.match_info["group"]
+        self._allow(request, auth.reader_group_resource(scope, group), READ)
         record = await self._services.reader_groups.get_reader_group(scope, group)
         streams = sorted(set(record.starting_cuts) | set(record.ending_cuts))
         lag: dict[str, int] = {}
@@ -347,7 +399,9 @@ class RestApi:
 
     async def list_tables(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
-        tables = await _all(lambda token: self._services.key_value_tables.list_tables(scope, token))
+        self._allow(request, auth.scope_resource(scope), READ)
+        tables = self._readable(request, await _all(lambda token: self._services.key_value_tables.list_tables(
+            scope, token)), lambda table: auth.table_resource(scope, table))
         return web.json_response({"kvtables": [{"scopeName": scope, "kvtName": table} for table in tables]})
 
     async def create_table(self, request: web.Request) -> web.Response:
@@ -355,6 +409,7 @@ class RestApi:
         body = await _body(request)
         table = _string(body, "kvtName")
         _check(user_name_problem(table, "key-value table"))
+        self._allow(request, auth.table_resource(scope, table), UPDATE)
         record = KeyValueTableRecord(_integer(body, "partitionCount"), _integer(body, "primaryKeyLength"),
                                      _integer(body, "secondaryKeyLength", 0))
         await self._services.key_value_tables.create_table(scope, table, record)
@@ -362,10 +417,12 @@ class RestApi:
 
     async def get_table(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
+        self._allow(request, auth.table_resource(scope, request.match_info["table"]), READ)
         return web.json_response(await self._table(scope, request.match_info["table"]))
 
     async def delete_table(self, request: web.Request) -> web.Response:
         scope = self._scope(request)
+        self._allow(request, auth.table_resource(scope, request.match_info["table"]), UPDATE)
         await self._services.key_value_tables.delete_table(scope, request.match_info["table"])
         return web.Response(status=204)
 
@@ -380,6 +437,7 @@ class RestApi:
     # ------------------------------------------------------------------ cluster
 
     async def cluster(self, request: web.Request) -> web.Response:
+        self._allow(request, auth.ROOT, READ)
         return web.json_response(await self._cluster())
 
     # ------------------------------------------------------------------ helpers

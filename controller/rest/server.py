@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pathlib
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+from ..security import Security
 from .api import RestApi
 
 CONSOLE_DIR = pathlib.Path(__file__).with_name("console")
@@ -31,10 +33,11 @@ def console_app() -> web.Application:
 
 class RestServer:
     def __init__(self, services, transactions, cluster: Callable[[], Awaitable[dict[str, Any]]], host: str,
-                 port: int):
-        self._api = RestApi(services, transactions, cluster)
+                 port: int, security: Security | None = None, ssl_context: ssl.SSLContext | None = None):
+        self._api = RestApi(services, transactions, cluster, security)
         self.host = host
         self.port = port
+        self._ssl = ssl_context
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
@@ -48,7 +51,7 @@ class RestServer:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.host, self.port, reuse_address=True).start()
+            await web.TCPSite(runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl).start()
         except OSError as error:
             await runner.cleanup()
             raise RestStartupError(f"cannot serve REST on {self.host}:{self.port}: {error.strerror or error}") \
