@@ -192,7 +192,8 @@ class BatchClient:
                     end: int) -> wc.SegmentRead | wc.SegmentIsTruncated | wc.NoSuchSegment:
 
         length = min(self._read_size, end - offset)
-        return await self._stores.raw.call(name, lambda rid: wc.ReadSegment(name, offset, length, "", rid),
+        token_for = self._stores.token_for
+        return await self._stores.raw.call(name, lambda rid: wc.ReadSegment(name, offset, length, token_for(name), rid),
                                            (wc.SegmentRead, wc.SegmentIsTruncated, wc.NoSuchSegment))
 
 

@@ -19,6 +19,7 @@ from .controller_client import ControllerClient
 from .errors import ClosedError
 from .kvt.management import KeyValueTableManagement
 from .reader.reader_group import ReaderGroupManagement
+from .security import tls_context
 from .segment_store_client import SegmentStoreClient
 from .segment_stores import SegmentStores
 from .serializers import Serializer
@@ -45,12 +46,15 @@ class Client(StreamManagement, ReaderGroupManagement, KeyValueTableManagement):
         self.config = config or ClientConfig()
         self.controller_uri = controller_uri
         self._controller = ControllerClient(controller_uri, retry_policy=self.config.controller_retry,
-                                            rpc_timeout_seconds=self.config.controller_rpc_timeout_seconds)
+                                            rpc_timeout_seconds=self.config.controller_rpc_timeout_seconds,
+                                            credentials=self.config.credentials, tls_trust=self.config.tls_trust)
         self._stores = SegmentStores(self._controller, cache_seconds=self.config.endpoint_cache_seconds,
                                      request_timeout=self.config.request_timeout_seconds,
                                      connect_timeout=self.config.connect_timeout_seconds,
                                      keepalive_seconds=self.config.keepalive_seconds,
-                                     retry_policy=self.config.segment_store_retry)
+                                     retry_policy=self.config.segment_store_retry,
+                                     ssl_context=tls_context(self.config.tls_trust) if self._controller.tls else None,
+                                     authenticated=self.config.credentials is not None)
         self._closed = False
         self._children: weakref.WeakSet[_Closeable] = weakref.WeakSet()
 

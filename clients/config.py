@@ -32,6 +32,11 @@ class ClientConfig:
     connection quiet for ``keepalive_seconds`` sends a KeepAlive, and one that heard
     nothing for three times that is dropped and re-established (Java pings after 10 s
     of quiet and gives up after 3 min; Rust never pings).
+
+    ``credentials`` (user, password) authenticate the client to a controller that runs
+    with a password file, and make it fetch delegation tokens for the segment stores.
+    A ``tls://`` controller URI means TLS to the controller and to the segment stores;
+    ``tls_trust`` names a PEM file of the CA certificates to trust (None: the system's).
     """
 
     controller_retry: Backoff = dataclasses.field(default_factory=lambda: Backoff(
@@ -45,6 +50,13 @@ class ClientConfig:
     connect_timeout_seconds: float = 10.0
     endpoint_cache_seconds: float = 60.0
     keepalive_seconds: float = 10.0
+    credentials: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+    tls_trust: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.credentials is not None and (len(self.credentials) != 2 or ":" in self.credentials[0]
+                                             or not self.credentials[0]):
+            raise InvalidArgument("credentials are (user, password), and a user name is non-empty without ':'")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,12 +23,14 @@ from wire.retry import Backoff, retry
 
 from .errors import (
     AlreadyExists,
+    AuthenticationFailed,
     ConflictingOperation,
     ControllerUnavailable,
     InvalidArgument,
     KeyValueTableNotFound,
     NotFound,
     OperationFailed,
+    PermissionDenied,
     RequestTimeout,
     ScopeNotEmpty,
     ScopeNotFound,
@@ -53,6 +55,7 @@ from .model import (
     Successors,
     TransactionState,
 )
+from .security import TLS_SCHEMES, basic_authorization
 from .stream_cut import StreamCut
 
 T = TypeVar("T")
@@ -75,18 +78,30 @@ class _Retry(TributaryError):
     retriable = True
 
 
+def controller_uri_scheme(uri: str) -> str:
+    """The scheme of a controller URI (``tcp`` when it has none)."""
+    scheme, separator, _ = uri.strip().split(",")[0].partition("://")
+    return scheme.lower() if separator else "tcp"
+
+
+def uses_tls(uri: str) -> bool:
+    """Whether a controller URI asks for TLS (``tls://``, ``ssl://`` or ``pravegas://``)."""
+    return controller_uri_scheme(uri) in TLS_SCHEMES
+
+
 def parse_controller_uri(uri: str) -> tuple[str, int]:
-    """``[tcp://]host:port`` -> (host, port); only the first of a comma-separated list counts.
+    """``[tcp://|tls://]host:port`` -> (host, port); only the first of a comma-separated list counts.
 
     Raises:
-        InvalidArgument: not a host:port address, or a TLS scheme (not supported).
+        InvalidArgument: not a host:port address, or an unknown scheme.
     """
     text = uri.strip().split(",")[0]
     scheme, separator, rest = text.partition("://")
     if not separator:
         scheme, rest = "tcp", text
-    if scheme not in ("tcp", "pravega"):
-        raise InvalidArgument(f"unsupported controller URI scheme {scheme!r} in {uri!r} (use tcp://host:port)")
+    if scheme.lower() not in ("tcp", "pravega", *TLS_SCHEMES):
+        raise InvalidArgument(f"unsupported controller URI scheme {scheme!r} in {uri!r} "
+                              "(use tcp://host:port, or tls://host:port for TLS)")
     host, colon, port = rest.rstrip("/").rpartition(":")
     if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise InvalidArgument(f"controller URI {uri!r} is not tcp://host:port")
@@ -178,6 +193,8 @@ class Controller(Protocol):
 
     async def get_endpoint(self, segment: Segment) -> tuple[str, int]: ...
 
+    async def get_delegation_token(self, scope: str, stream: str) -> str: ...
+
     async def create_transaction(self, scope: str, stream: str,
                                  lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]: ...
 
@@ -205,9 +222,13 @@ class Controller(Protocol):
 class ControllerClient:
     """Typed calls of the Controller API. Open with :meth:`connect`; close with :meth:`close`."""
 
-    def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0):
+    def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0,
+                 credentials: tuple[str, str] | None = None, tls_trust: str | None = None):
         host, port = parse_controller_uri(uri)
         self.address = f"{host}:{port}"
+        self.tls = uses_tls(uri)
+        self._tls_trust = tls_trust
+        self._metadata = (("authorization", basic_authorization(credentials)),) if credentials is not None else None
         self._retry = retry_policy or Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=2.0,
                                               attempts=None, total_seconds=30.0)
         self._rpc_timeout = rpc_timeout_seconds
@@ -220,10 +241,23 @@ class ControllerClient:
     def open(self) -> ControllerClient:
         """Creates the gRPC channel (it connects lazily, on the first call)."""
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=[
-                ("grpc.keepalive_time_ms", 60_000), ("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+            options = [("grpc.keepalive_time_ms", 60_000), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+            if self.tls:
+                self._channel = grpc.aio.secure_channel(self.address, self._channel_credentials(), options=options)
+            else:
+                self._channel = grpc.aio.insecure_channel(self.address, options=options)
             self._stub = pb_grpc.ControllerServiceStub(self._channel)
         return self
+
+    def _channel_credentials(self) -> grpc.ChannelCredentials:
+        roots = None
+        if self._tls_trust is not None:
+            try:
+                with open(self._tls_trust, "rb") as trust:
+                    roots = trust.read()
+            except OSError as error:
+                raise InvalidArgument(f"cannot read the trusted certificates {self._tls_trust}: {error}") from None
+        return grpc.ssl_channel_credentials(root_certificates=roots)
 
     async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
@@ -252,7 +286,7 @@ class ControllerClient:
 
         async def attempt() -> Any:
             try:
-                reply = await method(request, timeout=self._rpc_timeout)
+                reply = await method(request, timeout=self._rpc_timeout, metadata=self._metadata)
             except grpc.aio.AioRpcError as error:
                 raise self._translate(rpc, error, not_found) from None
             return check(reply)
@@ -276,6 +310,10 @@ class ControllerClient:
             return AlreadyExists(details)
         if code == Code.FAILED_PRECONDITION:
             return ConflictingOperation(f"{rpc}: {details}")
+        if code == Code.UNAUTHENTICATED:
+            return AuthenticationFailed(f"the controller at {self.address} refused the credentials: {details}")
+        if code == Code.PERMISSION_DENIED:
+            return PermissionDenied(f"{rpc}: {details}")
         failure = OperationFailed(f"{rpc} failed on the controller at {self.address}: {code.name} {details}")
         failure.retriable = code in _RETRIED_CODES
         return failure
@@ -431,6 +469,14 @@ class ControllerClient:
             return reply.endpoint, reply.port
 
         return await self._call("getURI", request, check)
+
+    async def get_delegation_token(self, scope: str, stream: str) -> str:
+        """A token that lets segment stores serve this client's requests on the stream (getDelegationToken;
+        empty when the controller runs without auth)."""
+        def check(reply: pb.DelegationToken) -> str:
+            return reply.delegationToken
+
+        return await self._call("getDelegationToken", stream_info(scope, stream), check)
 
     # ------------------------------------------------------------------ scaling
 

@@ -62,6 +62,17 @@ class ControllerUnavailable(ConnectionFailed):
     """The controller could not be reached (after the configured retries); the message names it."""
 
 
+# ---------------------------------------------------------------------- security
+
+
+class AuthenticationFailed(TributaryError):
+    """The controller refused the client's credentials (none, or wrong ones)."""
+
+
+class PermissionDenied(TributaryError):
+    """The caller may not do this (the controller's answer, or a segment store refusing the token)."""
+
+
 # ---------------------------------------------------------------------- usage and state
 
 
@@ -215,6 +226,16 @@ class WrongHost(SegmentError):
 
 class AttributeConditionFailed(SegmentError):
     """A conditional attribute update (or a merge's attribute condition) did not hold."""
+
+
+class TokenExpired(ServerError):
+    """A segment store found the delegation token expired; a new one is fetched and the request retried."""
+
+    retriable = True
+
+
+class TokenRejected(ServerError, PermissionDenied):
+    """A segment store refused the delegation token: it does not grant what the request needs."""
 
 
 class Unsupported(ServerError):

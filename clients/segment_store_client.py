@@ -51,6 +51,10 @@ def raise_for(reply: Reply, expected: Expected[R]) -> R:
         return reply
     if isinstance(reply, wc.SegmentAttributeUpdated) and not reply.success:
         raise errors.AttributeConditionFailed(reply)
+    if isinstance(reply, wc.AuthTokenCheckFailed):
+        if reply.error_code == wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
+            raise errors.TokenExpired(reply)
+        raise errors.TokenRejected(reply)
     raise _ERRORS.get(type(reply), errors.ServerError)(reply)
 
 
@@ -62,7 +66,8 @@ class SegmentStoreClient:
                  attempts: int = 5, backoff_seconds: float = 0.01, request_timeout: float = 30.0,
                  on_wrong_host: Callable[[str], None] | None = None, connect_timeout: float = 10.0,
                  keepalive_seconds: float | None = None, retry_policy: Backoff | None = None,
-                 token: Callable[[str], str] = lambda _segment: "", ssl_context: ssl.SSLContext | None = None):
+                 token: Callable[[str], str] = lambda _segment: "", ssl_context: ssl.SSLContext | None = None,
+                 on_token_expired: Callable[[str], None] = lambda _segment: None):
         self._endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] = (
             endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for))
         self._connections = ConnectionCache(connect_timeout, keepalive_seconds, ssl_context)
@@ -71,6 +76,7 @@ class SegmentStoreClient:
         self._timeout = request_timeout
         self._on_wrong_host = on_wrong_host
         self._token = token  # segment -> the delegation token to send with requests about it ("": auth is off)
+        self._on_token_expired = on_token_expired  # a store found it expired: the retry needs a new one
 
     async def close(self) -> None:
         await self._connections.close()
@@ -96,6 +102,8 @@ class SegmentStoreClient:
             reply = await connection.request(make_request(next_request_id()), self._timeout)
             if isinstance(reply, wc.WrongHost) and self._on_wrong_host is not None:
                 self._on_wrong_host(segment)
+            elif isinstance(reply, wc.AuthTokenCheckFailed):
+                self._on_token_expired(segment)
             return raise_for(reply, expected)
 
         return await retry(attempt, self._retry)

@@ -2,11 +2,17 @@
 
 Human-readable tables by default, the API's JSON with ``--json``. Exit status 0 on success, 1 when
 the API refuses (the line says its code and message) or cannot be reached, 2 for bad options.
+A controller with a password file wants ``--user`` (the password from ``--password-stdin``, or the
+``TRIBUTARY_PASSWORD`` environment variable); an ``https://`` API with a private CA wants ``--tls-trust``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import ssl
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,16 +31,26 @@ class AdminError(click.ClickException):
 
 
 class RestClient:
-    def __init__(self, base: str, timeout: float = 120.0):
+    def __init__(self, base: str, timeout: float = 120.0, credentials: tuple[str, str] | None = None,
+                 tls_trust: str | None = None):
         self.base = base.rstrip("/")
         self.timeout = timeout
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if credentials is not None:
+            pair = f"{credentials[0]}:{credentials[1]}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        self._ssl = None
+        if tls_trust is not None:
+            try:
+                self._ssl = ssl.create_default_context(cafile=tls_trust)
+            except (OSError, ssl.SSLError) as error:
+                raise AdminError(f"cannot load the trusted certificates {tls_trust}: {error}") from None
 
     def call(self, method: str, path: str, body: dict | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
                 text = response.read()
         except urllib.error.HTTPError as error:
             text = error.read()
@@ -95,10 +111,26 @@ pass_admin = click.make_pass_decorator(Admin)
 @click.group()
 @click.option("--rest", default=DEFAULT_REST, show_default=True, help="The controller's REST API (--rest-port).")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON instead of tables.")
+@click.option("--user", default=None, help="Authenticate as this user (a controller with --password-file).")
+@click.option("--password-stdin", is_flag=True,
+              help="Read --user's password from standard input (else from $TRIBUTARY_PASSWORD).")
+@click.option("--tls-trust", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="PEM file of the CA certificates to trust for an https:// API.")
 @click.pass_context
-def admin(context: click.Context, rest: str, as_json: bool) -> None:
+def admin(context: click.Context, rest: str, as_json: bool, user: str | None, password_stdin: bool,
+          tls_trust: str | None) -> None:
     """Administer scopes, streams, reader groups and key-value tables through the REST API."""
-    context.obj = Admin(RestClient(rest), as_json)
+    credentials = None
+    if user is not None:
+        password: str | None = os.environ.get("TRIBUTARY_PASSWORD")
+        if password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        if password is None:
+            raise click.UsageError("--user needs a password: --password-stdin, or TRIBUTARY_PASSWORD")
+        credentials = (user, password)
+    elif password_stdin:
+        raise click.UsageError("--password-stdin needs --user")
+    context.obj = Admin(RestClient(rest, credentials=credentials, tls_trust=tls_trust), as_json)
 
 
 @admin.command("scopes")

@@ -45,6 +45,7 @@ from ..errors import (
     ProtocolViolation,
     StreamNotFound,
     StreamSealed,
+    TokenRejected,
 )
 from ..segment_stores import SegmentStores
 from ._segment import Change
@@ -253,6 +254,13 @@ class AppendPipeline:
             self._stores.forget(self._segment)
             self._drop_connection()
             self._connect_later(None)
+        elif isinstance(reply, wc.AuthTokenCheckFailed):
+            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
+                self._end(TokenRejected(reply), State.FAILED)
+                return
+            self._stores.tokens.expired(self._segment)  # reconnecting fetches a new one
+            self._drop_connection()
+            self._connect_later(None)
         elif isinstance(reply, wc.InvalidEventNumber):
             self._answered(reply.event_number)  # the server closes the connection; we set up again
         else:
@@ -331,7 +339,8 @@ class AppendPipeline:
         self._connection = connection
         self._state = State.SETTING_UP
         self._last_progress = self._event_loop.time()
-        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self._segment, ""))
+        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self._segment,
+                                       self._stores.token_for(self._segment)))
 
     def _drop_connection(self) -> None:
         connection, self._connection = self._connection, None

@@ -26,7 +26,15 @@ from ..attach import FlowAttacher
 from ..config import ReaderConfig
 from ..connection import WireConnection, next_request_id
 from ..controller_client import Controller
-from ..errors import ClosedError, ConnectionFailed, InvalidArgument, ProtocolViolation, StreamNotFound, TruncatedData
+from ..errors import (
+    ClosedError,
+    ConnectionFailed,
+    InvalidArgument,
+    ProtocolViolation,
+    StreamNotFound,
+    TokenRejected,
+    TruncatedData,
+)
 from ..segment_stores import SegmentStores
 from ._segment import Change, locate_segment, segment_info
 
@@ -285,8 +293,8 @@ class ByteStreamReader:
             return
         self._outstanding = self._read_offset
         try:
-            self._connection.send(wc.ReadSegment(self._segment, self._read_offset, self._read_size, "",
-                                                 self._request_id))
+            self._connection.send(wc.ReadSegment(self._segment, self._read_offset, self._read_size,
+                                                 self._stores.token_for(self._segment), self._request_id))
         except ConnectionFailed:
             self._outstanding = None  # connection_failed follows and reconnects
 
@@ -328,6 +336,13 @@ class ByteStreamReader:
             self._fail(StreamNotFound(f"segment {self.segment} no longer exists"))
         elif isinstance(reply, wc.WrongHost):
             self._stores.forget(self._segment)
+            self._drop_connection()
+            self._connect_later(None)
+        elif isinstance(reply, wc.AuthTokenCheckFailed):
+            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
+                self._fail(TokenRejected(reply))
+                return
+            self._stores.tokens.expired(self._segment)  # reconnecting fetches a new one
             self._drop_connection()
             self._connect_later(None)
         else:

@@ -337,6 +337,12 @@ class EventReader:
     def forget_endpoint(self, segment: str) -> None:
         self._stores.forget(segment)
 
+    def token_for(self, segment: str) -> str:
+        return self._stores.token_for(segment)
+
+    def token_expired(self, segment: str) -> None:
+        self._stores.tokens.expired(segment)
+
     def data_arrived(self) -> None:
         self._wake()
 

@@ -33,7 +33,7 @@ from wire.fields import BytesLike
 from ..attach import FlowAttacher
 from ..config import ReaderConfig
 from ..connection import Endpoint, WireConnection, next_request_id
-from ..errors import ConnectionFailed, InvalidEvent, ProtocolViolation
+from ..errors import ConnectionFailed, InvalidEvent, ProtocolViolation, TokenRejected
 
 log = logging.getLogger("tributary.reader")
 
@@ -58,6 +58,10 @@ class ReaderOwner(Protocol):
     async def connection(self, endpoint: Endpoint) -> WireConnection: ...
 
     def forget_endpoint(self, segment: str) -> None: ...
+
+    def token_for(self, segment: str) -> str: ...
+
+    def token_expired(self, segment: str) -> None: ...
 
     def data_arrived(self) -> None: ...
 
@@ -181,7 +185,8 @@ class SegmentReader:
                 return
         self._outstanding = True
         try:
-            self._connection.send(wc.ReadSegment(self.segment, self._read_offset, length, "", self.request_id))
+            self._connection.send(wc.ReadSegment(self.segment, self._read_offset, length,
+                                                 self._owner.token_for(self.segment), self.request_id))
         except ConnectionFailed:
             self._outstanding = False  # connection_failed follows
 
@@ -215,6 +220,12 @@ class SegmentReader:
             self._owner.data_arrived()
         elif isinstance(reply, wc.WrongHost):
             self._owner.forget_endpoint(self.segment)
+            self._reconnect()
+        elif isinstance(reply, wc.AuthTokenCheckFailed):
+            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
+                self._owner.segment_failed(self, TokenRejected(reply))
+                return
+            self._owner.token_expired(self.segment)  # reconnecting fetches a new one
             self._reconnect()
         else:
             self._owner.segment_failed(self, ProtocolViolation(f"unexpected reply reading {self.segment}: {reply!r}"))

@@ -86,6 +86,15 @@ class WriterBase:
     def forget_endpoint(self, segment: str) -> None:
         self._stores.forget(segment)
 
+    def token_for(self, segment: str) -> str:
+        return self._stores.token_for(segment)
+
+    async def private_connection(self, endpoint: Endpoint) -> WireConnection:
+        return await self._stores.connect(endpoint)
+
+    def token_expired(self, segment: str) -> None:
+        self._stores.tokens.expired(segment)
+
     def released(self, size: int, events: int) -> None:
         self._inflight_bytes -= size
         self._inflight_events -= events

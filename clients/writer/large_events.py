@@ -51,6 +51,10 @@ class LargeEventOwner(Protocol):
 
     async def endpoint_of(self, segment: str) -> Endpoint: ...
 
+    async def private_connection(self, endpoint: Endpoint) -> WireConnection: ...
+
+    def token_for(self, segment: str) -> str: ...
+
     async def large_event_segment(self, routing_key: str | None) -> SegmentWriter: ...
 
     async def successor_for(self, sealed: str, routing_key: str | None) -> str | None: ...
@@ -130,12 +134,13 @@ class LargeEventWriter:
 
     async def _create_transient(self, parent: str) -> None:
         endpoint = await self._owner.endpoint_of(parent)
-        connection = self._connection = await WireConnection.connect(*endpoint)
+        connection = self._connection = await self._owner.private_connection(endpoint)
+        token = self._owner.token_for(parent)  # the transient segment belongs to the parent's stream
         reply = await connection.request(wc.CreateTransientSegment(next_request_id(), self._writer_id,
-                                                                   parent, ""))
+                                                                   parent, token))
         self._transient = raise_for(reply, (wc.SegmentCreated,)).segment
         reply = await connection.request(wc.SetupAppend(next_request_id(), self._writer_id,
-                                                        self._transient, ""))
+                                                        self._transient, token))
         setup = raise_for(reply, (wc.AppendSetup,))
         if setup.last_event_number != NULL_ATTRIBUTE_VALUE:
             raise TributaryError(f"new transient segment {self._transient} already has writer state")
@@ -218,11 +223,13 @@ class LargeEventWriter:
     async def _merge(self, target: str, source: str) -> None:
         connection = self._open_connection
         reply = await connection.request(wc.MergeSegmentsWithHeader(
-            next_request_id(), target, source, envelope_header(self._size), ""), timeout=None)
+            next_request_id(), target, source, envelope_header(self._size), self._owner.token_for(target)),
+            timeout=None)
         try:
             raise_for(reply, (wc.SegmentsMerged,))
         except (SegmentSealed, NoSuchSegment):
-            info = await connection.request(wc.GetStreamSegmentInfo(next_request_id(), target, ""))
+            info = await connection.request(wc.GetStreamSegmentInfo(next_request_id(), target,
+                                                                    self._owner.token_for(target)))
             if isinstance(info, wc.StreamSegmentInfo) and info.exists and not info.is_sealed:
                 raise
             await self._merge_into_successor(target)
@@ -239,8 +246,8 @@ class LargeEventWriter:
             await self._create_transient(successor)
             offset = 0
             while offset < self._size:
-                reply = await old_connection.request(wc.ReadSegment(old_transient, offset, _CHUNK_MAX, "",
-                                                                    next_request_id()))
+                reply = await old_connection.request(wc.ReadSegment(
+                    old_transient, offset, _CHUNK_MAX, self._owner.token_for(old_transient), next_request_id()))
                 data = bytes(raise_for(reply, (wc.SegmentRead,)).data)
                 offset += len(data)
                 self._buffer += data
@@ -262,7 +269,8 @@ class LargeEventWriter:
         self._inflight.clear()
         if self._connection is not None and self._transient:
             try:
-                await self._connection.request(wc.DeleteSegment(next_request_id(), self._transient, ""), timeout=10)
+                await self._connection.request(wc.DeleteSegment(
+                    next_request_id(), self._transient, self._owner.token_for(self._transient)), timeout=10)
             except TributaryError:
                 pass  # closing the connection deletes it too
         await self._release()

@@ -44,7 +44,7 @@ from wire.fields import BytesLike
 from ..attach import FlowAttacher
 from ..config import WriterConfig
 from ..connection import Endpoint, WireConnection, next_request_id
-from ..errors import ConnectionFailed, TributaryError
+from ..errors import ConnectionFailed, TokenRejected, TributaryError
 from ..routing import RoutingKey
 from .acks import WriteAck
 
@@ -92,6 +92,10 @@ class WriterOwner(Protocol):
     async def connection(self, endpoint: Endpoint) -> WireConnection: ...
 
     def forget_endpoint(self, segment: str) -> None: ...
+
+    def token_for(self, segment: str) -> str: ...
+
+    def token_expired(self, segment: str) -> None: ...
 
     def released(self, size: int, events: int) -> None: ...
 
@@ -315,6 +319,13 @@ class SegmentWriter:
             self._owner.forget_endpoint(self.segment)
             self._drop_connection()
             self._connect_later(0.0)
+        elif isinstance(reply, wc.AuthTokenCheckFailed):
+            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
+                self._fail(TokenRejected(reply))
+                return
+            self._owner.token_expired(self.segment)  # reconnecting fetches a new one
+            self._drop_connection()
+            self._connect_later(None)
         elif isinstance(reply, wc.InvalidEventNumber):
             pass  # the server closes the connection: connection_failed reconnects and sets up afresh
         else:
@@ -390,7 +401,8 @@ class SegmentWriter:
         self._connection = connection
         self._state = State.SETTING_UP
         self.last_progress = self._loop.time()
-        connection.send(wc.SetupAppend(self.request_id, self.writer_id, self.segment, ""))
+        connection.send(wc.SetupAppend(self.request_id, self.writer_id, self.segment,
+                                       self._owner.token_for(self.segment)))
 
     def _drop_connection(self) -> None:
         connection, self._connection = self._connection, None

@@ -157,10 +157,15 @@ async def test_a_closed_client_refuses_new_work(standalone):
 
 
 async def test_bad_uris_are_invalid_argument():
-    """A controller URI that is not tcp://host:port raises InvalidArgument at once."""
-    for uri in ("http://h:1", "tcp://h", "tcp://h:99999", "tls://h:9090"):
+    """A controller URI that is not tcp://host:port (or tls://host:port) raises InvalidArgument at once, and
+    so does a trust file that does not hold certificates."""
+    for uri in ("http://h:1", "tcp://h", "tcp://h:99999", "tls://h"):
         with pytest.raises(errors.InvalidArgument):
             sdk.connect(uri)
+    with pytest.raises(errors.InvalidArgument):
+        sdk.connect("tls://h:9090", ClientConfig(tls_trust="/nonexistent/ca.pem"))
+    with pytest.raises(errors.InvalidArgument):
+        ClientConfig(credentials=("user:name", "password"))
 
 
 async def test_reading_a_missing_group_or_checkpoint_is_typed(client):

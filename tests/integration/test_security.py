@@ -7,7 +7,8 @@ users from a password file, TLS on the wire, gRPC and REST listeners.
 * Wire port: a request without a token, with a forged one, an expired one (code 1, so clients fetch a new
   one), or one for another stream or with too little permission -> AuthTokenCheckFailed; the right token
   is served.
-* REST: 401 with WWW-Authenticate without credentials, 403 without permission, listings filtered.
+* REST: 401 with WWW-Authenticate without credentials, 403 without permission, listings filtered; the same
+  through `tributary admin --user --password-stdin --tls-trust`.
 * The real pravega client with TLS and credentials writes and reads; with a wrong password it gets nothing.
 """
 
@@ -175,6 +176,27 @@ def test_rest_needs_credentials_and_permissions(secured):
     assert rest(secured, "GET", "/v1/scopes/secret/streams/s", "reader")[0] == 403
     assert rest(secured, "GET", "/v1/scopes/open/streams/s", "reader")[0] == 200
     assert rest(secured, "GET", "/openapi.json")[0] == 200  # the document itself is public
+
+
+def test_admin_cli_with_credentials_over_tls(secured):
+    def admin(*arguments: str, password: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tributary", "admin", "--rest",
+                               f"https://localhost:{secured['rest']}", "--tls-trust", str(secured["ca"]), *arguments],
+                              input=password, capture_output=True, text=True, timeout=120)
+
+    channel, api = stub(secured)
+    with channel:
+        make_scopes_and_streams(api)
+    listed = admin("--user", "reader", "--password-stdin", "--json", "scopes", password=USERS["reader"][0] + "\n")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"scopes": [{"scopeName": "open"}]}
+    refused = admin("scopes")
+    assert refused.returncode == 1 and "Unauthenticated (401)" in refused.stderr
+    wrong = admin("--user", "admin", "--password-stdin", "scopes", password="nope\n")
+    assert wrong.returncode == 1 and "401" in wrong.stderr
+    denied = admin("--user", "reader", "--password-stdin", "create-scope", "x", password=USERS["reader"][0] + "\n")
+    assert denied.returncode == 1 and "403" in denied.stderr
+    assert admin("--user", "reader", "scopes").returncode == 2  # no password given
 
 
 PRAVEGA_SCRIPT = """

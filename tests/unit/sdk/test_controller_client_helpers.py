@@ -10,7 +10,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clients.controller_client import config_from, config_to, parse_controller_uri, txn_id_from, txn_id_to
+from clients.controller_client import (
+    config_from,
+    config_to,
+    parse_controller_uri,
+    txn_id_from,
+    txn_id_to,
+    uses_tls,
+)
 from clients.errors import InvalidArgument
 from clients.grpc_api import controller_pb2 as pb
 from clients.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
@@ -30,6 +37,9 @@ INT64_NON_NEGATIVE = st.integers(0, 2**63 - 1)
     ("a:1,b:2,c:3", ("a", 1)),
     ("  tcp://host.example:65535/ ", ("host.example", 65535)),
     ("tcp://[::1]:9090", ("::1", 9090)),
+    ("tls://localhost:9090", ("localhost", 9090)),
+    ("ssl://h:1", ("h", 1)),
+    ("pravegas://h:2", ("h", 2)),
 ])
 def test_parse_controller_uri_accepts(uri, expected):
     """tcp://h:p, h:p and pravega://h:p give (host, port); only the first of a comma list counts."""
@@ -38,7 +48,7 @@ def test_parse_controller_uri_accepts(uri, expected):
 
 @pytest.mark.parametrize("uri", [
     "", "   ", "localhost", "localhost:", ":9090", "tcp://", "tcp://:9090", "tcp://localhost",
-    "tls://localhost:9090", "http://localhost:9090", "ssl://h:1", "localhost:0", "localhost:65536",
+    "http://localhost:9090", "https://h:1", "localhost:0", "localhost:65536",
     "localhost:-1", "localhost:abc", "localhost:90 90", "tcp://h:9090:", ",tcp://h:9090",
 ])
 def test_parse_controller_uri_rejects(uri):
@@ -52,10 +62,16 @@ ports = st.integers(1, 65535)
 
 
 @settings(max_examples=150, deadline=None)
-@given(hosts, ports, st.sampled_from(["tcp://", "pravega://", ""]), st.sampled_from(["", ",", ",tcp://x:1", ",junk"]))
+@given(hosts, ports, st.sampled_from(["tcp://", "pravega://", "tls://", ""]), st.sampled_from(["", ",", ",tcp://x:1", ",junk"]))
 def test_parse_controller_uri_round_trips_host_and_port(host, port, scheme, tail):
     """Any host:port in any accepted form, with any list tail, parses to (host, port)."""
     assert parse_controller_uri(f"{scheme}{host}:{port}{tail}") == (host, port)
+
+
+@pytest.mark.parametrize("uri, tls", [("tls://h:1", True), ("SSL://h:1", True), ("pravegas://h:1,tcp://x:2", True),
+                                      ("tcp://h:1", False), ("h:1", False), ("pravega://h:1,tls://x:2", False)])
+def test_uses_tls_follows_the_first_address_scheme(uri, tls):
+    assert uses_tls(uri) is tls
 
 
 def _parses_or_rejects(uri: str) -> None:

@@ -1,0 +1,138 @@
+"""The asyncio SDK against a standalone with a password file, delegation tokens and TLS (docs/security.md,
+docs/sdk.md "Security"): with credentials and the CA it writes (events, transactions, large events, byte
+streams), reads (reader groups, batch), and uses key-value tables over TLS, through tokens that expire
+(10 s) and are renewed under it; wrong credentials, too little permission and an untrusted certificate
+fail with the documented errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tributary
+from clients.config import ClientConfig
+from clients.kvt import KeyValueTableConfiguration, TableKey
+from clients.model import ScalingPolicy, StreamConfiguration
+from tests.support.certs import make_certificates
+from tests.support.standalone import StandaloneProcess
+from wire.retry import Backoff
+
+TOKEN_TTL = 10  # the shortest the controller takes: renewals and expiries happen within the test
+USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
+         "viewer": ("viewer-password",
+                    "prn::/scope:sdk-sec,READ;prn::/scope:sdk-sec/stream:*,READ;"
+                    "prn::/scope:sdk-sec/reader-group:*,READ_UPDATE")}
+SHORT = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None, total_seconds=3.0)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    home = tmp_path_factory.mktemp("sdk-secured")
+    certificates = make_certificates(home / "certs")
+    passwords = home / "passwd"
+    for user, (password, acl) in USERS.items():
+        subprocess.run([sys.executable, "-m", "tributary", "passwd", str(passwords), user, "--acl", acl,
+                        "--password-stdin"], input=password + "\n", text=True, check=True, capture_output=True)
+    key_file = home / "token.key"
+    key_file.write_bytes(os.urandom(32).hex().encode())
+    standalone = StandaloneProcess(home / "data", log_path=home / "standalone.log", extra_args=[
+        "--password-file", str(passwords), "--token-key-file", str(key_file), "--token-ttl", str(TOKEN_TTL),
+        "--tls-cert", str(certificates.certificate), "--tls-key", str(certificates.key),
+        "--tls-trust", str(certificates.ca), "--advertise-address", "localhost"]).start(timeout=60)
+    yield {"uri": f"tls://localhost:{standalone.controller_port}", "ca": str(certificates.ca)}
+    standalone.remove_data()
+
+
+def config(secured, user: str, password: str | None = None, **settings) -> ClientConfig:
+    return ClientConfig(credentials=(user, USERS[user][0] if password is None else password),
+                        tls_trust=secured["ca"], **settings)
+
+
+async def test_everything_works_over_tls_with_tokens_that_expire_under_it(secured):
+    async with tributary.connect(secured["uri"], config(secured, "admin")) as client:
+        await client.create_scope("sdk-sec")
+        await client.create_stream("sdk-sec", "events", StreamConfiguration(ScalingPolicy.fixed(2)))
+        await client.create_stream("sdk-sec", "bytes")
+        group = await client.create_reader_group("sdk-sec", "all", ["events"])
+        async with client.create_writer("sdk-sec", "events") as writer, \
+                group.create_reader("r1") as reader:
+            for n in range(10):
+                await writer.write(b"first %d" % n, routing_key=str(n))
+            await writer.flush()
+            first = {(await reader.read_next(10)).data for _ in range(10)}
+            assert first == {b"first %d" % n for n in range(10)}
+
+            await asyncio.sleep(TOKEN_TTL + 2)  # every token the client holds has expired by now
+
+            async with client.create_transactional_writer("sdk-sec", "events") as transactional:
+                async with await transactional.begin() as txn:
+                    await txn.write(b"in a transaction", routing_key="t")
+            await writer.write_large_event(b"L" * (9 * 1024 * 1024), "big")
+            await writer.write(b"after", routing_key="0")
+            await writer.flush()
+            later = []
+            while len(later) < 3:
+                event = await reader.read_next(20)
+                assert event is not None, f"only {len(later)} events read after the tokens expired"
+                later.append(event.data)
+            assert sorted(later, key=len) == [b"after", b"in a transaction", b"L" * (9 * 1024 * 1024)]
+
+        async with client.create_byte_writer("sdk-sec", "bytes") as bytes_writer:
+            await bytes_writer.write(b"hello tls")
+            await bytes_writer.flush()
+        async with client.create_byte_reader("sdk-sec", "bytes") as bytes_reader:
+            assert await bytes_reader.read(9) == b"hello tls"
+
+        batch = client.create_batch_client()
+        slices = await batch.slices("sdk-sec", "events")
+        payloads = [payload for piece in slices async for chunk in batch.read(piece) for payload in chunk.payloads]
+        assert len(payloads) == 13 and b"in a transaction" in payloads
+
+        assert await client.create_key_value_table("sdk-sec", "table", KeyValueTableConfiguration(2, 4))
+        table = await client.key_value_table("sdk-sec", "table")
+        await table.put(TableKey(b"key1"), b"value")
+        assert (await table.get(TableKey(b"key1"))).value == b"value"
+
+
+async def test_wrong_password_is_refused(secured):
+    async with tributary.connect(secured["uri"], config(secured, "admin", "wrong")) as client:
+        with pytest.raises(tributary.AuthenticationFailed):
+            await client.create_scope("nope")
+
+
+async def test_without_credentials_the_controller_refuses(secured):
+    async with tributary.connect(secured["uri"], ClientConfig(tls_trust=secured["ca"])) as client:
+        with pytest.raises(tributary.AuthenticationFailed):
+            await client.scope_exists("sdk-sec")
+
+
+async def test_a_reader_may_read_but_not_write(secured):
+    async with tributary.connect(secured["uri"], config(secured, "admin")) as admin:
+        await admin.create_scope("sdk-sec")
+        await admin.create_stream("sdk-sec", "readonly")
+        async with admin.create_writer("sdk-sec", "readonly") as writer:
+            await writer.write(b"visible")
+    async with tributary.connect(secured["uri"], config(secured, "viewer")) as client:
+        with pytest.raises(tributary.PermissionDenied):
+            await client.create_stream("sdk-sec", "mine")
+        group = await client.create_reader_group("sdk-sec", "viewers", ["readonly"])
+        async with group.create_reader("v1") as reader:
+            assert (await reader.read_next(10)).data == b"visible"
+        async with client.create_writer("sdk-sec", "readonly") as writer:
+            with pytest.raises(tributary.TokenRejected):
+                await writer.write(b"forbidden")
+                await writer.flush()
+        with pytest.raises(tributary.PermissionDenied):
+            await client.create_scope("elsewhere")
+
+
+async def test_a_server_certificate_the_client_does_not_trust_is_refused(secured):
+    untrusted = ClientConfig(credentials=("admin", USERS["admin"][0]), controller_retry=SHORT)
+    async with tributary.connect(secured["uri"], untrusted) as client:
+        with pytest.raises(tributary.ControllerUnavailable):
+            await client.scope_exists("sdk-sec")
