@@ -266,21 +266,30 @@ def _advertised(host: str, advertise_host: str | None) -> str:
 
 
 @main.command()
-@click.option("--zk", "zk_hosts", required=True, help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot].")
+@click.option("--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot] of a cluster.")
 @click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes.")
-@click.option("--json", "as_json", is_flag=True, help="Print the cluster as one JSON document.")
-def status(zk_hosts, zk_root, as_json) -> None:
-    """Say what the cluster runs: one line per process, and whether every container is served.
+@click.option("--health", "health", multiple=True, metavar="HOST:PORT",
+              help="A process's operations port (--metrics-port): ask its /health/live and /health/ready (repeat).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON document.")
+def status(zk_hosts, zk_root, health, as_json) -> None:
+    """Say what runs: a cluster's processes from ZooKeeper (--zk), or processes' health (--health).
 
-    Exit status: 0 every container runs on its assigned segment store; 1 some container is not
-    served (unassigned, its store gone, or still recovering); 2 ZooKeeper cannot be reached.
+    Exit status with --zk: 0 every container runs on its assigned segment store; 1 some container is
+    not served (unassigned, its store gone, or still recovering); 2 ZooKeeper cannot be reached.
+    With --health: 0 every process is ready; 1 one is live but not ready; 2 one cannot be reached.
     """
+    if (zk_hosts is None) == (not health):
+        raise click.UsageError("give either --zk (a cluster) or --health HOST:PORT (processes)")
     from .cluster_status import print_status
+    from .health_status import print_health
 
     code: list[int] = []
 
     async def run() -> None:
-        code.append(await print_status(zk_hosts, zk_root, as_json, click.echo))
+        if health:
+            code.append(await print_health(health, as_json, click.echo))
+        else:
+            code.append(await print_status(zk_hosts, zk_root, as_json, click.echo))
 
     _run(run())
     sys.exit(code[0] if code else 2)

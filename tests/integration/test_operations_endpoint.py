@@ -93,6 +93,14 @@ def test_metrics_move_with_a_load_run(tmp_path):
         standalone.kill()
 
 
+def health_status(*ports_and_options) -> subprocess.CompletedProcess:
+    """``tributary status --health`` of the processes whose operations ports are given."""
+    arguments = [item for port in ports_and_options
+                 for item in (("--health", f"127.0.0.1:{port}") if isinstance(port, int) else (port,))]
+    return subprocess.run([sys.executable, "-m", "tributary", "status", *arguments], capture_output=True, text=True,
+                          timeout=60)
+
+
 def test_live_at_once_ready_once_serving(tmp_path, zk_hosts):
     store_metrics, controller_metrics, logstore_metrics = free_port(), free_port(), free_port()
     store = ServerProcess("segmentstore", tmp_path / "store", log_path=tmp_path / "store.log", extra_args=[
@@ -113,12 +121,19 @@ def test_live_at_once_ready_once_serving(tmp_path, zk_hosts):
         status, body = get(store_metrics, "/health/ready")
         assert status == 503 and json.loads(body) == {"process": "segmentstore", "ready": False}
         assert get(controller_metrics, "/health/ready")[0] == 503  # its metadata lives in those containers
+        waiting = health_status(store_metrics, controller_metrics)
+        assert waiting.returncode == 1, waiting.stdout
+        assert f"segmentstore at 127.0.0.1:{store_metrics}: live, NOT READY" in waiting.stdout
         logstore = ServerProcess("logstore", tmp_path / "logstore", log_path=tmp_path / "logstore.log",
                                  extra_args=["--zk", zk_hosts, "--metrics-port", str(logstore_metrics)]).start()
         deadline = time.monotonic() + 60
         while get(store_metrics, "/health/ready")[0] != 200 or get(controller_metrics, "/health/ready")[0] != 200:
             assert time.monotonic() < deadline, "the segment store or the controller never became ready"
             time.sleep(0.2)
+        serving = health_status(store_metrics, controller_metrics, logstore_metrics, "--json")
+        assert serving.returncode == 0, serving.stdout
+        assert sorted((process["process"], process["ready"]) for process in json.loads(serving.stdout)["processes"]) \
+            == [("controller", True), ("logstore", True), ("segmentstore", True)]
         samples = scrape(logstore_metrics)
         assert value(samples, "tributary_tier1_group_commit_bytes_count", log="logstore") > 0
         assert get(logstore_metrics, "/health/ready")[0] == 200
@@ -141,3 +156,10 @@ def test_a_busy_metrics_port_is_a_clear_error(tmp_path):
         assert result.returncode == 1 and result.stderr.startswith("error: cannot serve metrics on")
     finally:
         standalone.kill()
+
+
+def test_status_of_an_unreachable_process_and_bad_options(tmp_path):
+    unreachable = health_status(free_port())
+    assert unreachable.returncode == 2 and "UNREACHABLE" in unreachable.stdout
+    neither = subprocess.run([sys.executable, "-m", "tributary", "status"], capture_output=True, text=True, timeout=60)
+    assert neither.returncode == 2 and "either --zk" in neither.stderr
