@@ -49,7 +49,7 @@ from .model import (
                     TransactionState,
 )
 from .reader.event_reader import EventRead, EventReader, LargeEventRead
-from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
+from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig, StreamDataRetention
 from .serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from .stream_cut import StreamCut
 from .writer.acks import WriteAck
@@ -63,8 +63,9 @@ __all__ = [
     "KeyValueTable", "KeyValueTableConfiguration", "KeyValueTableIterator", "LargeEventRead", "LargeEventWriter", "Put",
     "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "Remove", "RetentionPolicy", "RetentionType", "ScaleType",
     "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration", "StreamCut",
-    "StringSerializer", "Successors", "TableEntry", "TableItems", "TableKey", "TableModification", "Transaction",
-    "TransactionState", "TransactionalWriter", "Version", "WriteAck", "WriterConfig", "connect", "errors",
+    "StreamDataRetention", "StringSerializer", "Successors", "TableEntry", "TableItems", "TableKey",
+    "TableModification", "Transaction", "TransactionState", "TransactionalWriter", "Version", "WriteAck",
+    "WriterConfig", "connect", "errors",
     *[name for name in dir(errors) if isinstance(getattr(errors, name), type)
       and issubclass(getattr(errors, name), Exception)],
 ]

@@ -31,6 +31,7 @@ from .errors import (
     NotFound,
     OperationFailed,
     PermissionDenied,
+    ReaderGroupNotFound,
     RequestTimeout,
     ScopeNotEmpty,
     ScopeNotFound,
@@ -210,9 +211,14 @@ class Controller(Protocol):
 
     async def note_timestamp(self, writer_id: str, position: StreamCut, timestamp: int) -> None: ...
 
+    async def remove_writer(self, writer_id: str, scope: str, stream: str) -> bool: ...
+
     async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration: ...
 
     async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool: ...
+
+    async def update_subscriber_cut(self, scope: str, group: str, group_id: str, generation: int,
+                                    cut: StreamCut) -> None: ...
 
 
 # ---------------------------------------------------------------------- the client
@@ -586,6 +592,18 @@ class ControllerClient:
         await self._call("noteTimestampFromWriter", pb.TimestampFromWriter(
             writer=writer_id, position=cut_to(position), timestamp=timestamp), check)
 
+    async def remove_writer(self, writer_id: str, scope: str, stream: str) -> bool:
+        """Tells the controller the writer is gone, so its marks stop holding watermarks back.
+        Returns False if the controller knows no marks of it (it never noted a time there)."""
+        R = pb.RemoveWriterResponse
+
+        def check(reply: pb.RemoveWriterResponse) -> bool:
+            _retry_on(reply.result == R.INTERNAL_ERROR, "removeWriter")
+            return reply.result == R.SUCCESS
+
+        return await self._call("removeWriter", pb.RemoveWriterRequest(writer=writer_id,
+                                                                       stream=stream_info(scope, stream)), check)
+
     # ------------------------------------------------------------------ reader groups (controller records)
 
     async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration:
@@ -610,6 +628,43 @@ class ControllerClient:
 
         return await self._call("deleteReaderGroup", pb.ReaderGroupInfo(scope=scope, readerGroup=group,
                                                                          readerGroupId=group_id), check)
+
+    async def update_subscriber_cut(self, scope: str, group: str, group_id: str, generation: int,
+                                    cut: StreamCut) -> None:
+        """Reports how far subscriber group ``scope/group`` has read ``cut``'s stream (consumption-based retention).
+
+        Raises:
+            StreamNotFound: no such stream.
+            ReaderGroupNotFound: the group does not subscribe to the stream (or has another id or generation).
+            InvalidArgument: the cut is malformed or behind the group's previous one.
+        """
+        S = pb.UpdateSubscriberStatus
+        subscriber = f"{scope}/{group}"
+
+        def check(reply: pb.UpdateSubscriberStatus) -> None:
+            if reply.status == S.STREAM_NOT_FOUND:
+                raise StreamNotFound(f"stream {cut.scope}/{cut.stream} does not exist")
+            if reply.status in (S.SUBSCRIBER_NOT_FOUND, S.GENERATION_MISMATCH):
+                raise ReaderGroupNotFound(f"{subscriber} does not subscribe to {cut.scope}/{cut.stream} "
+                                          f"({S.Status.Name(reply.status)})")
+            if reply.status == S.STREAM_CUT_NOT_VALID:
+                raise InvalidArgument(f"the cut of {subscriber} is malformed or behind its previous one")
+            _retry_on(reply.status == S.FAILURE, "updateSubscriberStreamCut")
+
+        await self._call("updateSubscriberStreamCut", pb.SubscriberStreamCut(
+            subscriber=subscriber, readerGroupId=group_id, generation=generation, streamCut=cut_to(cut)), check)
+
+    async def list_subscribers(self, scope: str, stream: str) -> list[str]:
+        """The ``scope/group`` names of the reader groups subscribed to the stream. Raises StreamNotFound."""
+        S = pb.SubscribersResponse
+
+        def check(reply: pb.SubscribersResponse) -> list[str]:
+            if reply.status == S.STREAM_NOT_FOUND:
+                raise StreamNotFound(f"stream {scope}/{stream} does not exist")
+            _retry_on(reply.status == S.FAILURE, "listSubscribers")
+            return list(reply.subscribers)
+
+        return await self._call("listSubscribers", stream_info(scope, stream), check)
 
     # ------------------------------------------------------------------ key-value tables
 

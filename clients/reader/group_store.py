@@ -49,6 +49,7 @@ class GroupConfig:
     reader_timeout_ms: int
     refresh_ms: int
     max_outstanding_checkpoints: int
+    retention: int = 0  # StreamDataRetention: 0 none, 1 manual, 2 automatic at the last checkpoint
 
     def encode(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -31,6 +32,25 @@ from .group_store import GroupConfig, GroupStore
 _CHECKPOINT_POLL_SECONDS = 0.05
 
 
+class StreamDataRetention(enum.IntEnum):
+    """Whether a group holds back its streams' data until it has read it (consumption-based retention).
+
+    * ``NONE``: the group does not subscribe; retention ignores it.
+    * ``MANUAL_RELEASE_AT_USER_STREAMCUT``: the group subscribes and releases data up to the cuts the
+      application passes to :meth:`ReaderGroup.release_at`.
+    * ``AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT``: the group subscribes and each checkpoint completed
+      through :meth:`ReaderGroup.initiate_checkpoint` releases the data before it.
+
+    A subscribing group holds its streams from its starting cuts. Retention still truncates a
+    stream whose policy's maximum is exceeded (a lagging group loses the oldest data then), and
+    only streams with a retention policy are truncated at all. Values as Java's and the wire's.
+    """
+
+    NONE = 0
+    MANUAL_RELEASE_AT_USER_STREAMCUT = 1
+    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class ReaderGroupConfig:
     """Settings of a reader group.
@@ -40,11 +60,13 @@ class ReaderGroupConfig:
     * ``refresh_ms``: how often each reader heartbeats and takes a group step
       (acquire/release/complete/checkpoint); Java refreshes every 3 s.
     * ``max_outstanding_checkpoints``: as Java (3).
+    * ``retention``: whether the group subscribes to its streams (:class:`StreamDataRetention`).
     """
 
     reader_timeout_ms: int = 30_000
     refresh_ms: int = 1_000
     max_outstanding_checkpoints: int = 3
+    retention: StreamDataRetention = StreamDataRetention.NONE
 
     def __post_init__(self) -> None:
         if self.refresh_ms < 10 or self.reader_timeout_ms < 2 * self.refresh_ms:
@@ -146,7 +168,32 @@ class ReaderGroup:
                     break
                 await asyncio.sleep(_CHECKPOINT_POLL_SECONDS)
         await self.store.update(lambda state: state.clear_checkpoint(name))
-        return Checkpoint(name, cuts_of(checkpoint.positions))
+        completed = Checkpoint(name, cuts_of(checkpoint.positions))
+        if config.retention == StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT:
+            await self._release(completed.cuts.values())
+        return completed
+
+    async def release_at(self, cuts: Iterable[StreamCut | str]) -> None:
+        """Lets retention drop the data before ``cuts`` (a group with ``MANUAL_RELEASE_AT_USER_STREAMCUT``).
+
+        Raises:
+            InvalidArgument: the group does not release manually, a cut is not of one of its streams,
+                or a cut is malformed or behind the one released before.
+            StreamNotFound: a stream is gone.
+        """
+        config = await self.group_config()
+        if config.retention != StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT:
+            raise InvalidArgument(f"reader group {self.scope}/{self.name} does not release data manually")
+        parsed = [parse_stream_cut(cut) for cut in cuts]
+        if not cuts_by_stream(parsed).keys() <= set(config.streams):
+            raise InvalidArgument("release cuts only for the group's streams")
+        await self._release(parsed)
+
+    async def _release(self, cuts: Iterable[StreamCut]) -> None:
+        """Reports the group's subscriber cut of each stream to the controller."""
+        config = await self.group_config()
+        for cut in cuts:
+            await self.controller.update_subscriber_cut(self.scope, self.name, config.group_id, 0, cut)
 
     async def last_checkpoint(self) -> Checkpoint | None:
         state, _ = await self.store.fetch()
@@ -217,12 +264,16 @@ class ReaderGroupManagement:
         registered = await self._controller.create_reader_group(pb.ReaderGroupConfiguration(
             scope=scope, readerGroupName=group, groupRefreshTimeMillis=config.refresh_ms,
             automaticCheckpointIntervalMillis=-1, maxOutstandingCheckpointRequest=config.max_outstanding_checkpoints,
-            retentionType=0, generation=0, readerGroupId=str(uuid.UUID(int=0)),
+            retentionType=int(config.retention), generation=0, readerGroupId=str(uuid.UUID(int=0)),
             startingStreamCuts=[cut_to(cut) for cut in starts], endingStreamCuts=[cut_to(cut) for cut in ends]))
         handle = ReaderGroup(self._controller, self._stores, scope, group, self._group_retry(), self._adopt)
         group_config = GroupConfig(scope, group, registered.readerGroupId, tuple(sorted(names)),
-                                   config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints)
-        await handle.store.create(group_config, GroupState.starting_at(positions_of(starts), positions_of(ends)))
+                                   config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints,
+                                   int(config.retention))
+        created = await handle.store.create(group_config,
+                                            GroupState.starting_at(positions_of(starts), positions_of(ends)))
+        if created and config.retention != StreamDataRetention.NONE:
+            await handle._release(starts)  # the group holds its streams from where it starts
         return handle
 
     async def _start_cut(self, scope: str, item: str | StreamCut, start_at: str) -> StreamCut:
@@ -257,4 +308,5 @@ class ReaderGroupManagement:
         return await handle.store.delete()
 
 
-__all__ = ["ReaderGroup", "ReaderGroupConfig", "ReaderGroupManagement", "Checkpoint", "CheckpointFailed"]
+__all__ = ["ReaderGroup", "ReaderGroupConfig", "StreamDataRetention", "ReaderGroupManagement", "Checkpoint",
+           "CheckpointFailed"]

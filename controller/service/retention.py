@@ -1,4 +1,4 @@
-"""Time- and size-based retention (spec §6.9, PDP-19): periodic stream cuts, then truncation.
+"""Time-, size- and consumption-based retention (spec §6.9, PDP-19): periodic stream cuts, then truncation.
 
 Theory of operation. For every stream whose configuration carries a retention policy, each round:
 
@@ -6,54 +6,48 @@ Theory of operation. For every stream whose configuration carries a retention po
    write offsets of the active segments, with the stream's size up to them (bytes before the
    cut over the stream's whole life), stored as a ``StreamCutRecord`` and appended to the
    retention set;
-2. *pick* the truncation point: for every recorded cut, ``v`` is what truncating there would keep
-   (TIME: now - its recording time; SIZE: newest size - its size). The chosen cut is the one with
-   the smallest ``v`` that is still >= ``retentionParam`` -- the newest cut that keeps at least
-   the minimum. Consumption-based bounds (subscribers) are not applied yet;
-3. *truncate* there through the ordinary truncation workflow (``Truncation``), then drop the
-   recorded cuts at or before it.
+2. *bound by subscribers*: the cuts reported by the reader groups subscribed to the stream
+   (consumption-based retention) are reduced to their lower bound, clamped to the current head;
+3. *pick* the truncation point with ``retention_bounds.truncation_cut``: the policy's minimum
+   (``retentionParam``) and maximum (``retentionMax``) against the recorded cuts and the
+   subscribers' lower bound (see that module);
+4. *truncate* there through the ordinary truncation workflow (``Truncation``) if it is ahead of
+   the current head, then drop the recorded cuts at or before it.
 
 Time is an argument (``run_once(now)``); only ``run_forever`` reads the context's clock.
-Streams are found by listing every scope: fine for the stream counts of one controller; a
-bucketed index as in Java is the follow-up for large deployments.
+Streams are the ones this controller owns (``paging.owned_streams``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+
+from wire.naming import epoch_of
 
 from .. import metrics
 from ..store import NotFound, State, StreamStore
+from ..store import readers as store_readers
 from ..store import retention as store_retention
-from ..store.records import RetentionPolicy, RetentionType, StreamCutRecord
+from ..store.records import SegmentRecord, StreamCutRecord, TruncationRecord
 from .context import ControllerContext
 from .errors import ServiceError
 from .paging import owned_streams
+from .retention_bounds import (
+    Compare,
+    Comparison,
+    Cut,
+    RecordedCut,
+    bound_cuts,
+    compare_cuts,
+    subscribers_lower_bound,
+    truncation_cut,
+)
 from .segment_calls import SegmentCalls
-from .truncation import Truncation
+from .truncation import Truncation, segments_of_cut
 
 log = logging.getLogger("tributary.controller")
-
-
-def retained(policy: RetentionPolicy, now: int, newest_size: int, recording_time: int, recording_size: int) -> int:
-    """What truncating at a cut recorded at (time, size) would keep, in the policy's unit."""
-    if policy.retention_type == RetentionType.TIME:
-        return now - recording_time
-    return newest_size - recording_size
-
-
-def choose_cut(policy: RetentionPolicy, now: int, records: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
-    """The (time, size) of the newest recorded cut that still keeps at least ``retentionParam``, or None."""
-    if not records:
-        return None
-    newest_size = records[-1][1]
-    kept = [(retained(policy, now, newest_size, time, size), time, size) for time, size in records]
-    eligible = [row for row in kept if row[0] >= policy.retention_param]
-    if not eligible:
-        return None
-    _, time, size = min(eligible)
-    return time, size
 
 
 class Retention:
@@ -72,7 +66,7 @@ class Retention:
         return truncated
 
     async def apply(self, stream: StreamStore, now: int) -> bool:
-        """Records a cut if due, then truncates at the chosen one. Returns True if it truncated."""
+        """Records a cut if due, then truncates where the policy and the subscribers allow. True if it truncated."""
         configuration, _ = await stream.get_configuration()
         policy = configuration.retention
         if policy is None or (await stream.get_state())[0] != State.ACTIVE:
@@ -82,19 +76,76 @@ class Retention:
         if not retention_set.records or now - retention_set.records[-1][0] >= period_ms:
             await self._record_cut(stream, now)
             retention_set, _ = await store_retention.get_retention_set(stream)
-        chosen = choose_cut(policy, now, retention_set.records)
-        if chosen is None:
+        current, _ = await store_retention.get_truncation(stream)
+        reported = await self._subscriber_cuts(stream)
+        rows = [RecordedCut(time, size, {}) for time, size in retention_set.records]
+        if not reported:  # the min cut it is: read only that one
+            _, minimum = bound_cuts(policy, now, rows)
+            rows = [minimum] if minimum is not None else []
+        records = await self._recorded_cuts(stream, rows)
+        segments = await self._segments(stream, [current.stream_cut, *reported, *(r.cut for r in records)])
+        compare: Compare = functools.partial(compare_cuts, segments=segments)
+        if reported:
+            lower_bound = subscribers_lower_bound(reported, segments)
+            if current.stream_cut and compare(lower_bound, current.stream_cut) != Comparison.EQUAL_OR_AFTER:
+                lower_bound = dict(current.stream_cut)  # a subscriber behind the head holds back nothing more
+            lower_bound_size = (await self._truncation.plan(stream, lower_bound, current)).size_till
+            chosen = truncation_cut(policy, now, records, lower_bound, lower_bound_size, compare)
+        else:
+            lower_bound, chosen = {}, (records[0].cut if records else None)
+        if chosen is None or not self._ahead(chosen, current, compare):
             return False
-        cut = await store_retention.get_stream_cut(stream, chosen[0])
-        truncation, _ = await store_retention.get_truncation(stream)
-        done = truncation.stream_cut == cut.stream_cut
-        if not done:
-            await self._truncation.truncate_stream(stream.scope, stream.name, cut.stream_cut)
-            metrics.RETENTION_TRUNCATIONS.inc()
-            log.info("stream truncated by its retention policy",
-                     extra={"stream": f"{stream.scope}/{stream.name}", "cut": dict(cut.stream_cut)})
-        await store_retention.remove_stream_cuts_through(stream, chosen[0])
-        return not done
+        await self._truncation.truncate_stream(stream.scope, stream.name, chosen)
+        metrics.RETENTION_TRUNCATIONS.inc()
+        log.info("stream truncated by its retention policy",
+                 extra={"stream": f"{stream.scope}/{stream.name}", "cut": dict(chosen),
+                        "policy": policy.retention_type.name, "subscribers": len(reported),
+                        "bounded_by_subscribers": chosen == lower_bound})
+        passed = [record.time for record in records if compare(chosen, record.cut) == Comparison.EQUAL_OR_AFTER]
+        if passed:
+            await store_retention.remove_stream_cuts_through(stream, max(passed))
+        return True
+
+    @staticmethod
+    def _ahead(chosen: Cut, current: TruncationRecord, compare: Compare) -> bool:
+        """True if ``chosen`` moves the head: strictly after the current truncation point (or, never
+        truncated yet, past the start: an offset above 0 or a segment created after the first epoch)."""
+        if not current.stream_cut:
+            return any(offset > 0 or epoch_of(segment_id) > 0 for segment_id, offset in chosen.items())
+        return (compare(chosen, current.stream_cut) == Comparison.EQUAL_OR_AFTER
+                and compare(current.stream_cut, chosen) != Comparison.EQUAL_OR_AFTER)
+
+    async def _subscriber_cuts(self, stream: StreamStore) -> list[Cut]:
+        """The cuts the stream's subscribers reported (subscribers that have not reported yet are left out)."""
+        cuts = []
+        for name in await store_readers.list_subscribers(stream):
+            try:
+                record, _ = await store_readers.get_subscriber(stream, name)
+            except NotFound:
+                continue  # unsubscribed meanwhile
+            if record.stream_cut:
+                cuts.append(dict(record.stream_cut))
+        return cuts
+
+    @staticmethod
+    async def _recorded_cuts(stream: StreamStore, rows: list[RecordedCut]) -> list[RecordedCut]:
+        """``rows`` with their stream cuts read (a cut removed meanwhile is left out)."""
+        records = []
+        for row in rows:
+            try:
+                record = await store_retention.get_stream_cut(stream, row.time)
+            except NotFound:
+                continue
+            records.append(RecordedCut(row.time, row.size, dict(record.stream_cut)))
+        return records
+
+    @staticmethod
+    async def _segments(stream: StreamStore, cuts: list[Cut]) -> dict[int, SegmentRecord]:
+        segments: dict[int, SegmentRecord] = {}
+        wanted = {segment_id for cut in cuts for segment_id in cut}
+        if wanted:
+            segments.update(await segments_of_cut(stream, dict.fromkeys(wanted, 0)))
+        return segments
 
     async def _record_cut(self, stream: StreamStore, now: int) -> None:
         current, _ = await stream.get_current_epoch()
@@ -104,9 +155,11 @@ class Retention:
         await store_retention.add_stream_cut(stream, StreamCutRecord(now, size, cut))
 
     async def run_forever(self) -> None:
-        """A round every ``retention_period_seconds`` (the clock is read here only)."""
+        """A round every ``retention_interval_seconds`` (default: the period); the clock is read here only."""
+        settings = self._context.settings
+        interval = settings.retention_interval_seconds or settings.retention_period_seconds
         while True:
-            await asyncio.sleep(self._context.settings.retention_period_seconds)
+            await asyncio.sleep(interval)
             try:
                 await self.run_once(self._context.now_ms())
             except Exception as error:  # noqa: BLE001 - the next round tries again

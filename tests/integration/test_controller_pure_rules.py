@@ -15,11 +15,17 @@ from controller.service import payloads
 from controller.service.configuration import checked_configuration
 from controller.service.context import ServiceSettings
 from controller.service.errors import InvalidArgument, StreamBusy
+from controller.service.retention_bounds import RecordedCut, bound_cuts
 from controller.service.retries import STREAM_BUSY, retry_while_busy
-from controller.service.retention import choose_cut
 from controller.service.stream_cut_rules import cut_error, is_equal_or_after
-from controller.store.records import (RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, SegmentRecord,
-                                      StreamConfiguration)
+from controller.store.records import (
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    SegmentRecord,
+    StreamConfiguration,
+)
 from wire.naming import segment_id
 
 # Epoch 0: A [0, .5), B [.5, 1). Epoch 1: A split into C [0, .25), D [.25, .5). Epoch 2: C, D merged into E.
@@ -63,14 +69,18 @@ def test_cut_ordering():
 
 def test_retention_picks_the_newest_cut_keeping_the_minimum():
     """TIME keeps now - recording time, SIZE keeps newest size - recording size."""
+    def min_cut(policy, now, rows):
+        _, minimum = bound_cuts(policy, now, [RecordedCut(time, size, {}) for time, size in rows])
+        return None if minimum is None else (minimum.time, minimum.size)
+
     by_time = RetentionPolicy(RetentionType.TIME, 1000)
     records = ((1000, 10), (2000, 20), (2600, 30))
-    assert choose_cut(by_time, 3500, records) == (2000, 20)  # 1500 and 2500 keep enough; the newer wins
-    assert choose_cut(by_time, 2500, records) == (1000, 10)
-    assert choose_cut(by_time, 1900, records) is None
+    assert min_cut(by_time, 3500, records) == (2000, 20)  # 1500 and 2500 keep enough; the newer wins
+    assert min_cut(by_time, 2500, records) == (1000, 10)
+    assert min_cut(by_time, 1900, records) is None
     by_size = RetentionPolicy(RetentionType.SIZE, 15)
-    assert choose_cut(by_size, 0, records) == (1000, 10)  # 30 - 10 = 20 >= 15; 30 - 20 = 10 is not
-    assert choose_cut(by_size, 0, ()) is None
+    assert min_cut(by_size, 0, records) == (1000, 10)  # 30 - 10 = 20 >= 15; 30 - 20 = 10 is not
+    assert min_cut(by_size, 0, ()) is None
 
 
 @given(st.dictionaries(st.integers(0, 2**62), st.integers(-1, 2**62), max_size=20))

@@ -13,7 +13,7 @@ from tests.support.controller_harness import append_to_segment, info, running_cl
 from wire import naming
 
 SCOPE = "retention"
-PERIOD = ServiceSettings(retention_period_seconds=1.0, redrive_interval_seconds=3600)
+PERIOD = ServiceSettings(retention_period_seconds=1.0, retention_interval_seconds=3600, redrive_interval_seconds=3600)
 
 
 @pytest.fixture
