@@ -13,6 +13,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -81,17 +82,54 @@ def split_stream(name: str) -> tuple[str, str]:
     return urllib.parse.quote(scope, safe=""), urllib.parse.quote(stream, safe="")
 
 
+NO_MAXIMUM = 2**63 - 1  # retentionMax when the policy has no maximum
+HISTORY_EPOCHS = 20  # describe shows this many of the newest epochs
+
+
+def _when(milliseconds: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(milliseconds / 1000)) + "Z"
+
+
+def _cut_text(cut: dict[str, int]) -> str:
+    return ", ".join(f"{segment}@{offset}" for segment, offset in cut.items()) or "-"
+
+
 def describe_stream(stream: dict) -> str:
     scaling, retention = stream["scalingPolicy"], stream["retentionPolicy"]
     policy = scaling["type"] + (f" target {scaling['targetRate']} x{scaling['scaleFactor']}"
                                 if scaling["type"] != "FIXED_NUM_SEGMENTS" else "") + f", min {scaling['minSegments']}"
-    kept = f"{retention['type']} {retention['value']}" if retention else "none"
+    kept = "none"
+    if retention:
+        maximum = retention.get("maxValue", NO_MAXIMUM)
+        kept = f"{retention['type']} min {retention['value']}" + (f" max {maximum}" if maximum != NO_MAXIMUM else "")
+    truncation = stream.get("truncation") or {"streamCut": {}, "bytesBefore": 0}
     lines = [f"stream {stream['scopeName']}/{stream['streamName']}: {stream['state']}, epoch {stream['currentEpoch']}",
-             f"scaling: {policy}", f"retention: {kept}", f"tags: {', '.join(stream['tags']) or '-'}", ""]
+             f"scaling: {policy}", f"retention: {kept}", f"tags: {', '.join(stream['tags']) or '-'}",
+             f"head: {_cut_text(truncation['streamCut'])} ({truncation['bytesBefore']} bytes truncated)", ""]
     lines.append(table(["segment", "id", "epoch", "key range"], [
         [f"#{segment['number']}", segment["segmentId"], segment["epoch"],
          f"{segment['keyStart']:.4f} - {segment['keyEnd']:.4f}"] for segment in stream["segments"]]))
+    if stream.get("subscribers"):
+        lines += ["", table(["subscriber", "released up to", "reported"], [
+            [entry["name"], _cut_text(entry["streamCut"]), _when(entry["updateTime"])]
+            for entry in stream["subscribers"]])]
     return "\n".join(lines)
+
+
+def scaling_history(epochs: list[dict]) -> str:
+    """One line per epoch: when it began, its segment count, and the segments it sealed and created."""
+    rows, previous = [], None
+    for epoch in epochs:
+        ids = {segment["segmentId"]: segment for segment in epoch["segments"]}
+        if previous is None:
+            change = "created"
+        else:
+            sealed = sorted(f"#{previous[i]['number']}" for i in set(previous) - set(ids))
+            created = sorted(f"#{ids[i]['number']}" for i in set(ids) - set(previous))
+            change = f"sealed {' '.join(sealed) or '-'}; created {' '.join(created) or '-'}"
+        rows.append([epoch["epoch"], _when(epoch["creationTime"]), len(ids), change])
+        previous = ids
+    return table(["epoch", "began", "segments", "scale"], rows)
 
 
 class Admin:
@@ -182,8 +220,11 @@ def describe(admin: Admin, stream: str) -> None:
              admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}/segments")["segments"]}
     for segment in found["segments"]:
         segment.update({key: sizes.get(segment["segmentId"], {}).get(key) for key in ("startOffset", "length")})
-    text = describe_stream(found) + "\n\n" + table(["segment", "start", "length"], [
+    epochs = admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}/epochs?limit={HISTORY_EPOCHS}")["epochs"]
+    found["epochs"] = epochs
+    text = (describe_stream(found) + "\n\n" + table(["segment", "start", "length"], [
         [f"#{segment['number']}", segment["startOffset"], segment["length"]] for segment in found["segments"]])
+        + f"\n\nscaling history (last {HISTORY_EPOCHS} epochs at most):\n" + scaling_history(epochs))
     admin.show(found, text)
 
 

@@ -33,6 +33,8 @@ from ..service.key_value_tables import KeyValueTableRecord
 from ..service.scaling import ScaleStatus
 from ..service.transactions.jobs import list_all_transactions
 from ..store import NotFound
+from ..store import readers as store_readers
+from ..store import retention as store_retention
 from ..store.records import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from .openapi import OPENAPI
 
@@ -347,9 +349,20 @@ class RestApi:
         handle = self._services.context.store.stream(scope, stream)
         state, _ = await handle.get_state()
         current, _ = await handle.get_current_epoch()
+        truncation, _ = await store_retention.get_truncation(handle)
+        subscribers = []
+        for name in await store_readers.list_subscribers(handle):
+            try:
+                record, _ = await store_readers.get_subscriber(handle, name)
+            except NotFound:
+                continue
+            subscribers.append({"name": name, "streamCut": _cut_json(record.stream_cut),
+                                "updateTime": record.update_time})
         return {"scopeName": scope, "streamName": stream, "state": state.name,
                 **configuration_json(configuration), "currentEpoch": current.epoch,
-                "segments": [_segment_json(segment) for segment in current.segments]}
+                "segments": [_segment_json(segment) for segment in current.segments],
+                "truncation": {"streamCut": _cut_json(truncation.stream_cut), "bytesBefore": truncation.size_till},
+                "subscribers": subscribers}
 
     # ------------------------------------------------------------------ reader groups
 

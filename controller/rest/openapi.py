@@ -41,6 +41,9 @@ SEGMENT = {"type": "object", "required": ["segmentId", "number", "epoch", "creat
                           "startOffset": {"type": "integer"}, "length": {"type": "integer"},
                           "sealed": {"type": "boolean"}}}
 
+CUT = {"type": "object", "description": "segment id -> offset (-1: a segment not started yet)",
+       "additionalProperties": {"type": "integer"}}
+
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["code", "message"],
               "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
@@ -67,12 +70,23 @@ SCHEMAS: dict[str, Any] = {
     "Segment": SEGMENT,
     "Stream": {"type": "object",
                "required": ["scopeName", "streamName", "state", "scalingPolicy", "retentionPolicy", "tags",
-                            "currentEpoch", "segments"],
+                            "currentEpoch", "segments", "truncation", "subscribers"],
                "properties": {"scopeName": NAME, "streamName": NAME, "state": {"type": "string"},
                               "scalingPolicy": _ref("ScalingPolicy"), "retentionPolicy": _ref("RetentionPolicy"),
                               "tags": {"type": "array", "items": {"type": "string"}},
                               "currentEpoch": {"type": "integer"},
-                              "segments": {"type": "array", "items": _ref("Segment")}}},
+                              "segments": {"type": "array", "items": _ref("Segment")},
+                              "truncation": {
+                                  "type": "object", "required": ["streamCut", "bytesBefore"],
+                                  "description": "the head: where the stream was last truncated, and the bytes "
+                                                 "before it over the stream's life",
+                                  "properties": {"streamCut": CUT, "bytesBefore": {"type": "integer"}}},
+                              "subscribers": {
+                                  "type": "array", "description": "reader groups holding data back "
+                                                                  "(consumption-based retention)",
+                                  "items": {"type": "object", "required": ["name", "streamCut", "updateTime"],
+                                            "properties": {"name": {"type": "string"}, "streamCut": CUT,
+                                                           "updateTime": {"type": "integer"}}}}}},
     "SegmentList": {"type": "object", "required": ["segments"],
                     "properties": {"segments": {"type": "array", "items": _ref("Segment")}}},
     "Epochs": {"type": "object", "required": ["currentEpoch", "epochs"], "properties": {

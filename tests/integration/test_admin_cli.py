@@ -33,7 +33,7 @@ def test_a_stream_administered_from_the_command_line(rest):
     assert admin(rest, "create-scope", "cli").stdout == "created scope cli\n"
     created = admin(rest, "create", "cli/s", "--segments", "2", "--retention-size", "1000000", "--tag", "t")
     assert created.returncode == 0
-    assert "stream cli/s: ACTIVE, epoch 0" in created.stdout and "retention: SIZE 1000000" in created.stdout
+    assert "stream cli/s: ACTIVE, epoch 0" in created.stdout and "retention: SIZE min 1000000" in created.stdout
     scaled = admin(rest, "scale", "cli/s", "--seal", "1", "--range", "0.5:0.75", "--range", "0.75:1")
     assert scaled.returncode == 0 and "epoch 1" in scaled.stdout and "0.7500 - 1.0000" in scaled.stdout
     listed = admin(rest, "--json", "streams", "cli")
@@ -42,6 +42,11 @@ def test_a_stream_administered_from_the_command_line(rest):
     assert [segment["number"] for segment in json.loads(described.stdout)["segments"]] == [0, 2, 3]
     truncated = admin(rest, "truncate", "cli/s", "--cut", "0=0", "--cut", "4294967298=0", "--cut", "4294967299=0")
     assert truncated.returncode == 0, truncated.stderr
+    text = admin(rest, "describe", "cli/s").stdout
+    assert "head: 0@0, 4294967298@0, 4294967299@0 (0 bytes truncated)" in text, text
+    history = text.split("scaling history")[1].splitlines()
+    assert history[3].split()[0] == "0" and history[3].endswith("created")
+    assert history[4].split()[0] == "1" and history[4].endswith("sealed #1; created #2 #3"), history
     assert admin(rest, "scopes").stdout.splitlines()[2:] == ["cli"]
     refused = admin(rest, "delete", "cli/s")
     assert refused.returncode == 1 and refused.stderr == "error: StreamNotSealed (412): stream cli/s is ACTIVE, not sealed\n"
