@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from .containers import LoadSettings
+
 DEFAULT_PORT = 12345
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen addresses no client can connect to
 MIN_LOG_FILE_SIZE = 16 * 1024 * 1024  # a Tier-1 log file holds at least one largest record (8 MiB + 64 KiB)
@@ -55,6 +57,9 @@ class SegmentStoreConfig:
     flush_size: int = 4 * 1024 * 1024  # a segment with this many unflushed bytes is written to Tier-2 at once
     flush_interval: float = 2.0  # seconds before fewer unflushed bytes are written anyway
     tier2_timeout: float = 60.0  # seconds after which a Tier-2 call counts as failed (and is retried)
+    # Auto-scaling: each container measures its rate-policy segments and appends hot/cold reports to its report
+    # segment for the controller (windows, cooldown, mute, tick; docs/operations.md).
+    load: LoadSettings = dataclasses.field(default_factory=LoadSettings)
 
     def __post_init__(self):
         self.data_dir = pathlib.Path(self.data_dir)

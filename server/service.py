@@ -328,7 +328,7 @@ class SegmentStoreService:
         container = SegmentContainer(container_id, durable_log, on_failure=self._container_failed,
                                      checkpoint_every_operations=self.config.checkpoint_every_operations,
                                      checkpoint_every_bytes=self.config.checkpoint_every_bytes,
-                                     tier2=self._tier2_settings(container_id))
+                                     tier2=self._tier2_settings(container_id), load=self.config.load)
         self.containers[container_id] = container
         await container.start()
 

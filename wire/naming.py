@@ -216,14 +216,19 @@ def jump_consistent_hash(value: int, buckets: int) -> int:
             return candidate
 
 
-_CONTAINER_METADATA = re.compile(r"_system/containers/(?:storage_)?metadata_(\d+)")
+_CONTAINER_METADATA = re.compile(r"_system/containers/(?:storage_metadata|metadata|load_reports)_(\d+)")
+
+
+def load_report_segment_name(container_id: int) -> str:
+    """The segment where container ``container_id`` appends its load reports (``wire.load_reports``)."""
+    return f"{INTERNAL_SCOPE}/containers/load_reports_{container_id}"
 
 
 def container_of(segment_name: str, container_count: int) -> int:
     """The container that owns a segment: transaction and transient segments share their parent's.
 
     Same mapping as Pravega's controller and segment store, so getURI and WrongHost agree.
-    Container metadata segments ``_system/containers/[storage_]metadata_<n>`` are pinned to ``n``.
+    Container segments ``_system/containers/{metadata,storage_metadata,load_reports}_<n>`` are pinned to ``n``.
     """
     pinned = _CONTAINER_METADATA.fullmatch(segment_name)
     if pinned is not None:

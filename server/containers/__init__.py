@@ -18,6 +18,7 @@ from .attributes import (
 )
 from .cache import CacheManager
 from .container import SegmentContainer
+from .load_meter import LoadSettings
 from .metadata import SegmentType
 from .storage_writer import StorageWriterConfig
 from .table import MAX_KEY_LENGTH as MAX_TABLE_KEY_LENGTH
@@ -26,5 +27,5 @@ from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEn
 
 __all__ = ["ACCUMULATE", "EVENT_COUNT", "MAX_TABLE_KEY_LENGTH", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE",
            "SCALE_POLICY_RATE", "SCALE_POLICY_TYPE", "TABLE_KEY_LENGTH", "AttributeUpdate", "CacheManager",
-           "ContainerStatus", "ReadResult", "SegmentContainer", "SegmentInfo", "SegmentType", "StorageWriterConfig",
-           "TableDelta", "TableEntry", "Tier2Settings"]
+           "ContainerStatus", "LoadSettings", "ReadResult", "SegmentContainer", "SegmentInfo", "SegmentType",
+           "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]

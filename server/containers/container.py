@@ -7,6 +7,8 @@ The container wires its parts together and owns their lifecycle; each part is it
 * ``segment_reader.py`` — every read: the read index (``read_index.py``), Tier-2 misses, prefetch.
 * ``tier2_link.py`` — SLTS and the storage writer, tied to the log (truncation, backlog) and state.
 * ``table_maintenance.py`` — table index rebuild after recovery, and table compaction.
+* ``load_reporter.py`` — load rates of rate-policy segments (``load_meter.py``) and the reports of hot and
+  cold segments, appended to the container's report segment for the controller's auto-scaler.
 
 Its methods are the package's public surface: purpose-named, they return values
 (``views.py``) or raise ``server.errors``; nothing hands out live state.
@@ -32,6 +34,8 @@ from ..tier2.records import ChunkLayout
 from . import attributes as attrs
 from . import table as table_format
 from . import table_maintenance
+from .load_meter import LoadSettings
+from .load_reporter import LoadReporter
 from .metadata import SegmentMetadata, SegmentType
 from .pending import Decision, PendingState
 from .pipeline import OperationPipeline
@@ -43,6 +47,7 @@ from .tier2_link import Tier2Link, Tier2Settings
 from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEntry
 
 log = logging.getLogger("tributary.container")
+_POLICY = (attrs.SCALE_POLICY_TYPE, attrs.SCALE_POLICY_RATE)  # attributes whose update may start or stop load metering
 
 
 class SegmentContainer:
@@ -54,7 +59,8 @@ class SegmentContainer:
                  tier2: Tier2Settings | None = None,
                  table_compaction_threshold: int = 16 * 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 on_failure: Callable[[SegmentContainer, BaseException], None] | None = None):
+                 on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
+                 load: LoadSettings | None = None):
         self.container_id = container_id
         self.epoch = 0
         self.storage_metadata_name = storage_metadata_segment(container_id)
@@ -77,6 +83,10 @@ class SegmentContainer:
         self.storage: ChunkedSegmentStorage | None = self._tier2.storage if self._tier2 else None  # SLTS
         self.writer: StorageWriter | None = self._tier2.writer if self._tier2 else None
         self._reader = SegmentReader(container_id, self._state, self.storage, self._segment, self._fail)
+        # Load measurement for auto-scaling (off unless ``load`` says otherwise); ``_record_load`` is its append hook.
+        self.load = LoadReporter(container_id, load or LoadSettings(enabled=False), wall_clock_ms,
+                                 self.append, self.create_segment)
+        self._record_load = self.load.meter.record
 
     @property
     def status(self) -> ContainerStatus:
@@ -100,11 +110,14 @@ class SegmentContainer:
             await self._pipeline.write_checkpoint()
         if self._tier2 is not None:
             await self._tier2.start(lambda: self.create_segment(self.storage_metadata_name, SegmentType.TABLE))
+        self.load.start({segment.name: segment.attributes for segment in self._state.by_id.values()
+                         if segment.segment_type == SegmentType.STREAM and not segment.sealed})
         log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
                                              "segments": len(self._state.by_id)})
 
     async def stop(self) -> None:
         """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
+        await self.load.stop()
         if self._tier2 is not None:
             await self._tier2.stop()
         await self._pipeline.close()  # lets the frames in flight commit, if it was running
@@ -152,6 +165,8 @@ class SegmentContainer:
             # it is (a caller told so may read the segment at once), and if it failed this one goes ahead.
             await self._pipeline.settled()
             await self._pipeline.submit(decide)
+        if segment_type == SegmentType.STREAM:
+            self.load.policy_known(name, values)
 
     async def create_transient_segment(self, parent: str, writer_id: uuid.UUID) -> str:
         name = naming.transient_segment_name(parent, writer_id, uuid.uuid4())
@@ -169,6 +184,7 @@ class SegmentContainer:
         """
         updates = (attrs.AttributeUpdate(writer_id, attrs.REPLACE_IF_EQUALS, event_number, previous_event_number),
                    attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.ACCUMULATE, event_count))
+        self._record_load(name, len(data), event_count)
         return self._pipeline.submit(lambda pending: pending.append(name, data, updates, expected_offset))
 
     def flush_if_idle(self) -> None:
@@ -187,16 +203,24 @@ class SegmentContainer:
         return offset + len(data)
 
     async def seal(self, name: str) -> int:
-        return await self._pipeline.submit(lambda pending: pending.seal(name))
+        length: int = await self._pipeline.submit(lambda pending: pending.seal(name))
+        self.load.forget(name)
+        return length
 
     async def truncate(self, name: str, offset: int) -> None:
         await self._pipeline.submit(lambda pending: pending.truncate(name, offset))
 
     async def delete(self, name: str) -> None:
         await self._pipeline.submit(lambda pending: pending.delete(name))
+        self.load.forget(name)
 
     async def update_attributes(self, name: str, attribute_updates: Iterable[attrs.AttributeUpdate]) -> None:
+        attribute_updates = tuple(attribute_updates)
         await self._pipeline.submit(lambda pending: pending.update_attributes(name, attribute_updates))
+        segment = self._state.by_name.get(name)
+        if (segment is not None and segment.segment_type == SegmentType.STREAM and not segment.sealed
+                and any(update.attribute_id in _POLICY for update in attribute_updates)):
+            self.load.policy_known(name, segment.attributes)
 
     async def merge(self, target: str, source: str, attribute_updates: Iterable[attrs.AttributeUpdate] = (),
                     header: BytesLike = b"") -> int:
@@ -206,7 +230,13 @@ class SegmentContainer:
         """
         if source not in self._state.by_name and self._state.merged_sources.get(source) == target:
             return self.get_info(target).length
-        return await self._pipeline.submit(lambda pending: pending.merge(target, source, attribute_updates, header))
+        merged = self._state.by_name.get(source)
+        length: int = await self._pipeline.submit(
+            lambda pending: pending.merge(target, source, attribute_updates, header))
+        self.load.forget(source)
+        if merged is not None:
+            self.load.merged(target, merged.length, merged.attributes)
+        return length
 
     @overload
     async def update_table(self, name: str, entries: Sequence[tuple[BytesLike, int, BytesLike]],
