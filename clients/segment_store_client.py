@@ -21,7 +21,7 @@ from wire.fields import BytesLike
 from wire.retry import Backoff, retry
 
 from . import errors
-from .connection import ConnectionCache, Endpoint, next_request_id
+from .connection import ConnectionCache, Endpoint, WireConnection, next_request_id
 
 R = TypeVar("R", bound=Reply)
 
@@ -71,6 +71,7 @@ class SegmentStoreClient:
         self._endpoint_for: Callable[[str], Endpoint | Awaitable[Endpoint]] = (
             endpoint_for if callable(endpoint_for) else (lambda _segment: endpoint_for))
         self._connections = ConnectionCache(connect_timeout, keepalive_seconds, ssl_context)
+        self._connect_timeout, self._ssl_context = connect_timeout, ssl_context  # one-shot append connections
         self._retry = retry_policy or Backoff(initial_seconds=backoff_seconds, multiplier=10.0, max_delay_seconds=2.0,
                                               attempts=attempts, jitter=0.0)
         self._timeout = request_timeout
@@ -182,6 +183,53 @@ class SegmentStoreClient:
         reply = await self.call(name, lambda rid: wc.GetSegmentAttribute(rid, name, attribute_id, self._token(name)),
                                 (wc.SegmentAttribute,))
         return reply.value
+
+    async def update_attribute(self, name: str, attribute_id: uuid.UUID, value: int, expected: int) -> bool:
+        """Compare-and-set of one attribute (``expected`` NULL_ATTRIBUTE_VALUE: unset). Returns whether it was set."""
+        try:
+            await self.call(name, lambda rid: wc.UpdateSegmentAttribute(rid, name, attribute_id, value, expected,
+                                                                        self._token(name)),
+                            (wc.SegmentAttributeUpdated,))
+        except errors.AttributeConditionFailed:
+            return False
+        return True
+
+    async def read_segment(self, name: str, offset: int, length: int) -> wc.SegmentRead:
+        """Up to ``length`` bytes of ``name`` from ``offset``. Never ask at the segment's end: the
+        store holds such a read until data comes (a tail read). Raises SegmentTruncated, NoSuchSegment."""
+        return await self.call(name, lambda rid: wc.ReadSegment(name, offset, length, self._token(name), rid),
+                               (wc.SegmentRead,))
+
+    async def append_conditionally(self, name: str, writer_id: uuid.UUID, expected_offset: int,
+                                   payload: BytesLike) -> int | None:
+        """Appends one event (``payload`` in its envelope) if ``name``'s length is ``expected_offset``.
+
+        Uses a connection of its own for the SetupAppend + ConditionalAppend pair (the writer's
+        state lives on the connection), closed afterwards. Not retried: after a lost reply the
+        append may or may not have happened, which the caller finds out by reading the segment.
+
+        Returns:
+            The segment's new length, or None if its length was not ``expected_offset``.
+        Raises:
+            The typed error of an error reply (NoSuchSegment, SegmentSealed, ...), ConnectionFailed.
+        """
+        endpoint = self._endpoint_for(name)
+        if not isinstance(endpoint, tuple):
+            endpoint = await endpoint
+        connection = await WireConnection.connect(*endpoint, timeout=self._connect_timeout,
+                                                  ssl_context=self._ssl_context)
+        try:
+            reply = await connection.request(wc.SetupAppend(next_request_id(), writer_id, name, self._token(name)),
+                                             self._timeout)
+            last = raise_for(reply, (wc.AppendSetup,)).last_event_number
+            request_id = next_request_id()
+            reply = await connection.request(wc.ConditionalAppend(writer_id, max(last, 0) + 1, expected_offset,
+                                                                  payload, request_id), self._timeout)
+            if isinstance(reply, wc.ConditionalCheckFailed):
+                return None
+            return raise_for(reply, (wc.DataAppended,)).current_segment_write_offset
+        finally:
+            await connection.close()
 
     # ------------------------------------------------------------------ table segments
 

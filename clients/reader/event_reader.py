@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import ReaderConfig
 from ..connection import Endpoint, WireConnection
-from ..errors import ClosedError, ReinitializationRequired, TributaryError, TruncatedData
+from ..errors import ClosedError, InvalidArgument, ReinitializationRequired, TributaryError, TruncatedData
 from ..segment_stores import segment_of
 from ..serializers import BytesSerializer, Serializer
 from .group_state import GroupState
 from .segment_reader import Found, SegmentReader
+from .time_window import TimeWindow, TimeWindowFollower, group_position
 
 if TYPE_CHECKING:
     from .reader_group import ReaderGroup
@@ -158,6 +159,7 @@ class EventReader:
         self._step_task: asyncio.Task[None] | None = None
         self._step_lock = asyncio.Lock()
         self._truncations = 0  # segment readers that met a truncation not yet reported
+        self._time_windows: dict[str, TimeWindowFollower] = {}  # "scope/stream" -> its marks followed
 
     def __repr__(self) -> str:
         return f"<EventReader {self.reader_id} of {self.group.name} segments={list(self._segments)}>"
@@ -211,6 +213,32 @@ class EventReader:
             return {name: reader.processed if reader.large_remaining else reader.offset
                     for name, reader in self._segments.items()}
         return {name: reader.processed for name, reader in self._segments.items()}
+
+    async def current_time_window(self, scope: str, stream: str) -> TimeWindow:
+        """The group's time window in ``scope/stream``, from the stream's watermarks (Java's
+        ``getCurrentTimeWindow``): writers' times bounding the events the group has read.
+
+        The position is the group's: this reader's segments after the events the application
+        finished with, the other readers' as they last reported (every ``refresh_ms``), and the
+        segments nobody owns yet. Costs a few reads (group state, reports, new watermarks).
+
+        Raises:
+            InvalidArgument: the group does not read ``scope/stream``.
+            ClosedError: the reader is closed.
+        """
+        if self._closed:
+            raise ClosedError(f"reader {self.reader_id} is closed")
+        key = f"{scope}/{stream}"
+        if key not in (await self.group.group_config()).streams:
+            raise InvalidArgument(f"reader group {self.group.name} does not read {key}")
+        follower = self._time_windows.get(key)
+        if follower is None:
+            follower = self._time_windows[key] = TimeWindowFollower(self._controller, self._stores.raw, scope, stream)
+        state, _ = await self._store.fetch()
+        others = [reader for reader in state.readers if reader != self.reader_id]
+        reports = {reader: positions for reader, (_, positions) in (await self._store.reports(others)).items()}
+        reports[self.reader_id] = self.positions()
+        return await follower.window(group_position(state, reports, scope, stream))
 
     # ------------------------------------------------------------------ iteration
 

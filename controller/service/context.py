@@ -37,6 +37,7 @@ class ServiceSettings:
     listing_page_max: int = 1000  # entries per list reply (Java's PAGE_LIMIT)
     transactions_wait_seconds_max: float = 110.0  # seal waits this long for committing txns to finish
     retention_period_seconds: float = 1800.0  # a retention cut per stream this often (Java: 30 min)
+    watermark_period_seconds: float = 10.0  # a watermarking round over the streams this often (as Java)
     retention_interval_seconds: float | None = None  # how often the retention round runs (None: every period)
     auto_scale: AutoScaleSettings = AutoScaleSettings()  # sampling period, rate windows, cooldown, mute
 

@@ -23,6 +23,7 @@ from .stream_sealing import StreamSealing
 from .stream_update import StreamUpdate
 from .transactions.sealing import Abort
 from .truncation import Truncation
+from .watermarks import Watermarking
 from .workflows import WorkflowRunner
 from .writer_marks import WriterMarks
 
@@ -45,13 +46,14 @@ class ControllerServices:
         self.writer_marks = WriterMarks(context)
         self.retention = Retention(context, self.truncation)
         self.auto_scaler = AutoScaler(context, self.scaling, self.runner)
+        self.watermarking = Watermarking(context, self.creation)
         self._background: list[asyncio.Task] = []
         self._takeover: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> int:
-        """Re-drives pending workflows, then keeps re-driving, applying retention and auto-scaling periodically.
+        """Re-drives pending workflows, then keeps re-driving, retention, auto-scaling and watermarking periodically.
 
         Waits at most ``startup_redrive_wait_seconds`` for the re-drives (a re-driven scale may wait
         for a transaction commit, which the transaction service finishes); the rest goes on in the
@@ -63,7 +65,8 @@ class ControllerServices:
         await asyncio.wait([redrive], timeout=self.context.settings.startup_redrive_wait_seconds)
         self._background = [redrive, loop.create_task(self.runner.redrive_forever()),
                             loop.create_task(self.retention.run_forever()),
-                            loop.create_task(self.auto_scaler.run_forever())]
+                            loop.create_task(self.auto_scaler.run_forever()),
+                            loop.create_task(self.watermarking.run_forever())]
         self.context.coordination.on_controllers_lost(self._take_over)
         return len(pending)
 

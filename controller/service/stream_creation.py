@@ -1,15 +1,20 @@
-"""createStream (spec §4.2, §6.3): records in CREATING, epoch-0 segments on the stores, then ACTIVE.
+"""createStream (spec §4.2, §6.3): records in CREATING, epoch-0 segments on the stores, the mark
+stream, then ACTIVE.
 
 A stream left in CREATING by an interrupted attempt is finished by the next createStream of the
 same name (which then answers STREAM_EXISTS, as Java does) or by the re-drive of its intent.
+Every user stream ``S`` gets its mark stream ``_MARK<S>`` (one segment, where the watermarking
+job writes ``S``'s watermarks) before it becomes ACTIVE, in the same workflow, so a re-drive
+finishes both; internal (``_``-named) streams get none.
 """
 
 from __future__ import annotations
 
 from wire import naming
+from wire.watermark import is_internal_stream, mark_stream
 
 from ..store import NotFound, State, StreamStore
-from ..store.records import StreamConfiguration, WorkflowIntentRecord, WorkflowKind
+from ..store.records import ScalingPolicy, StreamConfiguration, WorkflowIntentRecord, WorkflowKind
 from . import payloads
 from .configuration import checked_configuration
 from .context import ControllerContext
@@ -18,6 +23,8 @@ from .scopes import checked_name, require_open_scope
 from .segment_calls import SegmentCalls
 from .stream_access import state_or_none
 from .workflows import WorkflowRunner
+
+MARK_STREAM_CONFIGURATION = StreamConfiguration(ScalingPolicy(min_num_segments=1))
 
 
 class StreamCreation:
@@ -70,7 +77,20 @@ class StreamCreation:
         epoch, _ = await handle.get_current_epoch()
         await SegmentCalls(self._context, handle.scope, handle.name).create(epoch.segment_ids, configuration)
         self._context.fault_points.reach("create.segments_created")
+        if not is_internal_stream(handle.name):
+            await self.ensure_mark_stream(handle.scope, handle.name)
         await handle.transition_state(State.ACTIVE, expected=State.CREATING)
+
+    async def ensure_mark_stream(self, scope: str, stream: str) -> None:
+        """Creates ``stream``'s mark stream unless it is there (and finishes one left in CREATING).
+
+        Raises:
+            ScopeNotFound: the scope does not exist or is being deleted.
+        """
+        mark = self._context.store.stream(scope, mark_stream(stream))
+        state = await state_or_none(mark)
+        if state is None or state == State.CREATING:
+            await self._create(mark, MARK_STREAM_CONFIGURATION, self._context.now_ms())
 
     async def _redrive(self, handle: StreamStore, intent: WorkflowIntentRecord) -> None:
         creation_time, configuration = payloads.decode_create(intent.payload)

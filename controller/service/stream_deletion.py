@@ -1,16 +1,22 @@
 """deleteStream (spec §4.2, §6.7): every segment from the head to the current epoch is deleted on
-the segment stores, then the stream's metadata (its last segment number is kept, so a stream
-re-created under the name numbers its segments above the old ones)."""
+the segment stores, then the stream's mark stream (``_MARK<stream>``, whatever its state), then
+the stream's metadata (its last segment number is kept, so a stream re-created under the name
+numbers its segments above the old ones). The metadata goes last, so an interrupted delete is
+re-driven from a stream that still reads as SEALED."""
 
 from __future__ import annotations
 
-from ..store import IllegalStateTransition, StreamStore, layout
+from wire.watermark import is_internal_stream, mark_stream
+
+from ..store import IllegalStateTransition, State, StreamStore, layout
 from ..store.queries import fetch_epochs
 from ..store.records import SegmentRecord, TruncationRecord, WorkflowIntentRecord, WorkflowKind
+from ..store.states import DELETABLE_STATES
 from ..store.stream_cuts import is_truncated
 from .context import ControllerContext
 from .errors import StreamNotSealed
 from .segment_calls import SegmentCalls
+from .stream_access import state_or_none
 from .workflows import WorkflowRunner
 
 
@@ -61,8 +67,21 @@ class StreamDeletion:
             return False
         await SegmentCalls(self._context, handle.scope, handle.name).delete(await live_segment_ids(handle))
         self._context.fault_points.reach("delete.segments_deleted")
+        if not is_internal_stream(handle.name):
+            await self._delete_mark_stream(handle.scope, handle.name)
         await self._context.store.delete_stream(handle.scope, handle.name)
         return True
+
+    async def _delete_mark_stream(self, scope: str, stream: str) -> None:
+        """Deletes ``stream``'s mark stream if it exists (it is sealed first: nobody else seals it)."""
+        mark = self._context.store.stream(scope, mark_stream(stream))
+        state = await state_or_none(mark)
+        if state is None:
+            return
+        if state not in DELETABLE_STATES:
+            await mark.transition_state(State.SEALED)
+        await SegmentCalls(self._context, scope, mark.name).delete(await live_segment_ids(mark))
+        await self._context.store.delete_stream(scope, mark.name)
 
     async def _redrive(self, handle: StreamStore, intent: WorkflowIntentRecord) -> None:
         await self._delete(handle)

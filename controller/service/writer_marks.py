@@ -3,8 +3,8 @@
 Marks never go back: a later report with an earlier time, or a position that is not at or ahead
 of the stored one, is refused. "Ahead" is the cheap check Java makes: among the segments of both
 positions, the new highest segment id is not below the old one, and no shared segment's offset
-decreases. (Computing and emitting watermarks into ``_MARK`` streams is not built: Rust and
-Python readers never read them.)
+decreases. The watermarking job (``watermarks``) turns the stored marks into watermarks and removes
+writers that are gone: shut down here, or silent past the stream's timestampAggregationTimeout.
 """
 
 from __future__ import annotations

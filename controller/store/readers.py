@@ -117,3 +117,11 @@ async def list_writer_marks(stream: StreamStore, token: bytes = b"",
     page = await stream.kv.list_entries(stream.tables.writers, token, limit)
     return {writer: WriterMarkRecord.decode(value.value) for writer, value in page.entries}, page.token
 
+
+
+async def list_writer_marks_versioned(stream: StreamStore, token: bytes = b"", limit: int = PAGE_ENTRIES_DEFAULT
+                                      ) -> tuple[dict[str, tuple[WriterMarkRecord, int]], bytes]:
+    """One page of writer marks with their versions (for removals conditional on an unchanged mark)
+    and the token for the next (empty: done)."""
+    page = await stream.kv.list_entries(stream.tables.writers, token, limit)
+    return {writer: (WriterMarkRecord.decode(value.value), value.version) for writer, value in page.entries}, page.token

@@ -1,0 +1,172 @@
+"""Watermarks end to end (issue 16): SDK writers note times, the controller's watermarking job
+(every 0.2 s here) writes watermarks into the stream's ``_MARK`` stream, and an SDK reader's time
+window follows them. An in-process segment store and controller (tests/support/controller_harness)
+with the SDK connected over loopback; times are synthetic (the writers' own numbers), so the checks
+do not depend on the wall clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import clients.client as sdk
+from clients import errors
+from clients.config import WriterConfig
+from clients.errors import InvalidArgument
+from clients.mark_segment import mark_segment, marks_between, segment_bounds
+from clients.model import ScalingPolicy, StreamConfiguration
+from clients.reader.reader_group import ReaderGroupConfig
+from controller.service.context import ServiceSettings
+from tests.support.controller_harness import running_cluster
+
+SETTINGS = ServiceSettings(watermark_period_seconds=0.2, redrive_interval_seconds=3600)
+GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=100)
+DEADLINE_SECONDS = 20.0
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    async with running_cluster(tmp_path / "data", SETTINGS) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(cluster):
+    async with sdk.connect(f"tcp://127.0.0.1:{cluster.app.port}") as client:
+        yield client
+
+
+async def test_mark_stream_lives_and_dies_with_its_stream(cluster, client):
+    """Creating ``s`` creates ``_MARKs`` (one segment, internal: left out of the SDK's listing);
+    reader-group streams get none; deleting ``s`` deletes ``_MARKs`` and its segment."""
+    await client.create_scope("marks")
+    await client.create_stream("marks", "s", StreamConfiguration(ScalingPolicy.fixed(3)))
+    await client.create_reader_group("marks", "g", ["s"])
+    assert await client.stream_exists("marks", "_MARKs")
+    assert [segment.segment.segment_id for segment in
+            await client._controller.get_current_segments("marks", "_MARKs")] == [0]
+    assert [name async for name in client.list_streams("marks")] == ["s"]
+    assert sorted([name async for name in client.list_streams("marks", include_internal=True)]) == [
+        "_MARKs", "_RGg", "s"]  # the group's stream has no mark stream
+    assert await segment_bounds(cluster.app.client, mark_segment("marks", "s")) == (0, 0)
+    await client.seal_stream("marks", "s")
+    assert await client.delete_stream("marks", "s")
+    assert not await client.stream_exists("marks", "_MARKs")
+    with pytest.raises(errors.NoSuchSegment):
+        await cluster.app.client.segment_info(mark_segment("marks", "s"))
+
+
+class Sampler:
+    """Samples a reader's time window and checks each sample against the slowest open writer."""
+
+    def __init__(self, reader, scope: str, stream: str):
+        self.reader, self.scope, self.stream = reader, scope, stream
+        self.lowers: list[int] = []
+
+    async def sample(self, slowest_open: int | None) -> int | None:
+        window = await self.reader.current_time_window(self.scope, self.stream)
+        lower = window.lower_time_bound
+        if lower is not None:
+            assert not self.lowers or lower >= self.lowers[-1], f"went back: {self.lowers[-1]} -> {lower}"
+            assert slowest_open is None or lower <= slowest_open, f"{lower} passed the slowest writer {slowest_open}"
+            if window.upper_time_bound is not None:
+                assert window.upper_time_bound >= lower
+            self.lowers.append(lower)
+        return lower
+
+
+async def keep_reading(reader, stop: asyncio.Event) -> list[bytes]:
+    events = []
+    while not stop.is_set():
+        event = await reader.read_next(0.05)
+        if event is not None:
+            events.append(bytes(event.data))
+    return events
+
+
+async def note_round(writer, label: str, step: int, time: int) -> None:
+    for number in range(3):
+        await writer.write(f"{label}-{step}-{number}".encode(), routing_key=f"{label}-{number}")
+    await writer.note_time(time)
+
+
+async def test_three_writers_watermarks_follow_the_slowest_and_a_closed_writer_stops_holding_back(cluster, client):
+    """Writers noting times 100, 60 and 20 per step: the reader's lower bound only grows and never
+    passes the slow writer's time while it is open; once the slow writer closes (removeWriter), the
+    lower bound moves past its last time. The mark stream's lower bounds strictly increase."""
+    await client.create_scope("wm")
+    await client.create_stream("wm", "s", StreamConfiguration(ScalingPolicy.fixed(2),
+                                                              timestamp_aggregation_timeout_ms=60_000))
+    group = await client.create_reader_group("wm", "g", ["s"], config=GROUP)
+    writers = {label: client.create_writer("wm", "s", WriterConfig(writer_id=f"writer-{label}"))
+               for label in ("fast", "medium", "slow")}
+    paces = {"fast": 100, "medium": 60, "slow": 20}
+    stop = asyncio.Event()
+    async with group.create_reader("r") as reader:
+        reading = asyncio.create_task(keep_reading(reader, stop))
+        sampler = Sampler(reader, "wm", "s")
+        step, slow_last = 0, 0
+        with pytest.raises(InvalidArgument):
+            await reader.current_time_window("wm", "other")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE_SECONDS
+        while (await sampler.sample(slow_last) or 0) < 10 * paces["slow"]:  # phase 1: until it advanced a while
+            assert loop.time() < deadline, f"no watermark passed 200 in time: {sampler.lowers}"
+            step += 1
+            for label, writer in writers.items():
+                await note_round(writer, label, step, paces[label] * step)
+            slow_last = paces["slow"] * step
+            await asyncio.sleep(0.05)
+        await writers.pop("slow").close()
+        deadline = loop.time() + DEADLINE_SECONDS
+        while (await sampler.sample(None) or 0) <= slow_last:  # phase 2: the closed writer is forgotten
+            assert loop.time() < deadline, f"stuck at the closed writer's {slow_last}: {sampler.lowers[-5:]}"
+            step += 1
+            for label, writer in writers.items():
+                await note_round(writer, label, step, paces[label] * step)
+            await asyncio.sleep(0.05)
+        stop.set()
+        events = await reading
+    for writer in writers.values():
+        await writer.close()
+    assert len(events) >= 3 * 3 * step - 3 * 3  # everything written, give or take the last round in flight
+    assert sampler.lowers[-1] > slow_last and len(set(sampler.lowers)) > 3
+    segment = mark_segment("wm", "s")
+    _, length = await segment_bounds(cluster.app.client, segment)
+    lowers = [mark.lower_time_bound async for _, _, mark in marks_between(cluster.app.client, segment, 0, length)]
+    assert lowers == sorted(set(lowers)) and len(lowers) > 3
+    assert not await cluster.app.client.get_attribute(segment, _newest_mark()) < 0  # the hint was written
+
+
+def _newest_mark():
+    from controller.service.watermarks import NEWEST_MARK
+    return NEWEST_MARK
+
+
+async def test_a_writer_that_stops_noting_is_dropped_after_the_timeout(cluster, client):
+    """With a 1 s timestampAggregationTimeout, a writer that stops noting (without closing) holds the
+    watermark for about that long, then is dropped from the store and the others' times pass."""
+    await client.create_scope("quiet")
+    await client.create_stream("quiet", "s", StreamConfiguration(ScalingPolicy.fixed(1),
+                                                                 timestamp_aggregation_timeout_ms=1000))
+    async with client.create_writer("quiet", "s", WriterConfig(writer_id="busy")) as busy, \
+            client.create_writer("quiet", "s", WriterConfig(writer_id="quiet")) as quiet:
+        await note_round(quiet, "quiet", 1, 50)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        watermarking = cluster.app.services.watermarking
+        time = 0
+        while True:
+            time += 100
+            await note_round(busy, "busy", time, time)
+            known = watermarking.known("quiet", "s")
+            if known is not None and known.previous is not None and known.previous.lower_time_bound > 50:
+                break
+            assert loop.time() - start < DEADLINE_SECONDS, "the quiet writer was never dropped"
+            await asyncio.sleep(0.1)
+        assert loop.time() - start >= 0.9  # not before the timeout
+        store = cluster.app.context.store.stream("quiet", "s")
+        from controller.store import readers as store_readers
+        marks, _ = await store_readers.list_writer_marks(store)
+        assert "quiet" not in marks and "busy" in marks
