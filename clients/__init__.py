@@ -50,6 +50,7 @@ from .model import (
 )
 from .reader.event_reader import EventRead, EventReader, LargeEventRead
 from .reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig, StreamDataRetention
+from .reader.time_window import TimeWindow
 from .serializers import BytesSerializer, JsonSerializer, Serializer, StringSerializer
 from .stream_cut import StreamCut
 from .writer.acks import WriteAck
@@ -64,7 +65,7 @@ __all__ = [
     "ReaderConfig", "ReaderGroup", "ReaderGroupConfig", "Remove", "RetentionPolicy", "RetentionType", "ScaleType",
     "ScalingPolicy", "Segment", "SegmentRange", "SegmentSlice", "Serializer", "StreamConfiguration", "StreamCut",
     "StreamDataRetention", "StringSerializer", "Successors", "TableEntry", "TableItems", "TableKey",
-    "TableModification", "Transaction", "TransactionState", "TransactionalWriter", "Version", "WriteAck",
+    "TableModification", "TimeWindow", "Transaction", "TransactionState", "TransactionalWriter", "Version", "WriteAck",
     "WriterConfig", "connect", "errors",
     *[name for name in dir(errors) if isinstance(getattr(errors, name), type)
       and issubclass(getattr(errors, name), Exception)],

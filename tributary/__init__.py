@@ -31,7 +31,8 @@ __all__ = [  # the SDK's public names (clients.__all__; a test keeps the two lis
     "StreamConfiguration", "StreamCut", "StreamDataRetention", "StreamNotFound", "StreamNotSealed", "StreamSealed",
     "StringSerializer",
     "Successors", "TableEntry", "TableItems", "TableKey", "TableKeyBadVersion", "TableKeyDoesNotExist",
-    "TableModification", "TableNotEmpty", "TokenExpired", "TokenRejected", "Transaction", "TransactionFailed",
+    "TableModification", "TableNotEmpty", "TimeWindow", "TokenExpired", "TokenRejected", "Transaction",
+    "TransactionFailed",
     "TransactionNotFound", "TransactionState", "TransactionalWriter", "TributaryError", "TruncatedData", "Unsupported",
     "Version", "WriteAck", "WriterConfig", "WrongHost", "connect", "errors",
 ]
