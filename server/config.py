@@ -24,7 +24,11 @@ class SegmentStoreConfig:
     transient_idle_seconds: float = 600.0  # unmerged transient segments idle this long are deleted
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
+    # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's
+    # log is then truncated past what Tier-2 holds (needs a Tier-2).
+    checkpoint_interval_seconds: float = 60.0
     log_file_size: int = 64 * 1024 * 1024
+    log_spare_files: int = 2  # local log: files freed by truncation kept for reuse per container; the rest deleted
     # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default) or "replicated"
     # (ledgers on `tributary logstore` replicas, metadata in ZooKeeper at zk_hosts; docs/replicated-log.md).
     tier1: str = "local"
@@ -53,7 +57,8 @@ class SegmentStoreConfig:
     s3_endpoint: str | None = None  # e.g. http://127.0.0.1:5000 for a local S3-compatible server
     s3_region: str | None = None
     cache_size: int = 512 * 1024 * 1024  # bytes of segment data kept in memory, all containers together
-    max_chunk_size: int = 256 * 1024 * 1024  # Tier-2 chunks roll over at this size
+    max_chunk_size: int = 256 * 1024 * 1024  # Tier-2 chunks roll over at this size (truncation frees whole chunks)
+    gc_delay_seconds: float = 5.0  # Tier-2 chunks freed by truncation or deletion are deleted this much later
     flush_size: int = 4 * 1024 * 1024  # a segment with this many unflushed bytes is written to Tier-2 at once
     flush_interval: float = 2.0  # seconds before fewer unflushed bytes are written anyway
     tier2_timeout: float = 60.0  # seconds after which a Tier-2 call counts as failed (and is retried)
@@ -90,6 +95,14 @@ class SegmentStoreConfig:
         if self.host in WILDCARD_HOSTS and not self.advertise_host:
             raise ValueError(f"listening on {self.host or 'every address'} needs an advertise address "
                              "(the address clients use)")
+        if self.checkpoint_interval_seconds <= 0:
+            raise ValueError("checkpoint_interval_seconds must be positive")
+        if self.log_spare_files < 0:
+            raise ValueError("log_spare_files must not be negative")
+        if self.gc_delay_seconds < 0:
+            raise ValueError("gc_delay_seconds must not be negative")
+        if self.max_chunk_size <= 0:
+            raise ValueError("max_chunk_size must be positive")
         if self.log_file_size < MIN_LOG_FILE_SIZE:
             raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")
 

@@ -59,7 +59,7 @@ class StartupError(Exception):
 def local_log_factory(config: SegmentStoreConfig, container_id: int) -> LocalDurableDataLog:
     """The embedded default: a local fsync'd log per container under the data dir."""
     return LocalDurableDataLog(config.data_dir / "tier1" / f"container-{container_id}",
-                               file_size=config.log_file_size)
+                               file_size=config.log_file_size, spare_files_max=config.log_spare_files)
 
 
 def configured_chunk_storage(config: SegmentStoreConfig) -> ChunkStorage | None:
@@ -328,6 +328,7 @@ class SegmentStoreService:
         container = SegmentContainer(container_id, durable_log, on_failure=self._container_failed,
                                      checkpoint_every_operations=self.config.checkpoint_every_operations,
                                      checkpoint_every_bytes=self.config.checkpoint_every_bytes,
+                                     checkpoint_interval_seconds=self.config.checkpoint_interval_seconds,
                                      tier2=self._tier2_settings(container_id), load=self.config.load)
         self.containers[container_id] = container
         await container.start()
@@ -339,7 +340,8 @@ class SegmentStoreService:
         count = self.config.container_count
         return Tier2Settings(
             chunk_storage, cache,
-            storage=StorageConfig(max_chunk_size=self.config.max_chunk_size),
+            storage=StorageConfig(max_chunk_size=self.config.max_chunk_size,
+                                  gc_delay_seconds=self.config.gc_delay_seconds),
             writer=StorageWriterConfig(flush_size=self.config.flush_size, flush_interval=self.config.flush_interval,
                                        operation_timeout=self.config.tier2_timeout),
             owns_segment=lambda name: naming.container_of(name, count) == container_id)

@@ -57,6 +57,7 @@ class SegmentContainer:
                  checkpoint_every_operations: int = 50_000,
                  checkpoint_every_bytes: int = 64 * 1024 * 1024,
                  tier2: Tier2Settings | None = None,
+                 checkpoint_interval_seconds: float = 60.0,
                  table_compaction_threshold: int = 16 * 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
@@ -77,7 +78,8 @@ class SegmentContainer:
             # The storage writer flushes everything when the log holds more than this since its first checkpoint.
             self._tier2 = Tier2Link(self, tier2, self._state, self._pipeline,
                                     log_backlog_target=2 * checkpoint_every_bytes,
-                                    table_compaction_threshold=table_compaction_threshold, on_fatal=self._fail)
+                                    table_compaction_threshold=table_compaction_threshold,
+                                    checkpoint_interval=checkpoint_interval_seconds, on_fatal=self._fail)
             self._state.observer = self._tier2.writer
             self._pipeline.on_checkpoint_logged = self._tier2.checkpoint_logged
         self.storage: ChunkedSegmentStorage | None = self._tier2.storage if self._tier2 else None  # SLTS

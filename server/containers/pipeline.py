@@ -18,9 +18,11 @@ Theory of operation.
   resolved: every acknowledged mutation is already visible to reads.
 * **Failure is fail-stop.** If a log write fails, every operation in flight fails
   and ``on_failure`` stops the container; a new instance recovers from the log.
-* **Checkpoints.** After enough operations (or logged bytes) the pipeline holds
-  new mutations (in arrival order), lets the frames in flight commit, and logs a
-  Checkpoint holding a snapshot of the metadata, then decides the held mutations.
+* **Checkpoints.** After enough operations (or logged bytes), or when asked
+  (``request_checkpoint``: the container asks when the newest one grew old), the
+  pipeline holds new mutations (in arrival order), lets the frames in flight
+  commit, and logs a Checkpoint holding a snapshot of the metadata, then decides
+  the held mutations.
   Recovery (:meth:`replay`) skips to the log's first checkpoint, loads it, replays
   the rest, and checks each later checkpoint against the replayed state. The
   pipeline remembers where each checkpoint lies, so the log can be truncated
@@ -277,9 +279,17 @@ class OperationPipeline:
             self._operations_since_checkpoint += len(frame.decisions)
             self.logged_bytes += frame.size
         if self._held is None and self._checkpoint_due():
-            self._held = deque()
-            if self._frame is not None:
-                self._flush()
+            self._hold_for_checkpoint()
+        self._start_checkpoint_if_settled()
+
+    def _hold_for_checkpoint(self) -> None:
+        """From now on mutations wait; the current frame goes to the log (the checkpoint follows it)."""
+        self._held = deque()
+        if self._frame is not None:
+            self._flush()
+
+    def _start_checkpoint_if_settled(self) -> None:
+        """Starts the checkpoint that is due once no frame is open or in flight (its snapshot then covers them)."""
         if self._held is not None and not self._checkpoint_started and not self._in_flight and self._frame is None:
             self._checkpoint_started = True
             asyncio.get_running_loop().create_task(self._checkpoint_then_release())
@@ -320,6 +330,21 @@ class OperationPipeline:
         self._add_to_frame(Decision(ops.Checkpoint(snapshot), ()), future)
         self._flush()
         await future
+
+    def request_checkpoint(self) -> None:
+        """Logs a checkpoint as soon as the frames in flight commit, as when one is due by size.
+
+        For a container that went quiet: the log can be truncated only before a checkpoint, so without
+        a new one, operations logged since the newest checkpoint stay in it (and are replayed) for good.
+        """
+        if self.status is ContainerStatus.RUNNING and self._held is None:
+            self._hold_for_checkpoint()
+            self._start_checkpoint_if_settled()
+
+    def operations_after_checkpoint(self) -> int:
+        """Operations applied after the newest checkpoint in the log (all of them without one)."""
+        newest = self.checkpoints[-1][0] if self.checkpoints else 0
+        return self._state.last_sequence - newest
 
     def logged_since_first_checkpoint(self) -> int:
         """Bytes the log holds after its first checkpoint (0 before one is logged)."""

@@ -5,13 +5,19 @@ Tier-2 (SLTS, ``server/tier2``), whose metadata is kept in the container's stora
 metadata table segment (``storage_metadata.py``). Once every operation before a
 checkpoint is in Tier-2 the log is truncated just before that checkpoint; when
 the log holds too much since its first checkpoint the writer is told to catch up
-now. On start, after replay, SLTS replays its system journal and table segments
-whose bytes lie in Tier-2 get their key index rebuilt from there.
+now. Checkpoints come every so many logged bytes or operations (the pipeline's
+rule), and also once the newest one is ``checkpoint_interval`` seconds old with
+operations after it (checked after every writer pass, ``checkpoint_due_by_age``):
+without that, a container that went quiet would keep everything since its last
+checkpoint in the log for good, and replay it at every start. On start, after
+replay, SLTS replays its system journal and table segments whose bytes lie in
+Tier-2 get their key index rebuilt from there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -44,26 +50,35 @@ class Tier2Settings:
     owns_segment: Callable[[str], bool] = lambda name: True
 
 
+def checkpoint_due_by_age(now: float, checkpoint_at: float, interval: float, operations_after: int) -> bool:
+    """Whether to log a checkpoint because the newest one (logged or asked for at ``checkpoint_at``) is
+    ``interval`` seconds old and operations followed it (so that the log can be truncated past them)."""
+    return operations_after > 0 and now - checkpoint_at >= interval
+
+
 class Tier2Link:
     """SLTS and the storage writer of one container, wired to its pipeline and state."""
 
     def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState,
                  pipeline: OperationPipeline, *,
-                 log_backlog_target: int, table_compaction_threshold: int,
-                 on_fatal: Callable[[BaseException], None]):
+                 log_backlog_target: int, table_compaction_threshold: int, checkpoint_interval: float,
+                 on_fatal: Callable[[BaseException], None], clock: Callable[[], float] = time.monotonic):
         self._container_id = container_id = container.container_id
         self.metadata_name = storage_metadata_segment(container_id)
         self._state = state
         self._pipeline = pipeline
         self._log_backlog_target = log_backlog_target
         self._table_compaction_threshold = table_compaction_threshold
+        self._checkpoint_interval = checkpoint_interval
+        self._clock = clock
+        self._checkpoint_at = clock()  # when the newest checkpoint was logged or asked for
         self._container = container
         self.storage = ChunkedSegmentStorage(
             container_id, settings.chunks, self.metadata_store(),
             config=settings.storage, system_segments=(self.metadata_name,), owns_segment=settings.owns_segment)
         self.writer = StorageWriter(container_id, self.storage, settings.cache, config=settings.writer,
                                     truncate_log=pipeline.truncate_log, on_fatal=on_fatal,
-                                    log_pressure=self.log_pressure, maintain=self._compact_metadata)
+                                    log_pressure=self.log_pressure, maintain=self._after_writer_pass)
 
     def metadata_store(self) -> TableMetadataStore:
         """SLTS's metadata store over this container's storage metadata table."""
@@ -89,8 +104,8 @@ class Tier2Link:
         await self.storage.close()
 
     def checkpoint_logged(self) -> None:
-        if self.log_pressure():
-            self.writer.wake()
+        self._checkpoint_at = self._clock()
+        self.writer.wake()  # a pass now truncates the log before it, if Tier-2 holds what precedes it
 
     def log_pressure(self) -> bool:
         """Whether the log holds so much since its first checkpoint that Tier-2 should catch up now."""
@@ -107,9 +122,16 @@ class Tier2Link:
         except storage_errors.SegmentNotFound:
             return []
 
-    async def _compact_metadata(self) -> None:
-        """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold)."""
-        if self._pipeline.status is ContainerStatus.RUNNING:
-            await table_maintenance.compact_if_bloated(self._container_id, self._pipeline,
-                                                       self._state.by_name.get(self.metadata_name),
-                                                       self._table_compaction_threshold)
+    async def _after_writer_pass(self) -> None:
+        """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold);
+        asks for a checkpoint once the newest one is old (the pass's log truncation needs one to move)."""
+        if self._pipeline.status is not ContainerStatus.RUNNING:
+            return
+        await table_maintenance.compact_if_bloated(self._container_id, self._pipeline,
+                                                   self._state.by_name.get(self.metadata_name),
+                                                   self._table_compaction_threshold)
+        now = self._clock()
+        if checkpoint_due_by_age(now, self._checkpoint_at, self._checkpoint_interval,
+                                 self._pipeline.operations_after_checkpoint()):
+            self._checkpoint_at = now  # asked for: not again before another interval, even if it is skipped
+            self._pipeline.request_checkpoint()

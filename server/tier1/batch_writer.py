@@ -84,18 +84,23 @@ class BatchWriter:
         except Exception as error:  # noqa: BLE001 - any failure fails the log (fail-stop), never vanishes
             self._fail_with(error)
 
-    def truncate(self, sequence: int) -> LogMetadata:
-        """Persists the truncation point and recycles the files it frees. Returns the new metadata."""
+    def truncate(self, sequence: int) -> tuple[LogMetadata, int, int]:
+        """Persists the truncation point and recycles the files it frees.
+
+        Returns:
+            The new metadata, how many files left it, and how many of those were deleted (not kept as spares).
+        """
         self._raise_if_failed()
         try:
             self._check_epoch_unchanged()
             metadata, dropped = self.metadata.truncated(sequence)
+            deleted = 0
             if metadata != self.metadata:
                 # Metadata first: it must never name a file that is already being reused.
                 self._metadata_inode = store_metadata(self.directory, metadata, self._file_operations)
                 self.metadata = metadata
-                self._pool.give_back(entry.name for entry in dropped)
-            return metadata
+                deleted = self._pool.give_back(entry.name for entry in dropped)
+            return metadata, len(dropped), deleted
         except Exception as error:  # noqa: BLE001 - any failure fails the log (fail-stop), never vanishes
             self._fail_with(error)
 

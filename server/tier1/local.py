@@ -21,12 +21,16 @@ record reaches the disk only through a batch, and batch k+1 is written only afte
 synced, which is what the reader relies on to tell a torn tail from corruption.
 
 Payloads are not copied on the loop: the caller must leave them unchanged until append returns.
+
+Space: ``truncate`` drops whole files the truncation point has passed; up to ``spare_files_max``
+of them are kept for reuse and the rest are deleted (log_files.py), logged at info.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -44,6 +48,7 @@ from .scanner import LogFileScanner, corruption_in_file
 from .writer_thread import BatchTaker, QueuedRecord, WriterThread
 
 BytesLike = bytes | bytearray | memoryview  # one part of AppendData
+log = logging.getLogger("tributary.tier1")
 
 DEFAULT_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_BATCH_BYTES_MAX = 1024 * 1024
@@ -293,11 +298,16 @@ class LocalDurableDataLog(DurableDataLog):
         if upto.sequence <= self._truncation_sequence:
             return
         try:
-            metadata = await self._thread.submit(self._writer.truncate, upto.sequence)
+            metadata, released, deleted = await self._thread.submit(self._writer.truncate, upto.sequence)
         except LogError as error:
             self._fail(error, [])
             raise
         self._truncation_sequence = max(self._truncation_sequence, metadata.truncation_sequence)
+        if released:  # what changes on disk (truncations inside a file are only a metadata update)
+            log.info("tier-1 log truncated", extra={
+                "log": self.directory, "sequence": metadata.truncation_sequence, "files_released": released,
+                "files_deleted": deleted, "bytes_deleted": deleted * self.file_size,
+                "files_live": len(metadata.files)})
 
     async def read(self, after: LogAddress | None = None) -> AsyncIterator[tuple[LogAddress, memoryview]]:
         """See DurableDataLog.read. Reads up to the last acknowledged record as of the call.

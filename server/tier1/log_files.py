@@ -9,6 +9,10 @@ live, and which sequence each starts at, is known only from the metadata file; e
 One spare is kept ready ahead of need: when the writer takes the last one, a background thread
 preallocates the next (zeros written once and fsync'd, ~0.2 s for 64 MiB), so a rollover
 normally costs one metadata replacement and no data-sized write.
+
+Space: files freed by truncation are kept as spares up to ``spare_files_max`` and deleted beyond
+it, so once the log is truncated a directory holds its live files plus at most
+``max(spare_files_max, 1)`` spares, whatever was written before.
 """
 
 from __future__ import annotations
@@ -72,10 +76,13 @@ class LogFilePool:
                 return self._spares.pop(0)
         return self._create()
 
-    def give_back(self, names) -> None:
-        """Turns files the log no longer needs into spares (beyond the limit they are deleted)."""
-        for name in names:
-            self._keep_or_remove(name)
+    def give_back(self, names) -> int:
+        """Turns files the log no longer needs into spares; beyond the limit they are deleted.
+
+        Returns:
+            How many of them were deleted.
+        """
+        return sum(not self._keep_or_remove(name) for name in names)
 
     def prepare_ahead(self) -> None:
         """Starts preallocating a spare in the background unless one is ready or on its way."""
@@ -105,14 +112,16 @@ class LogFilePool:
         self._file_operations.create_preallocated(path, path + TEMPORARY_SUFFIX, self.file_size)
         return name
 
-    def _keep_or_remove(self, name: str) -> None:
+    def _keep_or_remove(self, name: str) -> bool:
+        """Keeps ``name`` as a spare if it is whole and there is room; else deletes it. Returns whether kept."""
         path = self.path(name)
         try:
             size = os.stat(path).st_size
         except FileNotFoundError:
-            return
+            return False
         with self._lock:
             if size == self.file_size and len(self._spares) < self._spare_files_max:
                 self._spares.append(name)
-                return
+                return True
         self._file_operations.remove(path)
+        return False

@@ -25,6 +25,9 @@ retried write at the same offset starts a new chunk past any partial bytes (``wr
 * truncate: raises the start offset, unlinks whole head chunks (``truncate_operation``);
 * delete: removes the segment record and marks its chunks inactive; the collector deletes them.
 
+Truncations that free chunks and deletions are logged at info (container, segment, chunks and
+bytes released); the collector logs what it deleted once per pass.
+
 System segments (the container's storage-metadata table segment and friends) are the storage
 of the MetadataStore itself, so their records are pinned in memory and made durable by the
 system journal in Tier-2 (``journal``), which ``bootstrap`` replays without touching the
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -56,6 +60,8 @@ from .operation_context import OperationContext, check_owner, load_segment, stam
 from .read_index import ReadIndex
 from .records import ChunkFlags, ChunkLayout, SegmentFlags, SegmentRecord, StorageSegmentInfo
 
+log = logging.getLogger("tributary.tier2")
+
 
 class ChunkedSegmentStorage:
     def __init__(self, container_id: int, chunks: ChunkStorage, metadata: MetadataStore, *,
@@ -65,11 +71,13 @@ class ChunkedSegmentStorage:
         containers share one ChunkStorage: the orphan sweep deletes chunks of owned segments that
         this container's metadata does not reference. ``clock`` (seconds) times the collector."""
         config = config or StorageConfig()
+        self._container_id = container_id
         self._system_segments = frozenset(system_segments)
         self._owns_segment = owns_segment
         self._cache = MetadataCache(metadata, config.metadata_cache_records_max)
         self._locks = KeyedLocks()
-        collector = GarbageCollector(chunks, self._begin_for_chunk, self._confirm_owner, config, clock)
+        collector = GarbageCollector(chunks, self._begin_for_chunk, self._confirm_owner, config, clock,
+                                     container_id=container_id)
         self._journal = SystemJournal(container_id, chunks, config, system_segments, collector.schedule)
         self._context = OperationContext(chunks, config, collector, ReadIndex(config.read_index_segments_max),
                                          self._begin)
@@ -170,7 +178,12 @@ class ChunkedSegmentStorage:
     async def truncate(self, name: str, offset: int) -> None:
         """Raises SegmentNotFound, StorageNotPrimary, BadOffset; transient errors."""
         async with self._serialized(name):
-            await truncate_operation.truncate(self._context, name, offset)
+            chunks, freed = await truncate_operation.truncate(self._context, name, offset)
+        if chunks:
+            log.info("tier-2 segment truncated", extra={"container": self._container_id, "segment": name,
+                                                         "start_offset": offset, "chunks_released": chunks,
+                                                         "bytes_released": freed,
+                                                         "gc_delay_seconds": self._context.config.gc_delay_seconds})
 
     async def delete(self, name: str) -> None:
         """Removes the segment; the collector deletes its chunks later.
@@ -189,6 +202,10 @@ class ChunkedSegmentStorage:
             await transaction.commit()
         self._context.read_index.forget(name)
         self._context.collector.schedule(chunk.name for chunk in chain)
+        log.info("tier-2 segment deleted", extra={"container": self._container_id, "segment": name,
+                                                   "chunks_released": len(chain),
+                                                   "bytes_released": sum(chunk.length for chunk in chain),
+                                                   "gc_delay_seconds": self._context.config.gc_delay_seconds})
 
     async def list_chunks(self, name: str) -> list[ChunkLayout]:
         """The segment's chunks, first to last, and whether each exists in the ChunkStorage. Raises SegmentNotFound."""

@@ -43,7 +43,7 @@ from .errors import StorageNotPrimary
 from .metadata_store import MetadataStoreUnavailable, StorageFenced, VersionMismatch
 from .metadata_transaction import MetadataTransaction
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tributary.tier2")
 
 _WAIT_SECONDS_MIN = 0.05  # the background loop never spins faster than this
 _TRANSIENT = (ChunkStorageUnavailable, MetadataStoreUnavailable, VersionMismatch)
@@ -71,9 +71,12 @@ class NewChunks:
 
 class GarbageCollector:
     def __init__(self, chunks: ChunkStorage, begin: Callable[[str], MetadataTransaction],
-                 confirm_owner: Callable[[str], Awaitable[None]], config: StorageConfig, clock: Callable[[], float]):
+                 confirm_owner: Callable[[str], Awaitable[None]], config: StorageConfig, clock: Callable[[], float],
+                 *, container_id: int | None = None):
         """``begin(chunk)`` starts a transaction on the record source holding that chunk's record;
-        ``confirm_owner(chunk)`` raises StorageNotPrimary if this owner may no longer delete it."""
+        ``confirm_owner(chunk)`` raises StorageNotPrimary if this owner may no longer delete it;
+        ``container_id`` names the owner in logs."""
+        self._container_id = container_id
         self._chunks = chunks
         self._begin = begin
         self._confirm_owner = confirm_owner
@@ -113,9 +116,13 @@ class GarbageCollector:
                 _, _, name, attempts = heapq.heappop(self._queue)
                 self._queued.discard(name)
                 batch.append((name, attempts))
-            deleted = 0
+            deleted = freed = 0
             for name, attempts in batch:
-                deleted += await self._run_task(name, attempts)
+                chunks, chunk_bytes = await self._run_task(name, attempts)
+                deleted, freed = deleted + chunks, freed + chunk_bytes
+            if deleted:
+                log.info("tier-2 garbage chunks deleted", extra={"container": self._container_id, "chunks": deleted,
+                                                                 "bytes": freed})
             return deleted
 
     async def sweep(self, owns_segment: Callable[[str], bool]) -> int:
@@ -152,10 +159,11 @@ class GarbageCollector:
             except TimeoutError:
                 pass
 
-    async def _run_task(self, name: str, attempts: int) -> int:
+    async def _run_task(self, name: str, attempts: int) -> tuple[int, int]:
+        """Runs one task. Returns (1, the chunk's committed length) if it deleted the chunk, else (0, 0)."""
         if name in self._in_flight:
             self.schedule([name], attempts)
-            return 0
+            return 0, 0
         try:
             return await self._delete_if_garbage(name)
         except _TRANSIENT as error:
@@ -166,23 +174,25 @@ class GarbageCollector:
                 log.warning("garbage chunk %s: giving up after %d attempts: %s", name, attempts + 1, error)
         except (StorageFenced, StorageNotPrimary):
             log.info("garbage chunk %s: a newer owner exists, leaving it to that owner", name)
-        return 0
+        return 0, 0
 
-    async def _delete_if_garbage(self, name: str) -> int:
+    async def _delete_if_garbage(self, name: str) -> tuple[int, int]:
+        length = 0  # what its record says it holds (a chunk without a record: unknown, counted as 0)
         if chunk_names.parse_segment_chunk(name) is not None:
             transaction = self._begin(name)
             record = await transaction.chunk(name)
             if record is not None and record.active:
-                return 0
+                return 0, 0
             await self._confirm_owner(name)
             if record is not None:
+                length = record.length
                 transaction.remove(name)
                 await transaction.commit()
         try:
             await self._chunks.delete(name)
         except ChunkNotFound:
-            return 0
-        return 1
+            return 0, 0
+        return 1, length
 
     async def _is_live(self, name: str) -> bool:
         record = await self._begin(name).chunk(name)

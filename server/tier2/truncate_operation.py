@@ -6,6 +6,10 @@ unlinked chunks go to the collector. The chunk holding the new start offset stay
 binding truncates chunks); its bytes below the start offset are simply unreadable. The start
 offset never goes back: a lower or equal offset changes nothing. Sealed segments can be
 truncated too (retention of sealed segments).
+
+Space: only whole chunks are freed, so a segment keeps up to one rolling length
+(``max_rolling_length``) below its start offset; the collector deletes the unlinked chunks and
+their records after ``gc_delay_seconds``.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from .operation_context import OperationContext, check_owner, load_segment, stam
 from .records import ChunkFlags
 
 
-async def truncate(context: OperationContext, name: str, offset: int) -> None:
+async def truncate(context: OperationContext, name: str, offset: int) -> tuple[int, int]:
     """Makes ``offset`` the segment's start offset if it is higher.
 
+    Returns:
+        How many chunks were unlinked (the collector deletes them) and the bytes they held.
     Raises SegmentNotFound, StorageNotPrimary, BadOffset (beyond the length); transient errors.
     """
     transaction = context.begin(name)
@@ -28,9 +34,10 @@ async def truncate(context: OperationContext, name: str, offset: int) -> None:
     if offset > segment.length:
         raise BadOffset(name, segment.length, offset)
     if offset <= segment.start_offset:
-        return
+        return 0, 0
     unlinked = []
     first, first_start = segment.first_chunk, segment.first_chunk_start_offset
+    freed_from = first_start
     while first is not None:
         chunk = await transaction.linked_chunk(first)
         if first_start + chunk.length > offset:
@@ -47,3 +54,4 @@ async def truncate(context: OperationContext, name: str, offset: int) -> None:
     if unlinked:
         context.read_index.remove_range(name, 0, first_start)
         context.collector.schedule(unlinked)
+    return len(unlinked), first_start - freed_from
