@@ -28,6 +28,10 @@ _REST_PORT = click.option("--rest-port", type=click.IntRange(0, 65535), default=
 _METRICS_PORT = click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
                              help="Serve /metrics (Prometheus), /health/live and /health/ready on this HTTP port "
                                   "(same address as --host) [default: off].")
+_RETENTION_PERIOD = click.option(
+    "--retention-period", "retention_period", default=1800.0, show_default=True, type=click.FloatRange(0.1),
+    help="Seconds between retention rounds: each records a stream cut of every stream with a retention policy "
+         "and truncates it at the newest recorded cut that keeps the policy's minimum.")
 SEGMENT_STORE_WAIT_SECONDS = 30.0  # `tributary controller` waits this long for its segment store
 
 
@@ -65,6 +69,19 @@ def _segment_store_options(function):
         click.option("--s3-region", default=None, help="S3 region."),
         click.option("--cache-size", "cache_mib", default=512, show_default=True, type=click.IntRange(16),
                      help="MiB of segment data cached in memory (flushed data is evicted first)."),
+        click.option("--checkpoint-size", "checkpoint_mib", default=16, show_default=True, type=click.IntRange(1),
+                     help="MiB logged in Tier-1 between two container checkpoints (the log is truncated at "
+                          "checkpoints once Tier-2 holds what precedes them)."),
+        click.option("--checkpoint-interval", default=60.0, show_default=True, type=click.FloatRange(0.1),
+                     help="Seconds after which a container checkpoints anyway if operations followed its newest "
+                          "checkpoint (so a quiet container's Tier-1 log is truncated too)."),
+        click.option("--log-spare-files", default=2, show_default=True, type=click.IntRange(0),
+                     help="Tier-1 log files freed by truncation that each container keeps for reuse (local "
+                          "Tier-1); the others are deleted."),
+        click.option("--max-chunk-size", "max_chunk_mib", default=256, show_default=True, type=click.IntRange(1),
+                     help="MiB after which a segment's Tier-2 chunk rolls over (truncation frees whole chunks)."),
+        click.option("--gc-delay", default=5.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds before Tier-2 chunks freed by truncation or deletion are deleted."),
         click.option("--tier1", default="local", show_default=True, type=click.Choice(["local", "replicated"]),
                      help="Tier-1 log: local files under --data-dir, or ledgers on `tributary logstore` replicas."),
         click.option("--zk", "zk_hosts", default="", help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot] (replicated)."),
@@ -93,7 +110,8 @@ def _segment_store_options(function):
 
 
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
-                          s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, tier1, zk_hosts, zk_root,
+                          s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, checkpoint_mib, checkpoint_interval,
+                          log_spare_files, max_chunk_mib, gc_delay, tier1, zk_hosts, zk_root,
                           zk_session_timeout, log_quorum, ledger_mib, cluster, token_key_file, tls_cert, tls_key,
                           token_key: bytes | None = None):
     from server.config import SegmentStoreConfig
@@ -105,7 +123,10 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   port=port, container_count=container_count,
                                   log_file_size=log_file_mib * 1024 * 1024, tier2=tier2, tier2_dir=tier2_dir,
                                   s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_endpoint=s3_endpoint,
-                                  s3_region=s3_region, cache_size=cache_mib * 1024 * 1024, tier1=tier1,
+                                  s3_region=s3_region, cache_size=cache_mib * 1024 * 1024,
+                                  checkpoint_every_bytes=checkpoint_mib * 1024 * 1024,
+                                  checkpoint_interval_seconds=checkpoint_interval, log_spare_files=log_spare_files,
+                                  max_chunk_size=max_chunk_mib * 1024 * 1024, gc_delay_seconds=gc_delay, tier1=tier1,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
                                   log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024,
                                   token_key=_token_key(token_key_file) if token_key_file else token_key,
@@ -230,6 +251,7 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--log-level", default="warning", show_default=True, type=_LOG_LEVELS)
 @_METRICS_PORT
 @_REST_PORT
+@_RETENTION_PERIOD
 @_security_options
 @click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
               default=None, help="The key delegation tokens are signed with (the segment stores' --token-key-file).")
@@ -238,13 +260,13 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--tls-key", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path), default=None,
               help="The private key (PEM) of --tls-cert.")
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
-               container_count, wait_seconds, log_level, metrics_port, rest_port, password_file, token_ttl,
-               tls_trust, token_key_file, tls_cert, tls_key) -> None:
+               container_count, wait_seconds, log_level, metrics_port, rest_port, retention_period, password_file,
+               token_ttl, tls_trust, token_key_file, tls_cert, tls_key) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
-    app_options = {"rest_port": rest_port, **_controller_security(password_file, token_key_file, token_ttl,
-                                                                     tls_cert, tls_key, tls_trust)}
+    app_options = {"rest_port": rest_port, "settings": _service_settings(retention_period),
+                   **_controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust)}
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
                                                  rebalance_grace, container_count, wait_seconds, metrics_port,
@@ -252,6 +274,15 @@ def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_
     else:
         _run_or_exit(_serve_controller(host, advertised, port, _endpoint(segment_store), container_count,
                                        wait_seconds, metrics_port, app_options))
+
+
+def _service_settings(retention_period: float):
+    """The controller's service settings with the command line's retention period."""
+    import dataclasses
+
+    from controller.service.context import DEFAULT_SETTINGS
+
+    return dataclasses.replace(DEFAULT_SETTINGS, retention_period_seconds=retention_period)
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -300,9 +331,10 @@ def status(zk_hosts, zk_root, health, as_json) -> None:
 @click.option("--controller-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
 @_REST_PORT
+@_RETENTION_PERIOD
 @_security_options
-def standalone(log_level, controller_port, metrics_port, rest_port, password_file, token_ttl, tls_trust,
-               **options) -> None:
+def standalone(log_level, controller_port, metrics_port, rest_port, retention_period, password_file, token_ttl,
+               tls_trust, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
@@ -312,7 +344,7 @@ def standalone(log_level, controller_port, metrics_port, rest_port, password_fil
     # One process: without a key file, the controller and the segment store share a random key.
     key = os.urandom(32).hex().encode() if password_file is not None and options["token_key_file"] is None else None
     config = _segment_store_config(**options, token_key=key)
-    app_options = {"rest_port": rest_port,
+    app_options = {"rest_port": rest_port, "settings": _service_settings(retention_period),
                    **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
                                           options["tls_key"], tls_trust or options["tls_cert"], token_key=key)}
     _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))
