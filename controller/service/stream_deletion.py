@@ -6,6 +6,8 @@ re-driven from a stream that still reads as SEALED."""
 
 from __future__ import annotations
 
+import logging
+
 from wire.watermark import is_internal_stream, mark_stream
 
 from ..store import IllegalStateTransition, State, StreamStore, layout
@@ -18,6 +20,8 @@ from .errors import StreamNotSealed
 from .segment_calls import SegmentCalls
 from .stream_access import state_or_none
 from .workflows import WorkflowRunner
+
+log = logging.getLogger("tributary.controller")
 
 
 async def live_segment_ids(stream: StreamStore) -> set[int]:
@@ -65,11 +69,13 @@ class StreamDeletion:
     async def _delete(self, handle: StreamStore) -> bool:
         if not await _exists_and_deletable(handle):
             return False
-        await SegmentCalls(self._context, handle.scope, handle.name).delete(await live_segment_ids(handle))
+        segments = await live_segment_ids(handle)
+        await SegmentCalls(self._context, handle.scope, handle.name).delete(segments)
         self._context.fault_points.reach("delete.segments_deleted")
         if not is_internal_stream(handle.name):
             await self._delete_mark_stream(handle.scope, handle.name)
         await self._context.store.delete_stream(handle.scope, handle.name)
+        log.info("stream deleted", extra={"stream": f"{handle.scope}/{handle.name}", "segments_deleted": len(segments)})
         return True
 
     async def _delete_mark_stream(self, scope: str, stream: str) -> None:

@@ -12,6 +12,8 @@ Steps (the intent's payload is the cut):
 
 from __future__ import annotations
 
+import logging
+
 from wire.naming import epoch_of
 
 from ..store import NotFound, State, StreamStore
@@ -25,6 +27,8 @@ from .segment_calls import SegmentCalls
 from .stream_access import SEALED_STATES, move_state, require_usable
 from .stream_cut_rules import cut_error, is_equal_or_after
 from .workflows import WorkflowRunner
+
+log = logging.getLogger("tributary.controller")
 
 
 async def segments_of_cut(stream: StreamStore, cut: dict[int, int]) -> dict[int, SegmentRecord]:
@@ -106,6 +110,9 @@ class Truncation:
         self._context.fault_points.reach("truncate.segments_truncated")
         await store_retention.complete_truncation(handle)
         await self._finish_state(handle)
+        log.info("stream truncated", extra={"stream": f"{handle.scope}/{handle.name}", "cut": dict(cut),
+                                            "segments_deleted": len(record.to_delete),
+                                            "bytes_before_head": record.size_till})
 
     async def _finish_state(self, handle: StreamStore) -> None:
         state, _ = await handle.get_state()
