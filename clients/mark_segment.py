@@ -1,5 +1,5 @@
-"""Reading watermarks from a stream's mark segment (``_MARK<stream>``, segment 0), for the SDK's
-readers and the controller's watermarking job alike.
+"""Reading watermarks from a stream's mark segment (the one segment of ``_MARK<stream>``), for the
+SDK's readers and the controller's watermarking job alike.
 
 Watermarks are events (``wire.watermark`` payloads in event envelopes) appended one after another.
 ``marks_between`` reads the bytes from an offset up to a length learned beforehand -- never at the
@@ -23,9 +23,11 @@ READ_SIZE_DEFAULT = 64 * 1024
 MARK_BYTES_MAX = 16 * 1024 * 1024  # one watermark of ~400,000 segments; anything longer is corrupt
 
 
-def mark_segment(scope: str, stream: str) -> str:
-    """The qualified name of ``scope/stream``'s mark segment (the mark stream never scales)."""
-    return naming.stream_segment_name(scope, mark_stream(stream), 0)
+def mark_segment(scope: str, stream: str, segment_id: int = 0) -> str:
+    """The qualified name of ``scope/stream``'s mark segment. The mark stream never scales, so its one
+    segment is 0 -- unless the stream was deleted and created again, when segment numbers start above
+    the old ones: ask for the mark stream's current segment to know."""
+    return naming.stream_segment_name(scope, mark_stream(stream), segment_id)
 
 
 async def segment_bounds(client: SegmentStoreClient, segment: str) -> tuple[int, int]:

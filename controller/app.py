@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tributary.controller")
 SHUTDOWN_GRACE_SECONDS = 2.0
+REPORT_READ_TIMEOUT_SECONDS = 90.0  # over a segment store's tail-read limit (60 s): the store ends a parked read first
 CLUSTER_SEGMENT_CALLS = Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=1.0, attempts=None,
                                 total_seconds=20.0)
 
@@ -80,6 +81,7 @@ class ControllerApp:
         self._now_ms = now_ms
         self._advertised_host = advertised_host or host
         self.client: SegmentStoreClient | None = None
+        self.report_reads: SegmentStoreClient | None = None
         self.context: ControllerContext | None = None
         self.services: ControllerServices | None = None
         self.transactions: TransactionService | None = None
@@ -108,11 +110,18 @@ class ControllerApp:
             self.locator.endpoint_for, retry_policy=CLUSTER_SEGMENT_CALLS if self.cluster is not None else None,
             token=(lambda _segment: security.internal_token()) if security is not None else (lambda _segment: ""),
             ssl_context=self.tls.client_context() if self.tls is not None else None)
+        # Load reports are read with tail reads the store holds until reports come (or its tail-read limit,
+        # 60 s, when it closes the connection): on connections of their own, with a longer request timeout.
+        self.report_reads = SegmentStoreClient(
+            self.locator.endpoint_for, request_timeout=REPORT_READ_TIMEOUT_SECONDS,
+            retry_policy=CLUSTER_SEGMENT_CALLS if self.cluster is not None else None,
+            token=(lambda _segment: security.internal_token()) if security is not None else (lambda _segment: ""),
+            ssl_context=self.tls.client_context() if self.tls is not None else None)
         if self._verify_with is not None:
             await self._verify_container_count(self.client, self._verify_with)
         store = MetadataStore(TableSegmentKeyValueStore(self.client))
         self.context = ControllerContext(store, self.client, self.locator, self._now_ms, self.settings,
-                                         self.fault_points)
+                                         self.fault_points, report_reads=self.report_reads)
         if self.cluster is not None:
             self.context.coordination = self.cluster
         try:
@@ -213,6 +222,9 @@ class ControllerApp:
         if self.client is not None:
             await self.client.close()
             self.client = None
+        if self.report_reads is not None:
+            await self.report_reads.close()
+            self.report_reads = None
         if self.cluster is not None:
             await self.cluster.stop()
 

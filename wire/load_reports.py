@@ -133,8 +133,14 @@ def split_reports(data: BytesLike) -> tuple[list[LoadReport], int]:
     Raises:
         ProtocolError: a length out of range or a malformed body.
     """
+    ended, consumed = split_records(data)
+    return [report for _, report in ended], consumed
+
+
+def split_records(data: BytesLike) -> tuple[list[tuple[int, LoadReport]], int]:
+    """Like ``split_reports``, each report with the offset in ``data`` where its record ends."""
     view = memoryview(data)
-    reports: list[LoadReport] = []
+    ended: list[tuple[int, LoadReport]] = []
     position, size = 0, len(view)
     while size - position >= _LENGTH.size:
         (length,) = _LENGTH.unpack_from(view, position)
@@ -143,16 +149,21 @@ def split_reports(data: BytesLike) -> tuple[list[LoadReport], int]:
         end = position + _LENGTH.size + length
         if end > size:
             break
-        reports.append(decode_body(view[position + _LENGTH.size:end]))
+        ended.append((end, decode_body(view[position + _LENGTH.size:end])))
         position = end
-    return reports, position
+    return ended, position
 
 
 class ReportSplitter:
-    """Cuts the bytes of consecutive reads of a report segment into reports (keeps an incomplete tail)."""
+    """Cuts the bytes of consecutive reads of a report segment into reports (keeps an incomplete tail).
+
+    ``position`` counts the bytes of complete records so far: a reader that started the splitter at
+    segment offset ``o`` finds the record ending at ``o + end`` for each ``end`` ``feed_records`` gives.
+    """
 
     def __init__(self) -> None:
         self._pending = b""
+        self.position = 0
 
     @property
     def buffered_bytes(self) -> int:
@@ -161,7 +172,13 @@ class ReportSplitter:
 
     def feed(self, data: BytesLike) -> list[LoadReport]:
         """The reports completed by ``data``. Raises ProtocolError (the splitter is then unusable)."""
+        return [report for _, report in self.feed_records(data)]
+
+    def feed_records(self, data: BytesLike) -> list[tuple[int, LoadReport]]:
+        """The reports completed by ``data``, each with where its record ends (counted as ``position``)."""
         buffer = self._pending + bytes(data) if self._pending else data
-        reports, consumed = split_reports(buffer)
+        ended, consumed = split_records(buffer)
         self._pending = bytes(memoryview(buffer)[consumed:])
-        return reports
+        base = self.position
+        self.position += consumed
+        return [(base + end, report) for end, report in ended]

@@ -27,11 +27,11 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from wire.watermark import SegmentWithRange, Watermark
+from wire.watermark import SegmentWithRange, Watermark, mark_stream
 
 from ..controller_client import Controller
-from ..errors import SegmentTruncated
-from ..mark_segment import mark_segment, marks_between, segment_bounds
+from ..errors import SegmentTruncated, StreamNotFound
+from ..mark_segment import marks_between, segment_bounds
 from ..segment_store_client import SegmentStoreClient
 from ..segment_stores import segment_of
 from .group_state import GroupState
@@ -138,7 +138,7 @@ class TimeWindowFollower:
         self._controller = controller
         self._raw = raw
         self.scope, self.stream = scope, stream
-        self._segment = mark_segment(scope, stream)
+        self._segment: str | None = None  # the mark segment, looked up on first use
         self._offset: int | None = None  # where the next unread mark starts
         self._tracker = TimeWindowTracker()
         self._ranges: dict[int, SegmentWithRange] = {}
@@ -146,9 +146,8 @@ class TimeWindowFollower:
     async def window(self, position: Mapping[int, int]) -> TimeWindow:
         """The time window at ``position`` (segment id -> offset, this stream's segments only).
 
-        Raises:
-            NoSuchSegment: the stream has no mark stream (it was created before watermarks existed
-                and no writer noted a time since).
+        A stream without a mark stream (created before watermarks existed, and no writer noted a
+        time since) has no watermarks: the window stays (None, None).
         """
         ranged = await self._with_ranges(position)
         while self._tracker.advance(ranged):
@@ -158,11 +157,20 @@ class TimeWindowFollower:
 
     async def _read_more(self) -> bool:
         """Offers the tracker the next batch of marks. Returns False if there were none."""
-        start, length = await segment_bounds(self._raw, self._segment)
+        segment = self._segment
+        if segment is None:
+            try:
+                current = await self._controller.get_current_segments(self.scope, mark_stream(self.stream))
+            except StreamNotFound:
+                return False
+            if len(current) != 1:
+                return False  # no mark stream (yet): no watermarks
+            segment = self._segment = current[0].segment.qualified_name
+        start, length = await segment_bounds(self._raw, segment)
         offset = start if self._offset is None or self._offset < start else self._offset
         marks = []
         try:
-            async for _, after, mark in marks_between(self._raw, self._segment, offset, length):
+            async for _, after, mark in marks_between(self._raw, segment, offset, length):
                 marks.append(mark)
                 offset = after
                 if len(marks) >= MARKS_PER_READ_MAX:

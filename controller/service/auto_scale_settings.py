@@ -1,6 +1,8 @@
-"""Timings of the auto-scaler (spec §6.10, segment-store design §3.12); tests shrink them to seconds.
+"""Timings of the report-driven auto-scaler (spec §6.10); tests shrink them to seconds.
 
-Kept apart from ``auto_scale`` so that ``context.ServiceSettings`` can hold them without an import cycle.
+The load windows, cooldown and mute are the segment stores' (``server.containers.LoadSettings``:
+they measure and decide hot or cold); the controller only acts on their reports. Kept apart from
+``auto_scale`` so that ``context.ServiceSettings`` can hold them without an import cycle.
 """
 
 from __future__ import annotations
@@ -10,18 +12,22 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class AutoScaleSettings:
-    """Defaults follow Java's ``AutoScalerConfig`` and ``AutoScaleProcessor``."""
+    """Defaults follow Java's controller (``AutoScaleTask``)."""
 
     enabled: bool = True
-    sample_interval_seconds: float = 10.0  # how often the active segments of rate-policy streams are sampled
-    short_window_seconds: float = 120.0  # scale up when this rate > 5x target ...
-    medium_window_seconds: float = 300.0  # ... or this one > 2x target ...
-    long_window_seconds: float = 600.0  # ... or this one > target
-    idle_window_seconds: float = 1200.0  # scale down when all rates < target and this one < target / 2
-    cooldown_seconds: float = 600.0  # no decision about a segment this soon after its creation
-    mute_seconds: float = 600.0  # no new request about a segment this soon after the last one
+    # A DOWN report marks its segment cold this long (a silent one: until the segment is sealed); a report older
+    # than this is ignored, and report segments are truncated behind it (Java's REQUEST_VALIDITY_PERIOD).
+    cold_mark_seconds: float = 600.0
+    retry_seconds: float = 2.0  # a stream that was busy when its reports came is looked at again after this
+    truncate_interval_seconds: float = 60.0  # report segments are truncated behind expired reports at most this often
+    missing_segment_wait_seconds: float = 5.0  # a container without a report segment yet is looked at again after this
+    read_bytes_max: int = 1024 * 1024  # one read of a report segment
+
+    def __post_init__(self) -> None:
+        if min(self.cold_mark_seconds, self.retry_seconds, self.truncate_interval_seconds,
+               self.missing_segment_wait_seconds) <= 0:
+            raise ValueError("auto-scale timings must be positive")
 
     @property
-    def longest_window_ms(self) -> int:
-        return int(1000 * max(self.short_window_seconds, self.medium_window_seconds, self.long_window_seconds,
-                              self.idle_window_seconds))
+    def cold_mark_ms(self) -> int:
+        return int(self.cold_mark_seconds * 1000)

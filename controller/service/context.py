@@ -39,7 +39,7 @@ class ServiceSettings:
     retention_period_seconds: float = 1800.0  # a retention cut per stream this often (Java: 30 min)
     watermark_period_seconds: float = 10.0  # a watermarking round over the streams this often (as Java)
     retention_interval_seconds: float | None = None  # how often the retention round runs (None: every period)
-    auto_scale: AutoScaleSettings = AutoScaleSettings()  # sampling period, rate windows, cooldown, mute
+    auto_scale: AutoScaleSettings = AutoScaleSettings()  # acting on load reports: cold marks, retries, truncation
 
 
 DEFAULT_SETTINGS = ServiceSettings()  # frozen: one instance serves every controller
@@ -55,3 +55,5 @@ class ControllerContext:
     fault_points: FaultPoints = dataclasses.field(default_factory=FaultPoints)
     # Which streams' periodic work is this controller's, and leases on work (one controller alone: all of it).
     coordination: Coordination = dataclasses.field(default_factory=Coordination)
+    # The long-poll reads of load reports, on connections of their own (None: ``segments``).
+    report_reads: SegmentStoreClient | None = None

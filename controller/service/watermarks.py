@@ -5,7 +5,7 @@ Theory of operation. Every ``watermark_period_seconds`` (10 s, as Java), for eac
 controller owns (``Coordination.owns``) that has writer marks, a round:
 
 1. loads the stream's *watermark state* if this controller has none: the newest watermark in the
-   mark segment ``_MARK<stream>``/0 and the segment's length after it. Reading starts at the
+   mark segment (the current one of ``_MARK<stream>``) and the segment's length after it. Reading starts at the
    offset named by the segment's ``NEWEST_MARK`` attribute (a hint written after each append;
    without it, at the segment's start) and goes to its end, so a restarted controller, or one
    that takes a stream over, reads only the newest watermarks. A stream created before mark
@@ -34,7 +34,7 @@ import uuid
 from clients import errors as client_errors
 from clients.mark_segment import mark_segment, marks_between, segment_bounds
 from wire import naming
-from wire.watermark import SegmentWithRange, Watermark, encode_watermark, is_internal_stream
+from wire.watermark import SegmentWithRange, Watermark, encode_watermark, is_internal_stream, mark_stream
 
 from ..store import NotFound, StreamStore, WriteConflict
 from ..store import readers as store_readers
@@ -54,6 +54,7 @@ NEWEST_MARK = uuid.UUID("9d4a3c5e-57a1-4f0e-8c1b-6d2e0f7a4b31")  # mark segment 
 class StreamWatermarks:
     """What this controller knows of one stream's watermarks (see the module docstring)."""
 
+    segment: str  # the mark segment
     previous: Watermark | None
     length: int
     not_participating_since: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -138,23 +139,26 @@ class Watermarking:
         state = self._streams.get((scope, stream))
         if state is not None:
             return state
-        segment = mark_segment(scope, stream)
+        mark = self._context.store.stream(scope, mark_stream(stream))
         try:
-            start, length = await segment_bounds(self._context.segments, segment)
-        except client_errors.NoSuchSegment:
+            current, _ = await mark.get_current_epoch()
+        except NotFound:
             await self._creation.ensure_mark_stream(scope, stream)
-            start, length = await segment_bounds(self._context.segments, segment)
+            current, _ = await mark.get_current_epoch()
+        (segment_id,) = current.segment_ids
+        segment = mark_segment(scope, stream, segment_id)
+        start, length = await segment_bounds(self._context.segments, segment)
         hint = await self._context.segments.get_attribute(segment, NEWEST_MARK)
         offset = hint if start <= hint < length else start
         previous = None
         async for _, _, watermark in marks_between(self._context.segments, segment, offset, length):
             previous = watermark
-        state = self._streams[(scope, stream)] = StreamWatermarks(previous, length)
+        state = self._streams[(scope, stream)] = StreamWatermarks(segment, previous, length)
         return state
 
     async def _append(self, scope: str, stream: str, state: StreamWatermarks,
                       watermark: Watermark) -> Watermark | None:
-        segment = mark_segment(scope, stream)
+        segment = state.segment
         offset = state.length
         length = await self._context.segments.append_conditionally(segment, state.writer_id, offset,
                                                                    encode_watermark(watermark))

@@ -50,6 +50,7 @@ RETENTION_SET = "retentionSet"
 HISTORY_INDEX_ROOT = "historyIndexRoot"
 SUBSCRIBERS = "subscribers"
 WORKFLOW = "workflow"
+COLD_SEGMENTS = "coldSegments"
 
 
 def streams_table(scope: str) -> str:

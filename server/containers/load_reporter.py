@@ -7,8 +7,8 @@ the meter's rates live in memory only, as Java's do) and counts every event appe
 ``tick_seconds`` with the container's wall clock and appends what it reports to the container's
 own report segment, ``_system/containers/load_reports_<id>`` (``wire.naming.load_report_segment_name``
 pins the name to the container, so the append is local and goes through the log like any other:
-a report the controller can read is durable). The segment is created at the first tick if it does
-not exist; the controller reads it and truncates what it no longer needs (docs/operations.md).
+a report the controller can read is durable). The segment is created when the task starts if it
+does not exist; the controller reads it and truncates what it no longer needs (docs/operations.md).
 A report the container could not append (it is stopping or failed) is dropped: its segment was
 muted when it was decided, and the meter reports it again after the mute if it is still hot or
 cold.
@@ -83,7 +83,7 @@ class LoadReporter:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        created = False
+        created = await self._create_segment()
         next_tick = loop.time() + self.settings.tick_seconds
         while True:
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
@@ -92,19 +92,24 @@ class LoadReporter:
             if not reports:
                 continue
             try:
-                if not created:
-                    await self._create_segment()
-                    created = True
+                created = created or await self._create_segment()
                 await self._store(reports)
             except errors.SegmentStoreError as error:
                 log.warning("load reports dropped", extra={"container": self._container_id, "reports": len(reports),
                                                            "error": repr(error)})
 
-    async def _create_segment(self) -> None:
+    async def _create_segment(self) -> bool:
+        """Creates the report segment unless it exists (at start, so the controller finds it). Returns whether
+        it exists now."""
         try:
             await self._create(self.segment_name)
         except errors.SegmentAlreadyExists:
             pass
+        except errors.SegmentStoreError as error:
+            log.warning("load report segment not created", extra={"container": self._container_id,
+                                                                   "error": repr(error)})
+            return False
+        return True
 
     async def _store(self, reports: list[LoadReport]) -> None:
         batch: list[bytes] = []

@@ -1,36 +1,82 @@
-"""Auto-scaling end to end (spec §6.10): a real in-process segment store and controller with
-timings shrunk from minutes to seconds. Events written over the wire into the one segment of an
-events/s stream make the controller split it (the new ranges still tile [0, 1]); once the
-writes stop, the cold segments merge back. A fixed-policy stream under the same load is left alone."""
+"""Auto-scaling driven by load reports (spec §6.10), end to end in one process: a real segment store
+whose containers meter their segments (windows of a second or two) and a real controller that tails the
+report segments. A hot events/s segment is split (the new ranges tile [0, 1]); once the writes stop, the
+idle segments are reported and merge back. A fixed stream is left alone. Cold marks outlive the controller
+that wrote them. A disabled auto-scaler changes nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import time
 import uuid
 
+import grpc
+
 from clients.connection import WireConnection, next_request_id
 from clients.grpc_api import controller_pb2 as pb
+from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller.app import ControllerApp
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.service.context import ServiceSettings
-from tests.support.controller_harness import info, make_stream, running_cluster
+from controller.store import layout
+from controller.store.records import ColdSegmentsRecord
+from controller.store.records.cold import SILENT_EXPIRY
+from server.containers import LoadSettings
+from tests.support.controller_harness import Cluster, info, make_stream
+from tests.support.segment_store import segment_store
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
 
 SCOPE = "autoscale"
-TIMINGS = AutoScaleSettings(sample_interval_seconds=0.1, short_window_seconds=1.0, medium_window_seconds=2.0,
-                            long_window_seconds=3.0, idle_window_seconds=3.0, cooldown_seconds=1.0,
-                            mute_seconds=1.0)
-SETTINGS = ServiceSettings(redrive_interval_seconds=3600, auto_scale=TIMINGS)
+LOAD = LoadSettings(tick_seconds=0.1, short_window_seconds=0.5, medium_window_seconds=1.0, long_window_seconds=1.5,
+                    idle_window_seconds=2.0, cooldown_seconds=0.5, mute_seconds=1.0, report_interval_seconds=0.2)
+SETTINGS = ServiceSettings(redrive_interval_seconds=3600,
+                           auto_scale=AutoScaleSettings(cold_mark_seconds=10, retry_seconds=0.2,
+                                                        missing_segment_wait_seconds=0.2))
 TARGET = 10  # events/s
 SCALE_FACTOR = 3
 
 
+@contextlib.asynccontextmanager
+async def auto_scaling(data_dir, settings: ServiceSettings = SETTINGS, load: LoadSettings = LOAD):
+    """A segment store metering with ``load`` and a controller acting with ``settings``; stopped afterwards."""
+    store = segment_store(data_dir, container_count=4, load=load)
+    await store.start()
+    app = ControllerApp(port=0, segment_store=("127.0.0.1", store.port), settings=settings)
+    try:
+        await app.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
+        cluster = Cluster(store, app, channel, pb_grpc.ControllerServiceStub(channel))
+        try:
+            yield cluster
+        finally:
+            await cluster.channel.close()
+            await cluster.app.stop()
+    finally:
+        await store.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def create_rate_stream(stub, stream: str, target: int = TARGET, segments: int = 1, minimum: int = 1) -> None:
+    reply = await stub.createStream(pb.StreamConfig(
+        streamInfo=info(SCOPE, stream),
+        scalingPolicy=pb.ScalingPolicy(scaleType=pb.ScalingPolicy.BY_RATE_IN_EVENTS_PER_SEC, targetRate=target,
+                                       scaleFactor=SCALE_FACTOR, minNumSegments=max(minimum, segments))))
+    assert reply.status == pb.CreateStreamStatus.SUCCESS, reply
+    if segments > minimum:  # created with `segments`, then allowed to merge down to `minimum`
+        await stub.updateStream(pb.StreamConfig(
+            streamInfo=info(SCOPE, stream),
+            scalingPolicy=pb.ScalingPolicy(scaleType=pb.ScalingPolicy.BY_RATE_IN_EVENTS_PER_SEC, targetRate=target,
+                                           scaleFactor=SCALE_FACTOR, minNumSegments=minimum)))
+
+
 async def write_until_sealed(store_port: int, segment: str, stop: asyncio.Event, events_per_block: int = 20,
                              pause: float = 0.02) -> int:
-    """Appends blocks of ``events_per_block`` events (EVENT_COUNT grows by that much each) until the
-    segment is sealed or ``stop`` is set. Returns how many events were stored."""
+    """Appends blocks of ``events_per_block`` events until the segment is sealed or ``stop`` is set.
+    Returns how many events were stored."""
     connection = await WireConnection.connect("127.0.0.1", store_port)
     written = 0
     try:
@@ -61,7 +107,7 @@ async def current_ranges(stub, stream: str) -> list[tuple[float, float]]:
 
 def assert_tiles_key_space(ranges: list[tuple[float, float]]) -> None:
     assert ranges[0][0] == 0.0 and ranges[-1][1] == 1.0, ranges
-    assert all(first[1] == second[0] for first, second in zip(ranges, ranges[1:])), ranges
+    assert all(first[1] == second[0] for first, second in zip(ranges, ranges[1:], strict=False)), ranges
 
 
 async def wait_for_ranges(stub, stream: str, predicate, timeout: float) -> list[tuple[float, float]]:
@@ -73,19 +119,15 @@ async def wait_for_ranges(stub, stream: str, predicate, timeout: float) -> list[
         await asyncio.sleep(0.05)
 
 
-async def test_hot_segment_splits_then_cold_segments_merge_back(tmp_path):
-    """~1,000 events/s into one segment of a stream targeting 10 events/s: after the cooldown the
-    short-window rate is far above 5x target, so the segment is split into scaleFactor (3) ranges
-    that tile [0, 1]. With no more writes, all three are cold after the idle window and merge back
-    into one segment [0, 1]. The fixed stream written at the same rate keeps its one segment."""
-    async with running_cluster(tmp_path / "data", SETTINGS) as cluster:
+async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
+    """~1,000 events/s into the one segment of a stream targeting 10 events/s: the store reports it hot
+    and the controller splits it into scaleFactor (3) ranges tiling [0, 1]. With no more writes the three
+    go idle, are reported (silently) cold and merge back into one segment [0, 1]. The fixed stream written
+    at the same rate keeps its one segment."""
+    async with auto_scaling(tmp_path / "data") as cluster:
         stub = cluster.stub
         await stub.createScope(pb.ScopeInfo(scope=SCOPE))
-        reply = await stub.createStream(pb.StreamConfig(
-            streamInfo=info(SCOPE, "hot"),
-            scalingPolicy=pb.ScalingPolicy(scaleType=pb.ScalingPolicy.BY_RATE_IN_EVENTS_PER_SEC,
-                                           targetRate=TARGET, scaleFactor=SCALE_FACTOR, minNumSegments=1)))
-        assert reply.status == pb.CreateStreamStatus.SUCCESS, reply
+        await create_rate_stream(stub, "hot")
         await make_stream(stub, SCOPE, "fixed", 1)
         assert await current_ranges(stub, "hot") == [(0.0, 1.0)]
 
@@ -95,7 +137,7 @@ async def test_hot_segment_splits_then_cold_segments_merge_back(tmp_path):
         fixed_writer = asyncio.create_task(write_until_sealed(port, naming.stream_segment_name(SCOPE, "fixed", 0),
                                                               stop))
         try:
-            split = await wait_for_ranges(stub, "hot", lambda ranges: len(ranges) > 1, timeout=8)
+            split = await wait_for_ranges(stub, "hot", lambda ranges: len(ranges) > 1, timeout=10)
         finally:
             stop.set()
             hot_written = await hot_writer
@@ -105,30 +147,58 @@ async def test_hot_segment_splits_then_cold_segments_merge_back(tmp_path):
         assert hot_written > 5 * TARGET  # the segment saw the load before it was sealed
         assert await current_ranges(stub, "fixed") == [(0.0, 1.0)]
 
-        merged = await wait_for_ranges(stub, "hot", lambda ranges: len(ranges) == 1, timeout=10)
+        merged = await wait_for_ranges(stub, "hot", lambda ranges: len(ranges) == 1, timeout=15)
         assert merged == [(0.0, 1.0)]
         epochs = await stub.getEpochSegments(pb.GetEpochSegmentsRequest(streamInfo=info(SCOPE, "hot"), epoch=2))
         assert len(epochs.segmentRanges) == 1  # epoch 1 was the split, epoch 2 the merge
 
 
-async def test_disabled_auto_scaler_leaves_hot_streams_alone(tmp_path):
-    """With ``enabled=False`` the same load changes nothing (the loop never starts)."""
+async def test_cold_marks_outlive_the_controller_that_wrote_them(tmp_path):
+    """Of two segments, one is idle (reported silently cold: marked) and one kept warm (~30 events/s
+    against 40: neither hot nor cold). The controller is restarted after the idle report has expired
+    (cold marks last 1 s here), so only the persisted mark remembers it; when the warm one goes idle
+    too, the new controller merges the two."""
     settings = ServiceSettings(redrive_interval_seconds=3600,
-                               auto_scale=AutoScaleSettings(enabled=False, sample_interval_seconds=0.1,
-                                                            short_window_seconds=0.5, medium_window_seconds=0.5,
-                                                            long_window_seconds=0.5, idle_window_seconds=0.5,
-                                                            cooldown_seconds=0.0, mute_seconds=0.0))
-    async with running_cluster(tmp_path / "data", settings) as cluster:
+                               auto_scale=AutoScaleSettings(cold_mark_seconds=1, retry_seconds=0.2,
+                                                            missing_segment_wait_seconds=0.2))
+    async with auto_scaling(tmp_path / "data", settings) as cluster:
         stub = cluster.stub
         await stub.createScope(pb.ScopeInfo(scope=SCOPE))
-        await stub.createStream(pb.StreamConfig(
-            streamInfo=info(SCOPE, "hot"),
-            scalingPolicy=pb.ScalingPolicy(scaleType=pb.ScalingPolicy.BY_RATE_IN_EVENTS_PER_SEC,
-                                           targetRate=1, scaleFactor=2, minNumSegments=1)))
+        await create_rate_stream(stub, "pair", target=40, segments=2, minimum=1)
+        stop = asyncio.Event()
+        warm = asyncio.create_task(write_until_sealed(cluster.store.port, naming.stream_segment_name(SCOPE, "pair", 1),
+                                                      stop, events_per_block=3, pause=0.1))
+        try:
+            stream = cluster.app.context.store.stream(SCOPE, "pair")
+            deadline = time.monotonic() + 10
+            marks: dict[int, int] = {}
+            while time.monotonic() < deadline and 0 not in marks:
+                (found,) = await stream.find_records((layout.COLD_SEGMENTS, ColdSegmentsRecord))
+                marks = found[0].marks if found is not None else {}
+                await asyncio.sleep(0.1)
+            assert marks == {0: SILENT_EXPIRY}
+            await asyncio.sleep(1.5)  # the idle report is older than the cold-mark period now
+            await cluster.restart_controller(settings=settings)
+            assert await current_ranges(cluster.stub, "pair") == [(0.0, 0.5), (0.5, 1.0)]
+        finally:
+            stop.set()
+            await warm
+        merged = await wait_for_ranges(cluster.stub, "pair", lambda ranges: len(ranges) == 1, timeout=10)
+        assert merged == [(0.0, 1.0)]
+
+
+async def test_disabled_auto_scaler_leaves_hot_streams_alone(tmp_path):
+    """With ``enabled=False`` the controller does not tail the reports: the same load changes nothing."""
+    settings = ServiceSettings(redrive_interval_seconds=3600, auto_scale=AutoScaleSettings(enabled=False))
+    async with auto_scaling(tmp_path / "data", settings) as cluster:
+        stub = cluster.stub
+        await stub.createScope(pb.ScopeInfo(scope=SCOPE))
+        await create_rate_stream(stub, "hot", target=1)
         stop = asyncio.Event()
         writer = asyncio.create_task(write_until_sealed(cluster.store.port,
                                                         naming.stream_segment_name(SCOPE, "hot", 0), stop))
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(2.0)
         stop.set()
         assert await writer > 0
         assert await current_ranges(stub, "hot") == [(0.0, 1.0)]
+        assert cluster.app.services is not None and cluster.app.services.auto_scaler.reports_received == 0

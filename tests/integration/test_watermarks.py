@@ -78,10 +78,13 @@ class Sampler:
 
 async def keep_reading(reader, stop: asyncio.Event) -> list[bytes]:
     events = []
-    while not stop.is_set():
-        event = await reader.read_next(0.05)
-        if event is not None:
-            events.append(bytes(event.data))
+    try:
+        while not stop.is_set():
+            event = await reader.read_next(0.05)
+            if event is not None:
+                events.append(bytes(event.data))
+    except errors.ClosedError:
+        pass  # the test failed and closed the reader
     return events
 
 
@@ -170,3 +173,55 @@ async def test_a_writer_that_stops_noting_is_dropped_after_the_timeout(cluster, 
         from controller.store import readers as store_readers
         marks, _ = await store_readers.list_writer_marks(store)
         assert "quiet" not in marks and "busy" in marks
+
+
+async def wait_for_watermark(cluster, scope: str, stream: str, above: int) -> int:
+    """Waits until the controller's job wrote a watermark with a lower bound above ``above``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_SECONDS
+    while True:
+        known = cluster.app.services.watermarking.known(scope, stream)
+        if known is not None and known.previous is not None and known.previous.lower_time_bound > above:
+            return known.previous.lower_time_bound
+        assert loop.time() < deadline, f"no watermark above {above} on {scope}/{stream}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_restarted_controller_goes_on_from_the_newest_watermark(cluster, client):
+    """After a controller restart the job loads the newest watermark from the mark segment (from the
+    offset its hint attribute names) and the watermarks written afterwards still only grow."""
+    await client.create_scope("again")
+    await client.create_stream("again", "s")
+    async with client.create_writer("again", "s", WriterConfig(writer_id="w")) as writer:
+        await note_round(writer, "w", 1, 100)
+        await wait_for_watermark(cluster, "again", "s", 99)
+        await note_round(writer, "w", 2, 200)
+        await wait_for_watermark(cluster, "again", "s", 199)
+    await cluster.restart_controller(settings=SETTINGS)  # on another port: a new client finds it
+    async with sdk.connect(f"tcp://127.0.0.1:{cluster.app.port}") as again:
+        async with again.create_writer("again", "s", WriterConfig(writer_id="w")) as same_writer:
+            await note_round(same_writer, "w", 3, 300)
+            assert await wait_for_watermark(cluster, "again", "s", 199) == 300
+    segment = mark_segment("again", "s")
+    _, length = await segment_bounds(cluster.app.client, segment)
+    lowers = [mark.lower_time_bound async for _, _, mark in marks_between(cluster.app.client, segment, 0, length)]
+    assert lowers == [100, 200, 300]
+
+
+async def test_a_stream_without_a_mark_stream_gets_one_when_writers_note_times(cluster, client):
+    """A stream created before mark streams existed (simulated by deleting its mark stream's records
+    and segment) gets its mark stream from the job once a writer notes a time."""
+    from controller.store import State
+    from wire.watermark import mark_stream
+    await client.create_scope("old")
+    await client.create_stream("old", "s")
+    store = cluster.app.context.store
+    mark = store.stream("old", mark_stream("s"))
+    await mark.transition_state(State.SEALED)
+    await cluster.app.client.delete_segment(mark_segment("old", "s"))
+    await store.delete_stream("old", mark_stream("s"))
+    assert not await client.stream_exists("old", "_MARKs")
+    async with client.create_writer("old", "s") as writer:
+        await note_round(writer, "w", 1, 42)
+        assert await wait_for_watermark(cluster, "old", "s", 0) == 42
+    assert await client.stream_exists("old", "_MARKs")

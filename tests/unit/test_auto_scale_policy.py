@@ -1,168 +1,134 @@
-"""The auto-scaler's pure policy (spec §6.10, segment-store design §3.12): window rates from samples,
-hot segments split into min(max(2, rate / target), max(2, scaleFactor)) equal ranges, adjacent cold
-segments merged (at most three, never below minNumSegments), cooldown and mute, KB/s versus events/s.
-Time is an argument, so nothing sleeps."""
+"""The controller's report-driven auto-scaling policy (controller/service/auto_scale.py, pure): DOWN reports
+mark segments cold (silent ones until sealed), UP reports split into min(max(2, splits), max(2,
+scaleFactor)) equal ranges and clear marks, adjacent marked segments merge at most three at a time and
+never below minNumSegments, and one round's decisions make one scale whose new ranges tile exactly the
+sealed ones. Time is an argument, so nothing sleeps."""
 
 from __future__ import annotations
 
-import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from controller.service.auto_scale import (EVENT_COUNT, Merge, SegmentLoad, Split, Sample, decide, rates, scale_request,
-                                           window_rate)
+from controller.service.auto_scale import Merge, Split, decide, hot_segments, mark, scale_request
 from controller.service.auto_scale_settings import AutoScaleSettings
-from controller.store.key_space import initial_epoch
+from controller.store.key_space import equal_ranges, initial_epoch
 from controller.store.records import ScaleType, ScalingPolicy, SegmentRecord
+from controller.store.records.cold import SILENT_EXPIRY
+from wire.load_reports import Direction, LoadReport
 
-# Windows of 2/5/10/20 s, cooldown 10 s, mute 10 s: the defaults divided by 60.
-TIMINGS = AutoScaleSettings(sample_interval_seconds=1, short_window_seconds=2, medium_window_seconds=5,
-                            long_window_seconds=10, idle_window_seconds=20, cooldown_seconds=10, mute_seconds=10)
+TIMINGS = AutoScaleSettings(cold_mark_seconds=10)
 NOW = 100_000
 EVENTS = ScaleType.BY_RATE_IN_EVENTS_PER_SEC
-KBYTES = ScaleType.BY_RATE_IN_KBYTES_PER_SEC
 
 
 def policy(target: int = 10, factor: int = 4, minimum: int = 1, scale_type: ScaleType = EVENTS) -> ScalingPolicy:
     return ScalingPolicy(scale_type, target, factor, minimum)
 
 
-def steady(rate: float, seconds: int = 30, now: int = NOW) -> tuple[Sample, ...]:
-    """A sample every second for ``seconds`` up to ``now``, the counter growing by ``rate`` per second."""
-    return tuple(Sample(now - 1000 * back, int(rate * (seconds - back))) for back in range(seconds, -1, -1))
+def segments(count: int) -> list[SegmentRecord]:
+    return list(initial_epoch(count, 0, 0).segments)
 
 
-def segments(count: int, created: int = 0) -> list[SegmentRecord]:
-    return list(initial_epoch(count, 0, created).segments)
+def up(segment_id: int, splits: int, at: int = NOW) -> LoadReport:
+    return LoadReport("s", "t", segment_id, Direction.UP, at, splits)
 
 
-def loads(*per_segment_rates: float, created: int = 0, seconds: int = 30) -> list[SegmentLoad]:
-    return [SegmentLoad(segment, steady(rate, seconds)) for segment, rate in
-            zip(segments(len(per_segment_rates), created), per_segment_rates)]
+def down(segment_id: int, at: int = NOW, silent: bool = False) -> LoadReport:
+    return LoadReport("s", "t", segment_id, Direction.DOWN, at, silent=silent)
 
 
-def test_event_count_is_core_attribute_one_without_importing_the_server():
-    """The controller's EVENT_COUNT is the segment store's (core attribute 1)."""
-    from server.containers.attributes import EVENT_COUNT as SERVER_EVENT_COUNT
-
-    assert EVENT_COUNT == SERVER_EVENT_COUNT
-
-
-def test_window_rate_needs_samples_spanning_the_window():
-    """A window's rate exists only once a sample is at least that old; it is the increase per second."""
-    samples = (Sample(0, 0), Sample(1000, 50), Sample(2000, 100), Sample(3000, 400))
-    assert window_rate(samples, 3000, 2000) == 175.0  # (400 - 50) / 2 s, based on the sample at t = 1 s
-    assert window_rate(samples, 3000, 3000) == pytest.approx(400 / 3)
-    assert window_rate(samples, 3000, 3001) is None
-    assert window_rate((), 3000, 1000) is None
-    assert window_rate(samples, 3000, 1000, unit=10) == 30.0
+def test_down_reports_mark_segments_cold_for_the_cold_mark_period_silent_ones_until_sealed():
+    """A DOWN marks until its time + 10 s; a silent DOWN marks forever; a later DOWN extends; UP clears."""
+    active = segments(3)
+    marks = mark({}, [down(0, NOW - 2000), down(1, silent=True)], active, NOW, TIMINGS)
+    assert marks == {0: NOW + 8000, 1: SILENT_EXPIRY}
+    assert mark(marks, [down(0, NOW)], active, NOW, TIMINGS)[0] == NOW + 10_000
+    assert mark(marks, [down(0, NOW - 5000)], active, NOW, TIMINGS)[0] == NOW + 8000  # an older one does not shorten
+    assert mark(marks, [up(1, 2)], active, NOW, TIMINGS) == {0: NOW + 8000}
 
 
-def test_hot_segment_splits_into_rate_over_target_ranges():
-    """A segment at 3x target (over 2x on the medium window, under 5x on the short one) splits into 3
-    equal ranges tiling its own; its neighbour at half the target neither splits nor merges."""
-    (split,) = decide(loads(5, 30), NOW, policy(target=10, factor=8), TIMINGS)
-    assert split.segment_id == 1 and len(split.ranges) == 3
-    assert split.ranges[0][0] == 0.5 and split.ranges[-1][1] == 1.0
-    assert all(a[1] == b[0] for a, b in zip(split.ranges, split.ranges[1:]))
+def test_marks_of_sealed_segments_and_expired_marks_are_dropped():
+    active = segments(2)
+    assert mark({0: NOW + 1, 1: NOW, 7: SILENT_EXPIRY}, [], active, NOW, TIMINGS) == {0: NOW + 1}
 
 
-def test_split_count_is_capped_by_scale_factor_and_at_least_two():
-    """100x target with scaleFactor 4 splits in 4; scaleFactor 0 or 1 still splits in 2."""
-    assert len(decide(loads(1000), NOW, policy(factor=4), TIMINGS)[0].ranges) == 4
-    assert len(decide(loads(1000), NOW, policy(factor=1), TIMINGS)[0].ranges) == 2
-    assert len(decide(loads(1000), NOW, policy(factor=0), TIMINGS)[0].ranges) == 2
-    # just over target on the long window: floor(rate / target) = 1, still 2 ranges
-    assert len(decide(loads(11), NOW, policy(factor=9), TIMINGS)[0].ranges) == 2
+def test_up_report_splits_its_segment_into_capped_equal_ranges():
+    """20 pieces asked, scaleFactor 4: 4 equal ranges tiling the segment's own; scaleFactor 0 or 1 still 2;
+    fewer than 2 asked still 2."""
+    first, second = segments(2)
+    assert decide([first, second], {1: 20}, {}, NOW, policy(factor=4)) == [
+        Split(1, tuple(equal_ranges(0.5, 1.0, 4)))]
+    assert len(decide([first], {0: 20}, {}, NOW, policy(factor=1))[0].ranges) == 2
+    assert len(decide([first], {0: 20}, {}, NOW, policy(factor=0))[0].ranges) == 2
+    assert len(decide([first], {0: 1}, {}, NOW, policy(factor=9))[0].ranges) == 2
+    assert decide([first], {0: 3}, {}, NOW, policy(factor=9)) == [Split(0, tuple(equal_ranges(0.0, 0.5, 3)))]
 
 
-def test_each_threshold_alone_triggers_a_split():
-    """Short rate > 5x target, medium > 2x, long > target: each alone is hot; a short burst of 4x is not."""
-    target = policy(target=10)
-    base = segments(1)[0]
-
-    def burst(rate: float, seconds: int) -> tuple[Sample, ...]:  # idle for 30 s, then ``rate`` for ``seconds``
-        return tuple(Sample(NOW - 1000 * back, int(rate * max(0, seconds - back))) for back in range(30, -1, -1))
-
-    assert decide([SegmentLoad(base, burst(60, 2))], NOW, target, TIMINGS)  # 2 s at 60/s: short 60 > 50
-    assert not decide([SegmentLoad(base, burst(45, 2))], NOW, target, TIMINGS)  # short 45, medium 18, long 9
-    assert decide([SegmentLoad(base, burst(25, 5))], NOW, target, TIMINGS)  # medium 25 > 20
-    assert decide([SegmentLoad(base, burst(11, 10))], NOW, target, TIMINGS)  # long 11 > 10
+def test_hot_segments_take_the_largest_ask():
+    assert hot_segments([up(1, 3), down(2), up(1, 7), up(4, 2)]) == {1: 7, 4: 2}
 
 
-def test_windows_count_only_when_the_segment_is_old_enough():
-    """With 3 s of samples at 40/s (> 2x, < 5x target), no window but the short one exists: no split yet."""
-    assert not decide(loads(40, seconds=3), NOW, policy(target=10), TIMINGS)
-    assert decide(loads(40, seconds=6), NOW, policy(target=10), TIMINGS)
+def test_adjacent_cold_segments_merge_at_most_three_at_a_time():
+    """Four marked segments: the first three merge (a segment and its two neighbours); the fourth waits."""
+    cold = dict.fromkeys(range(4), SILENT_EXPIRY)
+    assert decide(segments(4), {}, cold, NOW, policy()) == [Merge((0, 1, 2), (0.0, 0.75))]
 
 
-def test_cold_adjacent_segments_merge_at_most_three_at_a_time():
-    """Four idle segments: the first three merge (a segment and its two neighbours); the fourth waits."""
-    decisions = decide(loads(0, 0, 0, 0), NOW, policy(), TIMINGS)
-    assert decisions == [Merge((0, 1, 2), (0.0, 0.75))]
-
-
-def test_merges_skip_warm_segments_and_need_a_cold_neighbour():
-    """Cold, warm, cold, cold: only the last two are adjacent and cold; a lone cold segment stays."""
-    assert decide(loads(0, 8, 0, 0), NOW, policy(target=10), TIMINGS) == [Merge((2, 3), (0.5, 1.0))]
-    assert decide(loads(0, 8), NOW, policy(target=10), TIMINGS) == []
-
-
-def test_cold_needs_the_idle_rate_under_half_the_target():
-    """Rates of 6/s are under target but over target / 2 on the idle window: no merge; 4/s merges."""
-    assert decide(loads(6, 6), NOW, policy(target=10), TIMINGS) == []
-    assert decide(loads(4, 4), NOW, policy(target=10), TIMINGS) == [Merge((0, 1), (0.0, 1.0))]
-    assert decide(loads(0, 0, seconds=15), NOW, policy(target=10), TIMINGS) == []  # idle window not spanned yet
+def test_merges_need_adjacent_unexpired_marks_and_skip_hot_segments():
+    """Cold, warm, cold, cold: only the last two merge; an expired mark does not count; a marked segment
+    reported hot in the same round is split, not merged."""
+    assert decide(segments(4), {}, {0: NOW + 1, 2: NOW + 1, 3: NOW + 1}, NOW, policy()) == [Merge((2, 3), (0.5, 1.0))]
+    assert decide(segments(2), {}, {0: NOW + 1, 1: NOW}, NOW, policy()) == []
+    decisions = decide(segments(3), {1: 2}, dict.fromkeys(range(3), NOW + 1), NOW, policy())
+    assert decisions == [Split(1, tuple(equal_ranges(segments(3)[1].key_start, segments(3)[1].key_end, 2)))]
 
 
 def test_merges_never_go_below_min_num_segments():
     """Four cold segments with minNumSegments 3 merge only two; with 4, none; six with 3 merge 3 + 2."""
-    assert decide(loads(0, 0, 0, 0), NOW, policy(minimum=3), TIMINGS) == [Merge((0, 1), (0.0, 0.5))]
-    assert decide(loads(0, 0, 0, 0), NOW, policy(minimum=4), TIMINGS) == []
-    six = segments(6)
-    assert decide(loads(0, 0, 0, 0, 0, 0), NOW, policy(minimum=3), TIMINGS) == [
-        Merge((0, 1, 2), (0.0, six[2].key_end)), Merge((3, 4), (six[3].key_start, six[4].key_end))]
-
-
-def test_cooldown_after_creation():
-    """A hot or cold segment created less than the cooldown ago is left alone."""
-    young = NOW - 9_000
-    assert decide(loads(1000, created=young), NOW, policy(), TIMINGS) == []
-    assert decide(loads(0, 0, created=young), NOW, policy(), TIMINGS) == []
-    assert decide(loads(1000, created=NOW - 10_000), NOW, policy(), TIMINGS) != []
-
-
-def test_mute_between_requests():
-    """A segment requested less than the mute ago is left alone, and is no merge partner either."""
-    hot = [SegmentLoad(segment, steady(1000), last_request=NOW - 9_000) for segment in segments(1)]
-    assert decide(hot, NOW, policy(), TIMINGS) == []
-    hot = [SegmentLoad(segment, steady(1000), last_request=NOW - 10_000) for segment in segments(1)]
-    assert decide(hot, NOW, policy(), TIMINGS) != []
-    first, second = segments(2)
-    cold = [SegmentLoad(first, steady(0), last_request=NOW - 1_000), SegmentLoad(second, steady(0))]
-    assert decide(cold, NOW, policy(), TIMINGS) == []
-
-
-def test_kbytes_policy_counts_kibibytes_and_events_policy_counts_events():
-    """The same counter growth of 20,480 per second is 20 KiB/s: hot for an events target of 10, not
-    for a KB/s target of 10 ... but it is hot for a KB/s target of 3 (20 > 5 x 3)."""
-    samples = steady(20 * 1024)
-    assert rates(samples, NOW, KBYTES, TIMINGS).short == pytest.approx(20.0)
-    assert rates(samples, NOW, EVENTS, TIMINGS).short == pytest.approx(20 * 1024)
-    load = [SegmentLoad(segments(1)[0], samples)]
-    assert len(decide(load, NOW, policy(target=10, factor=100, scale_type=EVENTS), TIMINGS)[0].ranges) == 100
-    assert decide(load, NOW, policy(target=30, scale_type=KBYTES), TIMINGS) == []
-    assert len(decide(load, NOW, policy(target=3, factor=100, scale_type=KBYTES), TIMINGS)[0].ranges) == 6
+    four, six = dict.fromkeys(range(4), SILENT_EXPIRY), dict.fromkeys(range(6), SILENT_EXPIRY)
+    assert decide(segments(4), {}, four, NOW, policy(minimum=3)) == [Merge((0, 1), (0.0, 0.5))]
+    assert decide(segments(4), {}, four, NOW, policy(minimum=4)) == []
+    layout = segments(6)
+    assert decide(layout, {}, six, NOW, policy(minimum=3)) == [
+        Merge((0, 1, 2), (0.0, layout[2].key_end)), Merge((3, 4), (layout[3].key_start, layout[4].key_end))]
 
 
 def test_fixed_policy_or_zero_target_never_scales():
-    """FIXED_NUM_SEGMENTS and a target rate of 0 mean no auto-scaling, whatever the load."""
-    assert decide(loads(1000, 0, 0), NOW, ScalingPolicy(ScaleType.FIXED_NUM_SEGMENTS, 10, 4, 1), TIMINGS) == []
-    assert decide(loads(1000, 0, 0), NOW, policy(target=0), TIMINGS) == []
+    cold = dict.fromkeys(range(3), SILENT_EXPIRY)
+    assert decide(segments(3), {0: 5}, cold, NOW, ScalingPolicy(ScaleType.FIXED_NUM_SEGMENTS, 10, 4, 1)) == []
+    assert decide(segments(3), {0: 5}, cold, NOW, policy(target=0)) == []
 
 
 def test_one_scale_request_for_a_round():
     """A split and a merge of one round become one scale whose new ranges tile exactly the sealed ones."""
-    decisions = decide(loads(1000, 8, 0, 0), NOW, policy(target=10, factor=2), TIMINGS)
+    decisions = decide(segments(4), {0: 2}, {2: SILENT_EXPIRY, 3: SILENT_EXPIRY}, NOW, policy(factor=2))
     assert decisions == [Split(0, ((0.0, 0.125), (0.125, 0.25))), Merge((2, 3), (0.5, 1.0))]
-    to_seal, ranges = scale_request(decisions)
-    assert to_seal == [0, 2, 3]
-    assert ranges == [(0.0, 0.125), (0.125, 0.25), (0.5, 1.0)]
+    assert scale_request(decisions) == ([0, 2, 3], [(0.0, 0.125), (0.125, 0.25), (0.5, 1.0)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.data())
+def test_any_round_seals_disjoint_segments_replaced_exactly(count, data):
+    """Whatever is hot or cold: each segment is sealed at most once, the new ranges tile exactly the key
+    space of the sealed ones, and the stream keeps at least minNumSegments segments."""
+    layout = segments(count)
+    ids = [segment.segment_id for segment in layout]
+    hot = data.draw(st.dictionaries(st.sampled_from(ids), st.integers(0, 50), max_size=count))
+    cold = data.draw(st.dictionaries(st.sampled_from(ids), st.sampled_from([NOW, NOW + 1, SILENT_EXPIRY]),
+                                     max_size=count))
+    rules = policy(factor=data.draw(st.integers(0, 6)), minimum=data.draw(st.integers(1, count)))
+    to_seal, ranges = scale_request(decide(layout, hot, cold, NOW, rules))
+    assert len(to_seal) == len(set(to_seal))
+    sealed = sorted((segment.key_start, segment.key_end) for segment in layout if segment.segment_id in to_seal)
+    assert _union(sealed) == _union(sorted(ranges))
+    assert count - len(to_seal) + len(ranges) >= min(count, rules.min_num_segments)
+
+
+def _union(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in ranges:
+        if merged and merged[-1][1] == start:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged

@@ -4,6 +4,7 @@ Every record has ``encode() -> bytes`` and ``decode(bytes)``; formats are docume
 of each module and in controller/store/LAYOUT.md.
 """
 
+from .cold import ColdSegmentsRecord
 from .cuts import EMPTY_TRUNCATION, RetentionSet, StreamCutRecord, TruncationRecord
 from .epochs import (
     EMPTY_EPOCH_TRANSITION,
@@ -40,6 +41,7 @@ from .transactions import EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsR
 from .workflows import PendingWorkflowRecord, WorkflowIntentRecord, WorkflowKind
 
 __all__ = [
+    "ColdSegmentsRecord",
     "EMPTY_TRUNCATION", "RetentionSet", "StreamCutRecord", "TruncationRecord",
     "EMPTY_EPOCH_TRANSITION", "EpochRecord", "EpochTransitionRecord", "HistoryChunk", "HistoryIndexLeaf",
     "HistoryIndexRoot", "HistoryTimeSeriesRecord", "NewSegment", "SealedEpochRecord", "SealedSizesShard",

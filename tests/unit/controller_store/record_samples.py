@@ -43,4 +43,5 @@ SAMPLES = {
     "writer_mark": r.WriterMarkRecord(123, {1: 2}, is_alive=False),
     "workflow": r.WorkflowIntentRecord(r.WorkflowKind.TRUNCATE, 55, 66, b"\x00payload"),
     "pending_workflow": r.PendingWorkflowRecord(r.WorkflowKind.DELETE, 56),
+    "cold_segments": r.ColdSegmentsRecord({SEGMENT.segment_id: 1_700_000_600_000, 9: 2**63 - 1}),
 }

@@ -62,6 +62,7 @@ STRATEGIES = {
     r.WorkflowIntentRecord: st.builds(r.WorkflowIntentRecord, st.sampled_from(r.WorkflowKind), int64, int64,
                                       st.binary(max_size=20)),
     r.PendingWorkflowRecord: st.builds(r.PendingWorkflowRecord, st.sampled_from(r.WorkflowKind), int64),
+    r.ColdSegmentsRecord: st.builds(r.ColdSegmentsRecord, cuts),
 }
 RECORD_TYPES = sorted(STRATEGIES, key=lambda record_type: record_type.__name__)
 
