@@ -32,6 +32,10 @@ _RETENTION_PERIOD = click.option(
     "--retention-period", "retention_period", default=1800.0, show_default=True, type=click.FloatRange(0.1),
     help="Seconds between retention rounds: each records a stream cut of every stream with a retention policy "
          "and truncates it at the newest recorded cut that keeps the policy's minimum.")
+_AUTO_SCALE_COLD_MARK = click.option(
+    "--auto-scale-cold-mark", "auto_scale_cold_mark", default=600.0, show_default=True, type=click.FloatRange(0.001),
+    help="Seconds a segment reported cold stays cold for merging (one reported idle: until sealed); older load "
+         "reports are ignored and the report segments truncated behind them.")
 SEGMENT_STORE_WAIT_SECONDS = 30.0  # `tributary controller` waits this long for its segment store
 
 
@@ -82,6 +86,20 @@ def _segment_store_options(function):
                      help="MiB after which a segment's Tier-2 chunk rolls over (truncation frees whole chunks)."),
         click.option("--gc-delay", default=5.0, show_default=True, type=click.FloatRange(0),
                      help="Seconds before Tier-2 chunks freed by truncation or deletion are deleted."),
+        click.option("--auto-scale/--no-auto-scale", "auto_scale", default=True, show_default=True,
+                     help="Measure the load of segments with a rate policy and report hot and cold ones for "
+                          "auto-scaling (standalone: and act on the reports)."),
+        click.option("--auto-scale-windows", default="120,300,600,1200", show_default=True,
+                     help="Seconds of the short, medium, long and idle load windows: hot when a window's rate is "
+                          "over 5x, 2x, 1x the target; cold when all are under it and the idle one under half."),
+        click.option("--auto-scale-cooldown", default=600.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds after a segment's creation (or a segment store's start) before it is reported."),
+        click.option("--auto-scale-mute", default=600.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds after a report before a segment is reported again in that direction."),
+        click.option("--auto-scale-tick", default=5.0, show_default=True, type=click.FloatRange(0.001),
+                     help="Seconds between folds of the counted load into the window rates."),
+        click.option("--auto-scale-report-interval", default=120.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds between judgements of a segment with traffic."),
         click.option("--tier1", default="local", show_default=True, type=click.Choice(["local", "replicated"]),
                      help="Tier-1 log: local files under --data-dir, or ledgers on `tributary logstore` replicas."),
         click.option("--zk", "zk_hosts", default="", help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot] (replicated)."),
@@ -111,13 +129,16 @@ def _segment_store_options(function):
 
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
                           s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, checkpoint_mib, checkpoint_interval,
-                          log_spare_files, max_chunk_mib, gc_delay, tier1, zk_hosts, zk_root,
-                          zk_session_timeout, log_quorum, ledger_mib, cluster, token_key_file, tls_cert, tls_key,
-                          token_key: bytes | None = None):
+                          log_spare_files, max_chunk_mib, gc_delay, auto_scale, auto_scale_windows,
+                          auto_scale_cooldown, auto_scale_mute, auto_scale_tick, auto_scale_report_interval, tier1,
+                          zk_hosts, zk_root, zk_session_timeout, log_quorum, ledger_mib, cluster, token_key_file,
+                          tls_cert, tls_key, token_key: bytes | None = None):
     from server.config import SegmentStoreConfig
 
     if cluster and not zk_hosts:
         raise click.UsageError("--cluster needs --zk")
+    load = _load_settings(auto_scale, auto_scale_windows, auto_scale_cooldown, auto_scale_mute, auto_scale_tick,
+                          auto_scale_report_interval)
     try:
         return SegmentStoreConfig(data_dir=data_dir, host=host, advertise_host=advertise_host, cluster=cluster,
                                   port=port, container_count=container_count,
@@ -130,9 +151,23 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
                                   log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024,
                                   token_key=_token_key(token_key_file) if token_key_file else token_key,
-                                  tls_cert=tls_cert, tls_key=tls_key)
+                                  tls_cert=tls_cert, tls_key=tls_key, load=load)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+
+
+def _load_settings(enabled: bool, windows: str, cooldown: float, mute: float, tick: float, report_interval: float):
+    """The segment store's load measurement (auto-scaling) from the --auto-scale-* options."""
+    from server.containers import LoadSettings
+
+    try:
+        short, medium, long, idle = (float(part) for part in windows.split(","))
+        return LoadSettings(enabled=enabled, tick_seconds=tick, short_window_seconds=short,
+                            medium_window_seconds=medium, long_window_seconds=long, idle_window_seconds=idle,
+                            cooldown_seconds=cooldown, mute_seconds=mute, report_interval_seconds=report_interval)
+    except ValueError as error:
+        raise click.UsageError(f"--auto-scale-windows {windows!r}: four positive numbers of seconds "
+                               f"(short,medium,long,idle) are needed ({error})") from None
 
 
 def _token_key(path: pathlib.Path) -> bytes:
@@ -252,6 +287,9 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @_METRICS_PORT
 @_REST_PORT
 @_RETENTION_PERIOD
+@click.option("--auto-scale/--no-auto-scale", "auto_scale", default=True, show_default=True,
+              help="Act on the segment stores' load reports (split hot segments, merge cold ones).")
+@_AUTO_SCALE_COLD_MARK
 @_security_options
 @click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
               default=None, help="The key delegation tokens are signed with (the segment stores' --token-key-file).")
@@ -260,12 +298,13 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--tls-key", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path), default=None,
               help="The private key (PEM) of --tls-cert.")
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
-               container_count, wait_seconds, log_level, metrics_port, rest_port, retention_period, password_file,
-               token_ttl, tls_trust, token_key_file, tls_cert, tls_key) -> None:
+               container_count, wait_seconds, log_level, metrics_port, rest_port, retention_period, auto_scale,
+               auto_scale_cold_mark, password_file, token_ttl, tls_trust, token_key_file, tls_cert, tls_key) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
-    app_options = {"rest_port": rest_port, "settings": _service_settings(retention_period),
+    app_options = {"rest_port": rest_port,
+                   "settings": _service_settings(retention_period, auto_scale, auto_scale_cold_mark),
                    **_controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust)}
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
@@ -276,13 +315,15 @@ def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_
                                        wait_seconds, metrics_port, app_options))
 
 
-def _service_settings(retention_period: float):
-    """The controller's service settings with the command line's retention period."""
+def _service_settings(retention_period: float, auto_scale: bool = True, auto_scale_cold_mark: float = 600.0):
+    """The controller's service settings with the command line's retention period and auto-scaling."""
     import dataclasses
 
+    from controller.service.auto_scale_settings import AutoScaleSettings
     from controller.service.context import DEFAULT_SETTINGS
 
-    return dataclasses.replace(DEFAULT_SETTINGS, retention_period_seconds=retention_period)
+    return dataclasses.replace(DEFAULT_SETTINGS, retention_period_seconds=retention_period,
+                               auto_scale=AutoScaleSettings(enabled=auto_scale, cold_mark_seconds=auto_scale_cold_mark))
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -332,9 +373,10 @@ def status(zk_hosts, zk_root, health, as_json) -> None:
               help="Controller gRPC port (clients connect to tcp://HOST:PORT).")
 @_REST_PORT
 @_RETENTION_PERIOD
+@_AUTO_SCALE_COLD_MARK
 @_security_options
-def standalone(log_level, controller_port, metrics_port, rest_port, retention_period, password_file, token_ttl,
-               tls_trust, **options) -> None:
+def standalone(log_level, controller_port, metrics_port, rest_port, retention_period, auto_scale_cold_mark,
+               password_file, token_ttl, tls_trust, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
@@ -344,7 +386,8 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
     # One process: without a key file, the controller and the segment store share a random key.
     key = os.urandom(32).hex().encode() if password_file is not None and options["token_key_file"] is None else None
     config = _segment_store_config(**options, token_key=key)
-    app_options = {"rest_port": rest_port, "settings": _service_settings(retention_period),
+    app_options = {"rest_port": rest_port,
+                   "settings": _service_settings(retention_period, options["auto_scale"], auto_scale_cold_mark),
                    **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
                                           options["tls_key"], tls_trust or options["tls_cert"], token_key=key)}
     _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))
