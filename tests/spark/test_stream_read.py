@@ -129,6 +129,10 @@ def test_live_ingest_with_a_processing_time_trigger(spark, standalone, scope_nam
         for round_number in range(5):
             write_events(controller, scope_name, "s", range(round_number * 500, (round_number + 1) * 500))
             time.sleep(0.3)
+            if round_number == 0:  # the live query picks up the first round alone, however slow the machine
+                deadline = time.monotonic() + 60
+                while len(collector.events) < 500 and time.monotonic() < deadline:
+                    time.sleep(0.1)
         deadline = time.monotonic() + 60
         while len(collector.events) < 2500 and time.monotonic() < deadline:
             time.sleep(0.2)
