@@ -41,8 +41,9 @@ from ..store import readers as store_readers
 from ..store.records import SegmentRecord, WriterMarkRecord
 from . import watermark_rules as rules
 from .context import ControllerContext
-from .errors import ServiceError
+from .errors import ServiceError, StreamSealed
 from .paging import owned_streams
+from .stream_access import SEALED_STATES, state_or_none
 from .stream_creation import StreamCreation
 
 log = logging.getLogger("tributary.controller")
@@ -143,6 +144,8 @@ class Watermarking:
         try:
             current, _ = await mark.get_current_epoch()
         except NotFound:
+            if await state_or_none(self._context.store.stream(scope, stream)) in (None, *SEALED_STATES):
+                raise StreamSealed(f"{scope}/{stream} is gone or sealed: no mark stream made for it") from None
             await self._creation.ensure_mark_stream(scope, stream)
             current, _ = await mark.get_current_epoch()
         (segment_id,) = current.segment_ids
