@@ -35,6 +35,7 @@ from wire.auth import Acl, Permission
 READ, UPDATE = Permission.READ, Permission.READ_UPDATE
 HASH_ITERATIONS = 100_000
 INTERNAL_SUBJECT = "tributary-controller"
+GROUP_STATE_PREFIX = "_RG"  # the SDK keeps a reader group's state in the table segment _RG<group>_kvtable
 
 
 # The caller of the gRPC method being served (set by the guard in front of the servicer; None without auth).
@@ -172,12 +173,21 @@ class Security:
     # ------------------------------------------------------------------ tokens
 
     def stream_permission(self, principal: Principal, scope: str, stream: str) -> Permission:
+        """The caller's permission on a stream's segments; a ``<name>_kvtable`` table segment also takes
+        what the caller may do on reader group ``<name>`` (``_RG<name>`` for the SDK's group state) or
+        key-value table ``<name>``."""
         permission = principal.acl.permission_on(auth.stream_resource(scope, stream))
         if stream.endswith(naming.TABLE_SUFFIX):
             name = stream[:-len(naming.TABLE_SUFFIX)]
-            permission = max(permission, principal.acl.permission_on(auth.reader_group_resource(scope, name)),
+            group = name.removeprefix(GROUP_STATE_PREFIX) or name
+            permission = max(permission, principal.acl.permission_on(auth.reader_group_resource(scope, group)),
                              principal.acl.permission_on(auth.table_resource(scope, name)))
         return permission
+
+    def require_stream(self, principal: Principal, scope: str, stream: str, permission: Permission) -> None:
+        """Raises PermissionDenied unless ``stream_permission`` gives at least ``permission``."""
+        if self.stream_permission(principal, scope, stream) < permission:
+            raise PermissionDenied(f"{principal.user} may not read {auth.stream_resource(scope, stream)}")
 
     def token_for(self, principal: Principal, scope: str, stream: str) -> str:
         """A delegation token granting the caller's permission on the stream (READ at least: checked before)."""
@@ -209,9 +219,12 @@ def _stream(request: Any) -> str:
     return auth.stream_resource(request.scope, request.stream)
 
 
-def _stream_of(field: str) -> Callable[[Any], str]:
+def _stream_of(*path: str) -> Callable[[Any], str]:
+    """The stream resource of the StreamInfo at ``path`` (field names) in the request."""
     def resource(request: Any) -> str:
-        info = getattr(request, field)
+        info = request
+        for field in path:
+            info = getattr(info, field)
         return auth.stream_resource(info.scope, info.stream)
     return resource
 
@@ -258,20 +271,20 @@ RPC_RULES: dict[str, tuple[Callable[[Any], str], Permission]] = {
     "getSegmentsBetween": (_stream_of("streamInfo"), READ),
     "isSegmentValid": (_stream_of("streamInfo"), READ),
     "isStreamCutValid": (_stream_of("streamInfo"), READ),
-    "getURI": (_stream_of("streamInfo"), READ),
+    "getURI": (_stream_of("streamInfo"), READ),  # check_rpc applies SEGMENT_ACCESS_RULES instead
     "scale": (_stream_of("streamInfo"), UPDATE),
     "checkScale": (_stream_of("streamInfo"), READ),
-    "getDelegationToken": (_stream, READ),
+    "getDelegationToken": (_stream, READ),  # check_rpc applies SEGMENT_ACCESS_RULES instead
     "createTransaction": (_stream_of("streamInfo"), UPDATE),
     "commitTransaction": (_stream_of("streamInfo"), UPDATE),
     "abortTransaction": (_stream_of("streamInfo"), UPDATE),
     "pingTransaction": (_stream_of("streamInfo"), UPDATE),
     "checkTransactionState": (_stream_of("streamInfo"), READ),
     "listCompletedTransactions": (_stream_of("streamInfo"), READ),
-    "noteTimestampFromWriter": (_stream_of("position"), UPDATE),
+    "noteTimestampFromWriter": (_stream_of("position", "streamInfo"), UPDATE),
     "removeWriter": (_stream_of("stream"), UPDATE),
     "listSubscribers": (_stream, READ),
-    "updateSubscriberStreamCut": (_stream, UPDATE),
+    "updateSubscriberStreamCut": (_stream_of("streamCut", "streamInfo"), UPDATE),  # as Java: READ_UPDATE
     "createReaderGroup": (_group, UPDATE),
     "updateReaderGroup": (_group, UPDATE),
     "getReaderGroupConfig": (_group_info, READ),
@@ -283,10 +296,21 @@ RPC_RULES: dict[str, tuple[Callable[[Any], str], Permission]] = {
 }
 
 
+# Methods that reach a stream's segments: READ through Security.stream_permission (table segments too).
+SEGMENT_ACCESS_RULES: dict[str, Callable[[Any], tuple[str, str]]] = {
+    "getDelegationToken": lambda request: (request.scope, request.stream),
+    "getURI": lambda request: (request.streamInfo.scope, request.streamInfo.stream),
+}
+
+
 def check_rpc(security: Security, rpc: str, request: Any, authorization: str | None) -> Principal:
     """Authenticates the caller and authorizes ``rpc`` on ``request``. Raises Unauthenticated or
     PermissionDenied (a method with no rule needs READ_UPDATE on every resource)."""
     principal = security.authenticate(authorization)
+    if rpc in SEGMENT_ACCESS_RULES:  # a table segment also follows reader-group and key-value-table permissions
+        scope, stream = SEGMENT_ACCESS_RULES[rpc](request)
+        security.require_stream(principal, scope, stream, READ)
+        return principal
     resource_of, permission = RPC_RULES.get(rpc, (lambda _request: "prn::*", UPDATE))
     if permission != Permission.NONE:
         security.require(principal, resource_of(request), permission)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 import jwt
 
 from . import naming
+from .watermark import MARK_STREAM_PREFIX
 
 ROOT = "prn::/"
 AUDIENCE = "segmentstore"
@@ -44,6 +45,10 @@ def scope_resource(scope: str) -> str:
 
 
 def stream_resource(scope: str, stream: str) -> str:
+    """A stream's resource; a mark stream (``_MARK<stream>``) is its stream's, as in Java, so whoever may
+    read a stream may read its watermarks."""
+    if stream.startswith(MARK_STREAM_PREFIX) and len(stream) > len(MARK_STREAM_PREFIX):
+        stream = stream[len(MARK_STREAM_PREFIX):]
     return f"prn::/scope:{scope}/stream:{stream}"
 
 

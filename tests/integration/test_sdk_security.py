@@ -26,7 +26,10 @@ TOKEN_TTL = 10  # the shortest the controller takes: renewals and expiries happe
 USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
          "viewer": ("viewer-password",
                     "prn::/scope:sdk-sec,READ;prn::/scope:sdk-sec/stream:*,READ;"
-                    "prn::/scope:sdk-sec/reader-group:*,READ_UPDATE")}
+                    "prn::/scope:sdk-sec/reader-group:*,READ_UPDATE"),
+         "one-stream": ("one-stream-password",  # may read sdk-sec/watched only
+                        "prn::/scope:sdk-sec,READ;prn::/scope:sdk-sec/stream:watched,READ;"
+                        "prn::/scope:sdk-sec/reader-group:*,READ_UPDATE")}
 SHORT = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None, total_seconds=3.0)
 
 
@@ -129,6 +132,23 @@ async def test_a_reader_may_read_but_not_write(secured):
                 await writer.flush()
         with pytest.raises(tributary.PermissionDenied):
             await client.create_scope("elsewhere")
+
+
+async def test_a_reader_of_one_stream_may_read_its_watermarks(secured):
+    """The mark stream _MARK<stream> is authorised as its stream: its time window is readable."""
+    async with tributary.connect(secured["uri"], config(secured, "admin")) as admin:
+        await admin.create_scope("sdk-sec")
+        await admin.create_stream("sdk-sec", "watched")
+        async with admin.create_writer("sdk-sec", "watched") as writer:
+            await writer.write(b"timed")
+            await writer.flush()
+            await writer.note_time(1_000)
+    async with tributary.connect(secured["uri"], config(secured, "one-stream")) as client:
+        group = await client.create_reader_group("sdk-sec", "watchers", ["watched"])
+        async with group.create_reader("w1") as reader:
+            assert (await reader.read_next(10)).data == b"timed"
+            window = await reader.current_time_window("sdk-sec", "watched")
+            assert window.lower_time_bound is None or window.lower_time_bound <= 1_000
 
 
 async def test_a_server_certificate_the_client_does_not_trust_is_refused(secured):

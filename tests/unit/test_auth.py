@@ -44,6 +44,16 @@ def test_segments_belong_to_their_stream_resource():
     assert auth.segment_resource("sc/t_kvtable/0") == auth.stream_resource("sc", "t_kvtable")
 
 
+def test_a_mark_stream_is_authorised_as_its_stream():
+    """Whoever may read a stream may read its watermarks (Java maps _MARK<stream> the same way)."""
+    assert auth.stream_resource("sc", "_MARKst") == auth.stream_resource("sc", "st") == "prn::/scope:sc/stream:st"
+    assert auth.segment_resource("sc/_MARKst/0.#epoch.0") == auth.stream_resource("sc", "st")
+    assert auth.stream_resource("sc", "_MARK") == "prn::/scope:sc/stream:_MARK"
+    reader = auth.Acl.parse("prn::/scope:sc/stream:st,READ")
+    assert reader.allows(auth.segment_resource("sc/_MARKst/0.#epoch.0"), auth.Permission.READ)
+    assert not reader.allows(auth.segment_resource("sc/_MARKother/0.#epoch.0"), auth.Permission.READ)
+
+
 def test_scoped_to_keeps_only_the_entries_that_grant_on_the_resources():
     acl = Acl.parse("prn::/scope:a/*,READ;prn::/scope:b/*,READ_UPDATE")
     assert Acl.parse("prn::/scope:a/*,READ") == acl.scoped_to([auth.stream_resource("a", "s")])
@@ -143,6 +153,22 @@ def test_authentication_accepts_right_credentials(users):
     assert principal.user == "reader" and principal.acl == users["reader"][1]
 
 
+@pytest.mark.parametrize("method", sorted(security.RPC_RULES))
+def test_every_rpc_rule_finds_its_resource_in_the_real_request_message(method):
+    """Each rule reads fields the method's request message has (noteTimestampFromWriter once did not)."""
+    from google.protobuf import message_factory
+
+    from clients.grpc_api import controller_pb2 as pb
+
+    descriptor = pb.DESCRIPTOR.services_by_name["ControllerService"].methods_by_name[method].input_type
+    request = message_factory.GetMessageClass(descriptor)()
+    for field in descriptor.fields:  # fill every StreamInfo-like field so names are non-empty
+        if field.message_type is not None and field.message_type.name == "StreamInfo":
+            getattr(request, field.name).scope, getattr(request, field.name).stream = "sc", "st"
+    resource_of, _ = security.RPC_RULES[method]
+    assert resource_of(request).startswith("prn::")
+
+
 def test_rpc_rules_authorize_by_resource(users):
     checker = security.Security(users, KEY)
     stream = types.SimpleNamespace(scope="a", stream="s")
@@ -177,6 +203,13 @@ def test_table_segment_tokens_follow_reader_group_and_table_permissions():
     assert checker.stream_permission(user, "a", "g_kvtable") == Permission.READ_UPDATE
     assert checker.stream_permission(user, "a", "k_kvtable") == Permission.READ
     assert checker.stream_permission(user, "a", "other_kvtable") == Permission.NONE
+    assert checker.stream_permission(user, "a", "_RGg_kvtable") == Permission.READ_UPDATE  # the SDK's group state
+    assert checker.stream_permission(user, "a", "_RGother_kvtable") == Permission.NONE
+    request = types.SimpleNamespace(scope="a", stream="_RGg_kvtable")
+    assert security.check_rpc(checker, "getDelegationToken", request, _basic("u", "p")).user == "u"
+    with pytest.raises(security.PermissionDenied):
+        security.check_rpc(checker, "getDelegationToken", types.SimpleNamespace(scope="a", stream="s"),
+                           _basic("u", "p"))
 
 
 def test_internal_token_is_renewed_after_half_its_life(users):
