@@ -31,7 +31,11 @@ _METRICS_PORT = click.option("--metrics-port", type=click.IntRange(0, 65535), de
 _RETENTION_PERIOD = click.option(
     "--retention-period", "retention_period", default=1800.0, show_default=True, type=click.FloatRange(0.1),
     help="Seconds between retention rounds: each records a stream cut of every stream with a retention policy "
-         "and truncates it at the newest recorded cut that keeps the policy's minimum.")
+         "and truncates it as far as the policy's minimum and maximum and its subscribed reader groups allow.")
+_WATERMARK_PERIOD = click.option(
+    "--watermark-period", "watermark_period", default=10.0, show_default=True, type=click.FloatRange(0.05),
+    help="Seconds between watermarking rounds: each turns the time marks writers noted into a watermark "
+         "in every stream's _MARK<stream> stream.")
 _AUTO_SCALE_COLD_MARK = click.option(
     "--auto-scale-cold-mark", "auto_scale_cold_mark", default=600.0, show_default=True, type=click.FloatRange(0.001),
     help="Seconds a segment reported cold stays cold for merging (one reported idle: until sealed); older load "
@@ -290,6 +294,7 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
 @click.option("--auto-scale/--no-auto-scale", "auto_scale", default=True, show_default=True,
               help="Act on the segment stores' load reports (split hot segments, merge cold ones).")
 @_AUTO_SCALE_COLD_MARK
+@_WATERMARK_PERIOD
 @_security_options
 @click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
               default=None, help="The key delegation tokens are signed with (the segment stores' --token-key-file).")
@@ -299,12 +304,13 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
               help="The private key (PEM) of --tls-cert.")
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
                container_count, wait_seconds, log_level, metrics_port, rest_port, retention_period, auto_scale,
-               auto_scale_cold_mark, password_file, token_ttl, tls_trust, token_key_file, tls_cert, tls_key) -> None:
+               auto_scale_cold_mark, watermark_period, password_file, token_ttl, tls_trust, token_key_file, tls_cert,
+               tls_key) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
     app_options = {"rest_port": rest_port,
-                   "settings": _service_settings(retention_period, auto_scale, auto_scale_cold_mark),
+                   "settings": _service_settings(retention_period, auto_scale, auto_scale_cold_mark, watermark_period),
                    **_controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust)}
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
@@ -315,14 +321,16 @@ def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_
                                        wait_seconds, metrics_port, app_options))
 
 
-def _service_settings(retention_period: float, auto_scale: bool = True, auto_scale_cold_mark: float = 600.0):
-    """The controller's service settings with the command line's retention period and auto-scaling."""
+def _service_settings(retention_period: float, auto_scale: bool = True, auto_scale_cold_mark: float = 600.0,
+                      watermark_period: float = 10.0):
+    """The controller's service settings with the command line's retention and watermark periods and auto-scaling."""
     import dataclasses
 
     from controller.service.auto_scale_settings import AutoScaleSettings
     from controller.service.context import DEFAULT_SETTINGS
 
     return dataclasses.replace(DEFAULT_SETTINGS, retention_period_seconds=retention_period,
+                               watermark_period_seconds=watermark_period,
                                auto_scale=AutoScaleSettings(enabled=auto_scale, cold_mark_seconds=auto_scale_cold_mark))
 
 
@@ -374,9 +382,10 @@ def status(zk_hosts, zk_root, health, as_json) -> None:
 @_REST_PORT
 @_RETENTION_PERIOD
 @_AUTO_SCALE_COLD_MARK
+@_WATERMARK_PERIOD
 @_security_options
 def standalone(log_level, controller_port, metrics_port, rest_port, retention_period, auto_scale_cold_mark,
-               password_file, token_ttl, tls_trust, **options) -> None:
+               watermark_period, password_file, token_ttl, tls_trust, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
@@ -387,7 +396,8 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
     key = os.urandom(32).hex().encode() if password_file is not None and options["token_key_file"] is None else None
     config = _segment_store_config(**options, token_key=key)
     app_options = {"rest_port": rest_port,
-                   "settings": _service_settings(retention_period, options["auto_scale"], auto_scale_cold_mark),
+                   "settings": _service_settings(retention_period, options["auto_scale"], auto_scale_cold_mark,
+                                                 watermark_period),
                    **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
                                           options["tls_key"], tls_trust or options["tls_cert"], token_key=key)}
     _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))
