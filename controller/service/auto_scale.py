@@ -21,8 +21,9 @@ with the number of reports, never with the number of segments, idle or not.
    Changed marks are written back (``coldSegments`` in the stream's metadata table, compare-and-set:
    they outlive this controller); the decisions of the round become one request of the manual scale
    workflow (``Scaling.request_scale``: ETR, transactions, persisted intent, re-drive), logged at
-   info. A stream that is not ACTIVE, has a workflow running, or whose request was refused keeps
-   its UP reports and is looked at again after ``retry_seconds`` while they are valid.
+   info. A stream busy with another workflow (or whose request was refused) keeps its UP reports
+   and is looked at again after ``retry_seconds`` while they are valid; a sealed (or sealing,
+   creating) stream's reports are dropped.
 
 Time is an argument (``receive(reports, now)``, ``run_once(now)``, ``decide``); only
 ``run_forever`` reads the context's clock.
@@ -61,6 +62,8 @@ from .workflows import WorkflowRunner
 
 log = logging.getLogger("tributary.controller")
 MERGE_GROUP_MAX = 3  # a cold segment merges with at most its two neighbours
+# States in which a stream may still be scaled (ACTIVE now, the others once their workflow is done).
+SCALABLE_STATES = frozenset({State.ACTIVE, State.SCALING, State.UPDATING, State.TRUNCATING, State.COMMITTING_TXN})
 
 
 # ---------------------------------------------------------------------- the pure policy
@@ -249,7 +252,7 @@ class AutoScaler:
         if facts is None:
             return []  # the stream is gone (or not created yet)
         policy = facts.configuration.scaling
-        if policy.scale_type == ScaleType.FIXED_NUM_SEGMENTS:
+        if policy.scale_type == ScaleType.FIXED_NUM_SEGMENTS or facts.state not in SCALABLE_STATES:
             return []
         active = facts.current.segments
         updated = mark(facts.marks, reports, active, now, self.timings)
@@ -281,6 +284,7 @@ class AutoScaler:
         except Exception as error:  # noqa: BLE001 - a store that is down: looked at again
             log.warning("auto-scale request failed", extra={"stream": f"{key[0]}/{key[1]}", "error": repr(error)})
         self._keep(key, ups, self._context.now_ms())
+        asyncio.get_running_loop().call_later(self.timings.retry_seconds, self._wakeup.set)
 
     async def run_forever(self) -> None:
         """Tails the report segments and runs a round whenever reports wait (nothing if disabled)."""

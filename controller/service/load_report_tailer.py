@@ -56,28 +56,44 @@ class ReportTailer:
         self._base = 0  # the segment offset where the splitter started
         self._ends: deque[tuple[int, int]] = deque()  # (offset where a report ends, its timestamp), oldest first
         self._truncated_at = 0
-        self._last_truncation_ms = 0
         self.reports_read = 0
 
     async def run(self) -> None:
-        """Follows the segment until cancelled."""
+        """Follows the segment (and truncates it now and then) until cancelled."""
+        truncating = asyncio.get_running_loop().create_task(self._truncate_forever())
+        try:
+            await self._follow()
+        finally:
+            truncating.cancel()
+            await asyncio.gather(truncating, return_exceptions=True)
+
+    async def _follow(self) -> None:
         while True:
             try:
                 if self.offset < 0:
                     await self._find_head()
                 else:
                     await self._read_once()
-                    await self._truncate_if_due()
             except client_errors.NoSuchSegment:
                 self._restart_at(-1)
                 await asyncio.sleep(self._settings.missing_segment_wait_seconds)
             except client_errors.SegmentTruncated:
                 self._restart_at(-1)  # another controller truncated past us: start again at the head
+            except (client_errors.ConnectionFailed, client_errors.RequestTimeout) as error:
+                # Usually the store ending a parked read (its tail-read limit) by closing the connection.
+                log.debug("load report read ended; asking again", extra={"segment": self.segment,
+                                                                         "error": repr(error)})
+                await asyncio.sleep(RETRY_PAUSE_SECONDS)
             except (client_errors.ClientError, ProtocolError) as error:
                 log.info("load report read failed; retrying", extra={"segment": self.segment, "error": repr(error)})
                 if isinstance(error, ProtocolError):
                     self._restart_at(-1)
                 await asyncio.sleep(RETRY_PAUSE_SECONDS)
+            except Exception as error:  # noqa: BLE001 - a tail must outlive any one failure
+                log.warning("load report tail failed; starting again", extra={"segment": self.segment,
+                                                                             "error": repr(error)})
+                self._restart_at(-1)
+                await asyncio.sleep(self._settings.missing_segment_wait_seconds)
 
     def _restart_at(self, offset: int) -> None:
         self.offset = self._base = offset
@@ -101,12 +117,17 @@ class ReportTailer:
             self.reports_read += len(ended)
             self._deliver([report for _, report in ended])
 
-    async def _truncate_if_due(self) -> None:
-        """Truncates behind the reports older than the cold-mark period, at most every truncate interval."""
-        now = self._now_ms()
-        if now - self._last_truncation_ms < self._settings.truncate_interval_seconds * 1000:
-            return
-        self._last_truncation_ms = now
+    async def _truncate_forever(self) -> None:
+        """Every ``truncate_interval_seconds`` (beside a read parked at the tail), truncates behind old reports."""
+        while True:
+            await asyncio.sleep(self._settings.truncate_interval_seconds)
+            try:
+                await self.truncate_expired(self._now_ms())
+            except client_errors.ClientError as error:  # the next round tries again
+                log.info("load report truncation failed", extra={"segment": self.segment, "error": repr(error)})
+
+    async def truncate_expired(self, now: int) -> None:
+        """Truncates the segment behind the reports read so far that are older than the cold-mark period."""
         horizon = now - self._settings.cold_mark_ms
         target = self._truncated_at
         while self._ends and self._ends[0][1] < horizon:  # the young reports start where the last old one ends

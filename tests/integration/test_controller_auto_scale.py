@@ -202,3 +202,29 @@ async def test_disabled_auto_scaler_leaves_hot_streams_alone(tmp_path):
         assert await writer > 0
         assert await current_ranges(stub, "hot") == [(0.0, 1.0)]
         assert cluster.app.services is not None and cluster.app.services.auto_scaler.reports_received == 0
+
+
+async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
+    """Two idle segments of a stream that cannot merge (minNumSegments 2) are reported silently cold once;
+    with cold marks of 1 s and a truncation check every 0.2 s, the controller truncates each report segment
+    up to its end once those reports are older than a second, and keeps the marks in the stream's record."""
+    settings = ServiceSettings(redrive_interval_seconds=3600, auto_scale=AutoScaleSettings(
+        cold_mark_seconds=1, retry_seconds=0.2, truncate_interval_seconds=0.2, missing_segment_wait_seconds=0.2))
+    async with auto_scaling(tmp_path / "data", settings) as cluster:
+        await cluster.stub.createScope(pb.ScopeInfo(scope=SCOPE))
+        await create_rate_stream(cluster.stub, "idle", segments=2, minimum=2)
+        client = cluster.app.client
+        assert client is not None
+        names = [naming.load_report_segment_name(container) for container in range(4)]
+        deadline = time.monotonic() + 15
+        while True:
+            infos = [await client.segment_info(name) for name in names]
+            written = [info for info in infos if info.write_offset > 0]
+            if written and all(info.start_offset == info.write_offset for info in written):
+                break
+            assert time.monotonic() < deadline, infos
+            await asyncio.sleep(0.2)
+        (found,) = await cluster.app.context.store.stream(SCOPE, "idle").find_records(
+            (layout.COLD_SEGMENTS, ColdSegmentsRecord))
+        assert found is not None and found[0].marks == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
+        assert await current_ranges(cluster.stub, "idle") == [(0.0, 0.5), (0.5, 1.0)]
