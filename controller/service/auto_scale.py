@@ -9,7 +9,8 @@ with the number of reports, never with the number of segments, idle or not.
 
 1. *receive* (synchronous, per batch read): a report older than ``cold_mark_seconds`` is dropped (as
    Java drops expired requests), so is one about a stream another controller owns
-   (``coordination.owns``); the rest wait, grouped by stream, and the round loop is woken.
+   (``coordination.owns``); the rest wait, grouped by stream, and the round loop is woken; the round
+   starts ``batch_seconds`` later, so a stream's reports from several containers come together.
 2. *round* (``run_once(now)``): for each stream with waiting reports, one read of its
    configuration, state, current epoch and cold marks; then, in pure code:
    * ``mark``: a DOWN report marks its segment cold until ``timestamp + cold_mark_seconds`` (a
@@ -21,9 +22,9 @@ with the number of reports, never with the number of segments, idle or not.
    Changed marks are written back (``coldSegments`` in the stream's metadata table, compare-and-set:
    they outlive this controller); the decisions of the round become one request of the manual scale
    workflow (``Scaling.request_scale``: ETR, transactions, persisted intent, re-drive), logged at
-   info. A stream busy with another workflow (or whose request was refused) keeps its UP reports
-   and is looked at again after ``retry_seconds`` while they are valid; a sealed (or sealing,
-   creating) stream's reports are dropped.
+   info. A stream busy with another workflow (or whose request was refused) is looked at again
+   every ``retry_seconds`` -- with its UP reports, and its marks from the store -- for at most a
+   cold-mark period; a sealed (or sealing, creating) stream's reports are dropped.
 
 Time is an argument (``receive(reports, now)``, ``run_once(now)``, ``decide``); only
 ``run_forever`` reads the context's clock.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -167,6 +169,17 @@ def hot_segments(reports: Sequence[LoadReport]) -> dict[int, int]:
 StreamKey = tuple[str, str]
 
 
+class Outcome(enum.Enum):
+    """What a round did for a stream."""
+
+    SUBMITTED = "submitted"  # a scale request is under way
+    DONE = "done"  # nothing (more) to do
+    LATER = "later"  # busy: look again after the retry pause
+
+
+SUBMITTED, DONE, LATER = Outcome.SUBMITTED, Outcome.DONE, Outcome.LATER
+
+
 @dataclasses.dataclass(frozen=True)
 class _StreamFacts:
     """What a round needs of a stream, read in one store call."""
@@ -199,6 +212,7 @@ class AutoScaler:
         self._scaling = scaling
         self._runner = runner
         self._waiting: dict[StreamKey, list[LoadReport]] = {}
+        self._recheck: dict[StreamKey, int] = {}  # streams to look at again without new reports, until when (ms)
         self._wakeup = asyncio.Event()
         self._in_flight: dict[StreamKey, asyncio.Task] = {}
         self.reports_received = 0
@@ -220,50 +234,61 @@ class AutoScaler:
             self._wakeup.set()
 
     async def run_once(self, now: int) -> int:
-        """One round over the streams with waiting reports. Returns how many scale requests it submitted."""
+        """One round over the streams with waiting reports (or to look at again). Returns how many scale
+        requests it submitted."""
         self.rounds += 1
         waiting, self._waiting = self._waiting, {}
+        for key, until in list(self._recheck.items()):
+            if until < now:
+                del self._recheck[key]
+            else:
+                waiting.setdefault(key, [])
         submitted = 0
         for key, reports in waiting.items():
             try:
-                kept = await self.apply(key, reports, now)
+                outcome = await self.apply(key, reports, now)
             except (ServiceError, NotFound, WriteConflict, client_errors.ClientError) as error:
                 log.info("auto-scale postponed", extra={"stream": f"{key[0]}/{key[1]}", "error": repr(error)})
-                kept = reports
-            if kept is None:
-                submitted += 1
-            elif kept:
-                self._keep(key, kept, now)
+                outcome = LATER
+            if outcome is LATER:
+                self._later(key, reports, now)
+            else:
+                self._recheck.pop(key, None)
+                submitted += outcome is SUBMITTED
         return submitted
 
-    def _keep(self, key: StreamKey, reports: Sequence[LoadReport], now: int) -> None:
+    def _later(self, key: StreamKey, reports: Sequence[LoadReport], now: int) -> None:
+        """Looks at the stream again after ``retry_seconds`` with its valid UP reports (its DOWN reports are
+        marks by now), for at most a cold-mark period."""
         oldest = now - self.timings.cold_mark_ms
-        valid = [report for report in reports if report.timestamp_ms >= oldest]
-        if valid:
-            self._waiting.setdefault(key, []).extend(valid)
+        ups = [report for report in reports if report.direction == Direction.UP and report.timestamp_ms >= oldest]
+        if ups:
+            self._waiting.setdefault(key, []).extend(ups)
+        self._recheck.setdefault(key, now + self.timings.cold_mark_ms)
 
-    async def apply(self, key: StreamKey, reports: Sequence[LoadReport], now: int) -> list[LoadReport] | None:
+    async def apply(self, key: StreamKey, reports: Sequence[LoadReport], now: int) -> Outcome:
         """Marks, decides and submits for one stream.
 
-        Returns None when it submitted a scale request, else the reports to look at again (empty: done).
+        Returns SUBMITTED (a scale request is under way), DONE (nothing to do), or LATER (the stream is busy:
+        look again).
         """
         stream = self._context.store.stream(*key)
         facts = await _StreamFacts.read(stream)
         if facts is None:
-            return []  # the stream is gone (or not created yet)
+            return DONE  # the stream is gone (or not created yet)
         policy = facts.configuration.scaling
         if policy.scale_type == ScaleType.FIXED_NUM_SEGMENTS or facts.state not in SCALABLE_STATES:
-            return []
+            return DONE
         active = facts.current.segments
         updated = mark(facts.marks, reports, active, now, self.timings)
         if updated != facts.marks:
             await stream.write([Write(layout.COLD_SEGMENTS, ColdSegmentsRecord(updated).encode(), facts.marks_version)])
         hot = hot_segments(reports)
         if facts.state != State.ACTIVE or key in self._in_flight or self._runner.is_running(*key):
-            return [report for report in reports if report.direction == Direction.UP]  # DOWN ones are marks now
+            return LATER if hot or len(updated) >= 2 else DONE  # a merge needs two marks
         decisions = decide(active, hot, updated, now, policy)
         if not decisions:
-            return []
+            return DONE
         to_seal, ranges = scale_request(decisions)
         log.info("auto-scale", extra={"stream": f"{key[0]}/{key[1]}", "seal": to_seal, "ranges": ranges,
                                       "splits": sum(isinstance(decision, Split) for decision in decisions),
@@ -272,7 +297,7 @@ class AutoScaler:
         task = asyncio.get_running_loop().create_task(self._request(key, to_seal, ranges, ups))
         self._in_flight[key] = task
         task.add_done_callback(lambda done: self._in_flight.pop(key) if self._in_flight.get(key) is done else None)
-        return None
+        return SUBMITTED
 
     async def _request(self, key: StreamKey, to_seal: list[int], ranges: list[tuple[float, float]],
                        ups: list[LoadReport]) -> None:
@@ -283,7 +308,7 @@ class AutoScaler:
             log.info("auto-scale request refused", extra={"stream": f"{key[0]}/{key[1]}", "error": repr(error)})
         except Exception as error:  # noqa: BLE001 - a store that is down: looked at again
             log.warning("auto-scale request failed", extra={"stream": f"{key[0]}/{key[1]}", "error": repr(error)})
-        self._keep(key, ups, self._context.now_ms())
+        self._later(key, ups, self._context.now_ms())
         asyncio.get_running_loop().call_later(self.timings.retry_seconds, self._wakeup.set)
 
     async def run_forever(self) -> None:
@@ -297,13 +322,14 @@ class AutoScaler:
         tailing = asyncio.get_running_loop().create_task(tailers.run(), name="load report tailers")
         try:
             while True:
-                if self._waiting:  # kept reports: look again after a pause, or sooner when new ones come
+                if self._waiting or self._recheck:  # streams to look at again: after a pause, or when reports come
                     try:
                         await asyncio.wait_for(self._wakeup.wait(), self.timings.retry_seconds)
                     except TimeoutError:
                         pass
                 else:
                     await self._wakeup.wait()
+                await asyncio.sleep(self.timings.batch_seconds)  # let the other containers' reports of the tick come
                 self._wakeup.clear()
                 try:
                     await self.run_once(self._context.now_ms())

@@ -21,7 +21,7 @@ from controller.app import ControllerApp
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.service.context import ServiceSettings
 from controller.store import layout
-from controller.store.records import ColdSegmentsRecord
+from controller.store.records import ColdSegmentsRecord, WorkflowIntentRecord, WorkflowKind
 from controller.store.records.cold import SILENT_EXPIRY
 from server.containers import LoadSettings
 from tests.support.controller_harness import Cluster, info, make_stream
@@ -34,7 +34,7 @@ SCOPE = "autoscale"
 LOAD = LoadSettings(tick_seconds=0.1, short_window_seconds=0.5, medium_window_seconds=1.0, long_window_seconds=1.5,
                     idle_window_seconds=2.0, cooldown_seconds=0.5, mute_seconds=1.0, report_interval_seconds=0.2)
 SETTINGS = ServiceSettings(redrive_interval_seconds=3600,
-                           auto_scale=AutoScaleSettings(cold_mark_seconds=10, retry_seconds=0.2,
+                           auto_scale=AutoScaleSettings(cold_mark_seconds=10, retry_seconds=0.2, batch_seconds=0.3,
                                                         missing_segment_wait_seconds=0.2))
 TARGET = 10  # events/s
 SCALE_FACTOR = 3
@@ -159,7 +159,7 @@ async def test_cold_marks_outlive_the_controller_that_wrote_them(tmp_path):
     (cold marks last 1 s here), so only the persisted mark remembers it; when the warm one goes idle
     too, the new controller merges the two."""
     settings = ServiceSettings(redrive_interval_seconds=3600,
-                               auto_scale=AutoScaleSettings(cold_mark_seconds=1, retry_seconds=0.2,
+                               auto_scale=AutoScaleSettings(cold_mark_seconds=1, retry_seconds=0.2, batch_seconds=0.3,
                                                             missing_segment_wait_seconds=0.2))
     async with auto_scaling(tmp_path / "data", settings) as cluster:
         stub = cluster.stub
@@ -209,7 +209,8 @@ async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
     with cold marks of 1 s and a truncation check every 0.2 s, the controller truncates each report segment
     up to its end once those reports are older than a second, and keeps the marks in the stream's record."""
     settings = ServiceSettings(redrive_interval_seconds=3600, auto_scale=AutoScaleSettings(
-        cold_mark_seconds=1, retry_seconds=0.2, truncate_interval_seconds=0.2, missing_segment_wait_seconds=0.2))
+        cold_mark_seconds=1, retry_seconds=0.2, batch_seconds=0.3, truncate_interval_seconds=0.2,
+        missing_segment_wait_seconds=0.2))
     async with auto_scaling(tmp_path / "data", settings) as cluster:
         await cluster.stub.createScope(pb.ScopeInfo(scope=SCOPE))
         await create_rate_stream(cluster.stub, "idle", segments=2, minimum=2)
@@ -228,3 +229,33 @@ async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
             (layout.COLD_SEGMENTS, ColdSegmentsRecord))
         assert found is not None and found[0].marks == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
         assert await current_ranges(cluster.stub, "idle") == [(0.0, 0.5), (0.5, 1.0)]
+
+
+async def test_cold_segments_of_a_busy_stream_merge_once_it_is_free(tmp_path):
+    """Both segments of a stream go idle while another workflow holds the stream: the silent reports (the
+    only ones they will ever send) become marks, and once the workflow ends the controller looks at the
+    stream again by itself and merges the two."""
+    async with auto_scaling(tmp_path / "data") as cluster:
+        await cluster.stub.createScope(pb.ScopeInfo(scope=SCOPE))
+        await create_rate_stream(cluster.stub, "busy", segments=2, minimum=1)
+        services, context = cluster.app.services, cluster.app.context
+        assert services is not None and context is not None
+        stream = context.store.stream(SCOPE, "busy")
+        release = asyncio.Event()
+        holding = asyncio.create_task(services.runner.run(
+            stream, WorkflowIntentRecord(WorkflowKind.UPDATE, context.now_ms()), release.wait))
+        try:
+            deadline = time.monotonic() + 10
+            marks: dict[int, int] = {}
+            while time.monotonic() < deadline and len(marks) < 2:
+                (found,) = await stream.find_records((layout.COLD_SEGMENTS, ColdSegmentsRecord))
+                marks = found[0].marks if found is not None else {}
+                await asyncio.sleep(0.1)
+            assert marks == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
+            await asyncio.sleep(0.5)
+            assert await current_ranges(cluster.stub, "busy") == [(0.0, 0.5), (0.5, 1.0)]
+        finally:
+            release.set()
+            await holding
+        merged = await wait_for_ranges(cluster.stub, "busy", lambda ranges: len(ranges) == 1, timeout=5)
+        assert merged == [(0.0, 1.0)]
