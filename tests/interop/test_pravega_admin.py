@@ -51,7 +51,9 @@ def test_scopes_streams_policies_and_tags(standalone, tmp_path):
     assert rejected(result["missing_scope"], "CreateStream", "Invalid Stream/Scope Not Found")
     assert result["by_data_rate"] and result["by_event_rate"] and result["by_time"]
     assert SCOPE in result["scopes"]
-    assert result["streams"] == sorted(["fixed1", "fixed4", "by-data-rate", "by-event-rate", "by-time"])
+    names = ["fixed1", "fixed4", "by-data-rate", "by-event-rate", "by-time"]
+    # As from Java's controller, the listing includes each stream's watermark stream _MARK<stream>.
+    assert result["streams"] == sorted(names + ["_MARK" + name for name in names])
     assert result["tags"] == {"fixed1": [], "by-data-rate": ["rate", "shared"], "by-event-rate": ["shared"]}
     assert result["update"] is True and result["tags_after_update"] == ["updated"]
     assert rejected(result["update_missing"], "updateStream", "Stream/Scope Not Found")
