@@ -10,19 +10,8 @@ from __future__ import annotations
 
 import itertools
 
+from ..store.key_space import uncovered
 from ..store.records import SegmentRecord
-
-
-def _gaps(segments: list[SegmentRecord]) -> list[tuple[float, float]]:
-    """The parts of [0, 1) that ``segments`` (sorted by key_start, not overlapping) leave uncovered."""
-    gaps, position = [], 0.0
-    for segment in segments:
-        if segment.key_start > position:
-            gaps.append((position, segment.key_start))
-        position = max(position, segment.key_end)
-    if position < 1.0:
-        gaps.append((position, 1.0))
-    return gaps
 
 
 def _covered(gap: tuple[float, float], segments: list[SegmentRecord]) -> bool:
@@ -57,7 +46,7 @@ def cut_error(cut: dict[int, int], segments: dict[int, SegmentRecord]) -> str | 
             return f"future segment {segment.segment_id} overlaps a later segment of the cut"
         if not predecessors:
             return f"future segment {segment.segment_id} has no unfinished predecessor in the cut"
-    for gap in _gaps(present):
+    for gap in uncovered((segment.key_start, segment.key_end) for segment in present):
         if not _covered(gap, future):
             return f"key range [{gap[0]}, {gap[1]}) is not covered by the cut"
     return None

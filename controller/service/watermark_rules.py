@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 
 from wire.watermark import SegmentWithRange
 
+from ..store.key_space import uncovered
 from ..store.records import WriterMarkRecord
 
 
@@ -94,14 +95,7 @@ def add_to_upper_bound(position: Mapping[SegmentWithRange, int], upper_bound: di
 
 def missing_ranges(cut: Iterable[SegmentWithRange]) -> list[tuple[float, float]]:
     """The parts of [0, 1) no segment of ``cut`` covers, in key order."""
-    gaps, covered_to = [], 0.0
-    for segment in sorted(cut, key=lambda segment: segment.range_low):
-        if segment.range_low > covered_to:
-            gaps.append((covered_to, segment.range_low))
-        covered_to = max(covered_to, segment.range_high)
-    if covered_to < 1.0:
-        gaps.append((covered_to, 1.0))
-    return gaps
+    return uncovered((segment.range_low, segment.range_high) for segment in cut)
 
 
 def highest_epoch(cut: Iterable[SegmentWithRange]) -> int | None:

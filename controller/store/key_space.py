@@ -26,6 +26,18 @@ def equal_ranges(start: float, end: float, count: int) -> list[tuple[float, floa
     return list(itertools.pairwise(bounds))
 
 
+def uncovered(ranges: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of [0, 1) that no range of ``ranges`` covers, in key order."""
+    gaps, position = [], 0.0
+    for start, end in sorted(ranges):
+        if start > position:
+            gaps.append((position, start))
+        position = max(position, end)
+    if position < 1.0:
+        gaps.append((position, 1.0))
+    return gaps
+
+
 def initial_epoch(segment_count: int, starting_number: int, creation_time: int) -> EpochRecord:
     """Epoch 0 of a new stream: ``segment_count`` equal ranges numbered from ``starting_number``."""
     segments = tuple(SegmentRecord(segment_id(starting_number + index, 0), creation_time, start, end)

@@ -7,25 +7,18 @@ that wrote them. A disabled auto-scaler changes nothing."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
 import time
 import uuid
 
-import grpc
-
 from clients.connection import WireConnection, next_request_id
 from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
-from controller.app import ControllerApp
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.service.context import ServiceSettings
 from controller.store import layout
 from controller.store.records import ColdSegmentsRecord, WorkflowIntentRecord, WorkflowKind
 from controller.store.records.cold import SILENT_EXPIRY
 from server.containers import LoadSettings
-from tests.support.controller_harness import Cluster, info, make_stream
-from tests.support.segment_store import segment_store
+from tests.support.controller_harness import info, make_stream, running_cluster
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
@@ -40,24 +33,9 @@ TARGET = 10  # events/s
 SCALE_FACTOR = 3
 
 
-@contextlib.asynccontextmanager
-async def auto_scaling(data_dir, settings: ServiceSettings = SETTINGS, load: LoadSettings = LOAD):
+def auto_scaling(data_dir, settings: ServiceSettings = SETTINGS, load: LoadSettings = LOAD):
     """A segment store metering with ``load`` and a controller acting with ``settings``; stopped afterwards."""
-    store = segment_store(data_dir, container_count=4, load=load)
-    await store.start()
-    app = ControllerApp(port=0, segment_store=("127.0.0.1", store.port), settings=settings)
-    try:
-        await app.start()
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
-        cluster = Cluster(store, app, channel, pb_grpc.ControllerServiceStub(channel))
-        try:
-            yield cluster
-        finally:
-            await cluster.channel.close()
-            await cluster.app.stop()
-    finally:
-        await store.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    return running_cluster(data_dir, settings, store_config={"load": load})
 
 
 async def create_rate_stream(stub, stream: str, target: int = TARGET, segments: int = 1, minimum: int = 1) -> None:

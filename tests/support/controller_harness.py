@@ -11,9 +11,9 @@ import uuid
 import grpc
 
 from clients.connection import WireConnection, next_request_id
-from controller.app import ControllerApp
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller.app import ControllerApp
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
 from server.service import SegmentStoreService
@@ -21,7 +21,6 @@ from tests.support.segment_store import segment_store
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
-
 
 
 @dataclasses.dataclass
@@ -49,15 +48,17 @@ class Cluster:
         return await self.app.client.table_info(name)
 
 
-def start_segment_store(data_dir, container_count: int = 4) -> SegmentStoreService:
-    return segment_store(data_dir, container_count=container_count)
+def start_segment_store(data_dir, container_count: int = 4, **config) -> SegmentStoreService:
+    return segment_store(data_dir, container_count=container_count, **config)
 
 
 @contextlib.asynccontextmanager
 async def running_cluster(data_dir, settings: ServiceSettings = ServiceSettings(),
-                          fault_points: FaultPoints | None = None, **app_options):
-    """Yields a Cluster; stops everything afterwards and deletes the data dir (preallocated logs)."""
-    store = start_segment_store(data_dir)
+                          fault_points: FaultPoints | None = None, store_config: dict | None = None, **app_options):
+    """Yields a Cluster; stops everything afterwards and deletes the data dir (preallocated logs).
+
+    ``store_config`` overrides SegmentStoreConfig fields of the segment store (e.g. its ``load`` metering)."""
+    store = start_segment_store(data_dir, **(store_config or {}))
     await store.start()
     app = ControllerApp(port=0, segment_store=("127.0.0.1", store.port), settings=settings,
                         fault_points=fault_points, **app_options)

@@ -18,19 +18,9 @@ from controller.service.retention_bounds import (
 )
 from controller.service.stream_cut_rules import cut_error
 from controller.store.records import RetentionPolicy, RetentionType, SegmentRecord
-from wire.naming import segment_id
+from tests.support.stream_history import ALL, B, cut
 
-# Epoch 0: A [0, .5), B [.5, 1). Epoch 1: A split into C [0, .25), D [.25, .5). Epoch 2: C, D merged into E.
-A, B = SegmentRecord(0, 0, 0.0, 0.5), SegmentRecord(1, 0, 0.5, 1.0)
-C, D = SegmentRecord(segment_id(2, 1), 1, 0.0, 0.25), SegmentRecord(segment_id(3, 1), 1, 0.25, 0.5)
-E = SegmentRecord(segment_id(4, 2), 2, 0.0, 0.5)
-ALL = {segment.segment_id: segment for segment in (A, B, C, D, E)}
 compare = functools.partial(compare_cuts, segments=ALL)
-
-
-def cut(**offsets: int) -> dict[int, int]:
-    by_name = {"A": A, "B": B, "C": C, "D": D, "E": E}
-    return {by_name[name].segment_id: offset for name, offset in offsets.items()}
 
 
 # ---------------------------------------------------------------------- comparison
