@@ -32,6 +32,11 @@ for _event in ("created", "committed", "aborted"):
 SCALES = Counter("tributary_controller_scales", "Scalings completed (a new epoch), manual or automatic")
 RETENTION_TRUNCATIONS = Counter("tributary_controller_retention_truncations",
                                 "Streams truncated by their retention policy")
+LOAD_REPORTS = Counter("tributary_controller_load_reports", "Segment-store load reports read, by direction",
+                       ["direction"])  # up (hot) | down (cold)
+for _direction in ("up", "down"):
+    LOAD_REPORTS.labels(_direction)
+WATERMARKS = Counter("tributary_controller_watermarks", "Watermarks appended to mark streams")
 RPCS = Counter("tributary_controller_rpcs", "Controller API calls, by method and gRPC status code",
                ["method", "code"])
 RPC_SECONDS = Histogram("tributary_controller_rpc_seconds", "Duration of a Controller API call, by method",

@@ -42,6 +42,7 @@ from typing import Any, cast
 from clients import errors as client_errors
 from wire.load_reports import Direction, LoadReport
 
+from .. import metrics
 from ..store import NotFound, State, StreamStore, WriteConflict, layout
 from ..store.key_space import equal_ranges
 from ..store.key_value import ABSENT, Write
@@ -227,6 +228,7 @@ class AutoScaler:
         oldest = now - self.timings.cold_mark_ms
         owns = self._context.coordination.owns
         for report in reports:
+            metrics.LOAD_REPORTS.labels("up" if report.direction == Direction.UP else "down").inc()
             if report.timestamp_ms >= oldest and owns(report.scope, report.stream):
                 self._waiting.setdefault(report.stream_key, []).append(report)
         self.reports_received += len(reports)

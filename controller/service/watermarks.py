@@ -36,6 +36,7 @@ from clients.mark_segment import mark_segment, marks_between, segment_bounds
 from wire import naming
 from wire.watermark import SegmentWithRange, Watermark, encode_watermark, is_internal_stream, mark_stream
 
+from .. import metrics
 from ..store import NotFound, StreamStore, WriteConflict
 from ..store import readers as store_readers
 from ..store.records import SegmentRecord, WriterMarkRecord
@@ -170,6 +171,7 @@ class Watermarking:
             log.info("mark segment changed under this controller", extra={"stream": f"{scope}/{stream}"})
             return None
         state.previous, state.length = watermark, length
+        metrics.WATERMARKS.inc()
         hint = await self._context.segments.get_attribute(segment, NEWEST_MARK)
         await self._context.segments.update_attribute(segment, NEWEST_MARK, offset, hint)  # a lost race is fine
         return watermark

@@ -10,6 +10,8 @@ import asyncio
 import time
 import uuid
 
+from prometheus_client import REGISTRY
+
 from clients.connection import WireConnection, next_request_id
 from clients.grpc_api import controller_pb2 as pb
 from controller.service.auto_scale_settings import AutoScaleSettings
@@ -31,6 +33,11 @@ SETTINGS = ServiceSettings(redrive_interval_seconds=3600,
                                                         missing_segment_wait_seconds=0.2))
 TARGET = 10  # events/s
 SCALE_FACTOR = 3
+
+
+def reports_counted(direction: str) -> float:
+    """The controller metric of load reports read (this process's registry: the controller runs here)."""
+    return REGISTRY.get_sample_value("tributary_controller_load_reports_total", {"direction": direction}) or 0.0
 
 
 def auto_scaling(data_dir, settings: ServiceSettings = SETTINGS, load: LoadSettings = LOAD):
@@ -102,6 +109,7 @@ async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
     and the controller splits it into scaleFactor (3) ranges tiling [0, 1]. With no more writes the three
     go idle, are reported (silently) cold and merge back into one segment [0, 1]. The fixed stream written
     at the same rate keeps its one segment."""
+    reports_before = {direction: reports_counted(direction) for direction in ("up", "down")}
     async with auto_scaling(tmp_path / "data") as cluster:
         stub = cluster.stub
         await stub.createScope(pb.ScopeInfo(scope=SCOPE))
@@ -127,6 +135,8 @@ async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
 
         merged = await wait_for_ranges(stub, "hot", lambda ranges: len(ranges) == 1, timeout=15)
         assert merged == [(0.0, 1.0)]
+        assert reports_counted("up") > reports_before["up"]  # the metrics saw the reports that drove it
+        assert reports_counted("down") >= reports_before["down"] + SCALE_FACTOR
         epochs = await stub.getEpochSegments(pb.GetEpochSegmentsRequest(streamInfo=info(SCOPE, "hot"), epoch=2))
         assert len(epochs.segmentRanges) == 1  # epoch 1 was the split, epoch 2 the merge
 
