@@ -161,11 +161,13 @@ class Security:
 
     # ------------------------------------------------------------------ what
 
-    def require(self, principal: Principal, resource: str, permission: Permission) -> None:
-        """Raises PermissionDenied unless ``principal`` has ``permission`` on ``resource``."""
-        if not principal.acl.allows(resource, permission):
+    def require(self, principal: Principal, resource: str | tuple[str, ...], permission: Permission) -> None:
+        """Raises PermissionDenied unless ``principal`` has ``permission`` on ``resource`` (on one of them,
+        for a tuple of resources that each open the same thing)."""
+        resources = (resource,) if isinstance(resource, str) else resource
+        if not any(principal.acl.allows(each, permission) for each in resources):
             raise PermissionDenied(f"{principal.user} may not {'change' if permission == UPDATE else 'read'} "
-                                   f"{resource}")
+                                   f"{resources[0]}")
 
     def may_read(self, principal: Principal, resource: str) -> bool:
         return principal.acl.allows(resource, READ)
@@ -173,21 +175,8 @@ class Security:
     # ------------------------------------------------------------------ tokens
 
     def stream_permission(self, principal: Principal, scope: str, stream: str) -> Permission:
-        """The caller's permission on a stream's segments; a ``<name>_kvtable`` table segment also takes
-        what the caller may do on reader group ``<name>`` (``_RG<name>`` for the SDK's group state) or
-        key-value table ``<name>``."""
-        permission = principal.acl.permission_on(auth.stream_resource(scope, stream))
-        if stream.endswith(naming.TABLE_SUFFIX):
-            name = stream[:-len(naming.TABLE_SUFFIX)]
-            group = name.removeprefix(GROUP_STATE_PREFIX) or name
-            permission = max(permission, principal.acl.permission_on(auth.reader_group_resource(scope, group)),
-                             principal.acl.permission_on(auth.table_resource(scope, name)))
-        return permission
-
-    def require_stream(self, principal: Principal, scope: str, stream: str, permission: Permission) -> None:
-        """Raises PermissionDenied unless ``stream_permission`` gives at least ``permission``."""
-        if self.stream_permission(principal, scope, stream) < permission:
-            raise PermissionDenied(f"{principal.user} may not read {auth.stream_resource(scope, stream)}")
+        """The caller's permission on a stream's segments: the highest on any of ``stream_resources``."""
+        return max(principal.acl.permission_on(resource) for resource in stream_resources(scope, stream))
 
     def token_for(self, principal: Principal, scope: str, stream: str) -> str:
         """A delegation token granting the caller's permission on the stream (READ at least: checked before)."""
@@ -215,8 +204,24 @@ def _scope_of(field: str) -> Callable[[Any], str]:
     return lambda request: auth.scope_resource(getattr(request, field).scope)
 
 
+def stream_resources(scope: str, stream: str) -> tuple[str, ...]:
+    """The resources whose permission opens a stream's segments: the stream's; for a ``<name>_kvtable``
+    table segment also reader group ``<name>`` (``_RG<name>`` holds the SDK's group state) and key-value
+    table ``<name>``."""
+    if not stream.endswith(naming.TABLE_SUFFIX):
+        return (auth.stream_resource(scope, stream),)
+    name = stream[:-len(naming.TABLE_SUFFIX)]
+    group = name.removeprefix(GROUP_STATE_PREFIX) or name
+    return (auth.stream_resource(scope, stream), auth.reader_group_resource(scope, group),
+            auth.table_resource(scope, name))
+
+
 def _stream(request: Any) -> str:
     return auth.stream_resource(request.scope, request.stream)
+
+
+def _segments(request: Any) -> tuple[str, ...]:
+    return stream_resources(request.scope, request.stream)
 
 
 def _stream_of(*path: str) -> Callable[[Any], str]:
@@ -245,7 +250,7 @@ def _group_info(request: Any) -> str:
     return auth.reader_group_resource(request.scope, request.readerGroup)
 
 
-RPC_RULES: dict[str, tuple[Callable[[Any], str], Permission]] = {
+RPC_RULES: dict[str, tuple[Callable[[Any], str | tuple[str, ...]], Permission]] = {
     "getControllerServerList": (_root, Permission.NONE),
     "getControllerToBucketMapping": (_root, READ),
     "createScope": (_root, UPDATE),
@@ -271,10 +276,10 @@ RPC_RULES: dict[str, tuple[Callable[[Any], str], Permission]] = {
     "getSegmentsBetween": (_stream_of("streamInfo"), READ),
     "isSegmentValid": (_stream_of("streamInfo"), READ),
     "isStreamCutValid": (_stream_of("streamInfo"), READ),
-    "getURI": (_stream_of("streamInfo"), READ),  # check_rpc applies SEGMENT_ACCESS_RULES instead
+    "getURI": (lambda request: _segments(request.streamInfo), READ),
     "scale": (_stream_of("streamInfo"), UPDATE),
     "checkScale": (_stream_of("streamInfo"), READ),
-    "getDelegationToken": (_stream, READ),  # check_rpc applies SEGMENT_ACCESS_RULES instead
+    "getDelegationToken": (_segments, READ),
     "createTransaction": (_stream_of("streamInfo"), UPDATE),
     "commitTransaction": (_stream_of("streamInfo"), UPDATE),
     "abortTransaction": (_stream_of("streamInfo"), UPDATE),
@@ -296,21 +301,10 @@ RPC_RULES: dict[str, tuple[Callable[[Any], str], Permission]] = {
 }
 
 
-# Methods that reach a stream's segments: READ through Security.stream_permission (table segments too).
-SEGMENT_ACCESS_RULES: dict[str, Callable[[Any], tuple[str, str]]] = {
-    "getDelegationToken": lambda request: (request.scope, request.stream),
-    "getURI": lambda request: (request.streamInfo.scope, request.streamInfo.stream),
-}
-
-
 def check_rpc(security: Security, rpc: str, request: Any, authorization: str | None) -> Principal:
     """Authenticates the caller and authorizes ``rpc`` on ``request``. Raises Unauthenticated or
     PermissionDenied (a method with no rule needs READ_UPDATE on every resource)."""
     principal = security.authenticate(authorization)
-    if rpc in SEGMENT_ACCESS_RULES:  # a table segment also follows reader-group and key-value-table permissions
-        scope, stream = SEGMENT_ACCESS_RULES[rpc](request)
-        security.require_stream(principal, scope, stream, READ)
-        return principal
     resource_of, permission = RPC_RULES.get(rpc, (lambda _request: "prn::*", UPDATE))
     if permission != Permission.NONE:
         security.require(principal, resource_of(request), permission)
