@@ -8,9 +8,6 @@ fail with the documented errors.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,8 +15,7 @@ import tributary
 from clients.config import ClientConfig
 from clients.kvt import KeyValueTableConfiguration, TableKey
 from clients.model import ScalingPolicy, StreamConfiguration
-from tests.support.certs import make_certificates
-from tests.support.standalone import StandaloneProcess
+from tests.support.secured import start_secured_standalone
 from wire.retry import Backoff
 
 TOKEN_TTL = 10  # the shortest the controller takes: renewals and expiries happen within the test
@@ -35,18 +31,8 @@ SHORT = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, att
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    home = tmp_path_factory.mktemp("sdk-secured")
-    certificates = make_certificates(home / "certs")
-    passwords = home / "passwd"
-    for user, (password, acl) in USERS.items():
-        subprocess.run([sys.executable, "-m", "tributary", "passwd", str(passwords), user, "--acl", acl,
-                        "--password-stdin"], input=password + "\n", text=True, check=True, capture_output=True)
-    key_file = home / "token.key"
-    key_file.write_bytes(os.urandom(32).hex().encode())
-    standalone = StandaloneProcess(home / "data", log_path=home / "standalone.log", extra_args=[
-        "--password-file", str(passwords), "--token-key-file", str(key_file), "--token-ttl", str(TOKEN_TTL),
-        "--tls-cert", str(certificates.certificate), "--tls-key", str(certificates.key),
-        "--tls-trust", str(certificates.ca), "--advertise-address", "localhost"]).start(timeout=60)
+    standalone, certificates, _ = start_secured_standalone(tmp_path_factory.mktemp("sdk-secured"), USERS,
+                                                           ["--token-ttl", str(TOKEN_TTL)])
     yield {"uri": f"tls://localhost:{standalone.controller_port}", "ca": str(certificates.ca)}
     standalone.remove_data()
 

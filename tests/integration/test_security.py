@@ -32,9 +32,8 @@ import pytest
 from clients.connection import WireConnection, next_request_id
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
-from tests.support.certs import make_certificates
 from tests.support.processes import free_port
-from tests.support.standalone import StandaloneProcess
+from tests.support.secured import start_secured_standalone
 from wire import auth
 from wire import commands as c
 from wire.auth import Acl, Permission
@@ -46,19 +45,9 @@ USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    home = tmp_path_factory.mktemp("secured")
-    certificates = make_certificates(home / "certs")
-    passwords = home / "passwd"
-    for user, (password, acl) in USERS.items():
-        subprocess.run([sys.executable, "-m", "tributary", "passwd", str(passwords), user, "--acl", acl,
-                        "--password-stdin"], input=password + "\n", text=True, check=True, capture_output=True)
-    key_file = home / "token.key"
-    key_file.write_bytes(os.urandom(32).hex().encode())
     rest_port = free_port()
-    standalone = StandaloneProcess(home / "data", log_path=home / "standalone.log", extra_args=[
-        "--password-file", str(passwords), "--token-key-file", str(key_file), "--tls-cert",
-        str(certificates.certificate), "--tls-key", str(certificates.key), "--tls-trust", str(certificates.ca),
-        "--advertise-address", "localhost", "--rest-port", str(rest_port)]).start(timeout=60)
+    standalone, certificates, key_file = start_secured_standalone(tmp_path_factory.mktemp("secured"), USERS,
+                                                                  ["--rest-port", str(rest_port)])
     context = ssl.create_default_context(cafile=str(certificates.ca))
     yield {"standalone": standalone, "ca": certificates.ca, "key": key_file.read_bytes(), "rest": rest_port,
            "ssl": context}
