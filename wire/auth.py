@@ -143,8 +143,8 @@ def _plain_base64_body(claims: dict[str, object]) -> bytes:
     return (text[:-2] + "x" * filler + text[-2:]).encode()  # grows the empty "pad" value before '"}'
 
 
-def verify_token(key: bytes, token: str, now: int) -> Acl:
-    """The ACL a token grants. Raises TokenRejected."""
+def decode_token(key: bytes, token: str) -> tuple[Acl, int]:
+    """The ACL a token grants and its expiry (seconds), if ``key`` signed it. Raises TokenRejected."""
     if not token:
         raise TokenRejected("no delegation token")
     try:
@@ -152,9 +152,20 @@ def verify_token(key: bytes, token: str, now: int) -> Acl:
                             options={"verify_exp": False, "verify_iat": False, "require": ["exp", "sub"]})
     except jwt.InvalidTokenError as error:
         raise TokenRejected(f"invalid delegation token: {error}") from None
-    if int(claims["exp"]) <= now:
+    return acl_of_claims(claims), int(claims["exp"])
+
+
+def check_expiry(expiry: int, now: int) -> None:
+    """Raises TokenRejected (expired) if a token expiring at ``expiry`` is no longer valid at ``now``."""
+    if expiry <= now:
         raise TokenRejected("the delegation token expired", expired=True)
-    return acl_of_claims(claims)
+
+
+def verify_token(key: bytes, token: str, now: int) -> Acl:
+    """The ACL a token grants. Raises TokenRejected."""
+    acl, expiry = decode_token(key, token)
+    check_expiry(expiry, now)
+    return acl
 
 
 def acl_of_claims(claims: Mapping[str, object]) -> Acl:

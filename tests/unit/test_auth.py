@@ -223,3 +223,26 @@ def test_internal_token_is_renewed_after_half_its_life(users):
     renewed = checker.internal_token()
     assert renewed != first
     assert auth.verify_token(KEY, renewed, now=1149) == auth.INTERNAL
+
+
+def test_segment_store_remembers_verified_tokens_but_still_checks_expiry():
+    """A token checked once is not re-verified per request, yet it is refused once it expires; a forged
+    token is never remembered; the memory is bounded."""
+    from server.auth import VERIFIED_TOKENS_MAX, TokenChecker
+    from wire import commands as c
+
+    clock = [1000.0]
+    checker = TokenChecker(KEY, clock=lambda: clock[0])
+    token = auth.issue_token(KEY, "u", Acl.parse("prn::/scope:a/stream:s,READ"), 1000, 60)
+    read = c.ReadSegment("a/s/0.#epoch.0", 0, 10, token, 1)
+    assert checker.check(read) is None and checker.check(read) is None
+    assert len(checker._verified) == 1
+    clock[0] = 1060.0
+    assert checker.check(read).error_code == c.AuthTokenCheckFailed.TOKEN_EXPIRED
+    forged = auth.issue_token(b"another key" * 8, "u", Acl.parse("prn::*,READ_UPDATE"), 1000, 600)
+    assert checker.check(c.ReadSegment("a/s/0.#epoch.0", 0, 10, forged, 2)) is not None
+    assert forged not in checker._verified
+    for number in range(VERIFIED_TOKENS_MAX + 5):
+        other = auth.issue_token(KEY, f"u{number}", Acl(), 1000, 600)
+        checker.check(c.ReadSegment("a/s/0.#epoch.0", 0, 10, other, 3))
+    assert len(checker._verified) <= VERIFIED_TOKENS_MAX
