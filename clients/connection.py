@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeAlias, cast
@@ -30,6 +31,8 @@ from wire import commands as wc
 from wire.base import Command, Reply, Request
 
 from .errors import ConnectionFailed, ProtocolViolation, RequestTimeout
+
+log = logging.getLogger("tributary.client")
 
 _request_ids = itertools.count(1)
 
@@ -243,6 +246,8 @@ class WireConnection(asyncio.Protocol):
 
     def connection_lost(self, error: Exception | None) -> None:
         cause = f": {error!r}" if error is not None else ""
+        if isinstance(error, ssl.SSLError):  # not a store going away: the TLS stream broke (flows retry, and fail)
+            log.warning("TLS error on a segment store connection", extra={"store": self._address, "error": repr(error)})
         self._fail(ConnectionFailed(f"connection to {self._address} lost{cause}"))
 
     def pause_writing(self) -> None:

@@ -20,9 +20,11 @@ own buffer: ``blocked`` says the caller should stop producing replies until
 ``on_unblocked`` is called. A region is released as soon as it is sent (or
 dropped when the connection closes), never before.
 
-Where there is no socket to send a file to (a transport without one, e.g. TLS
-or a test's fake), a file frame's region is read into memory in a thread and
-written like any other frame.
+Where there is no plain socket to send a file to, a file frame's region is read
+into memory in a thread and written like any other frame. That is the case of a
+transport without a socket (a test's fake) and of every TLS transport: asyncio's
+and uvloop's TLS transports still report their TCP socket, but bytes written to
+it directly bypass the encryption, and the client's TLS layer sees garbage.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ class Outbox:
             await self._until_transport_flushed()
             if self._closed:
                 return
-            fileno = getattr(self._transport.get_extra_info("socket"), "fileno", None)
+            fileno = _plain_socket_fileno(self._transport)
             if fileno is None:
                 data = await self._loop.run_in_executor(_send_threads(), _read_region, frame.region)
                 if self._closed:
@@ -226,6 +228,14 @@ class Outbox:
         if self.blocked and self._held_bytes <= self._limit // 2:
             self.blocked = False
             self._on_unblocked()
+
+
+def _plain_socket_fileno(transport: Transport) -> Callable[[], int] | None:
+    """The ``fileno`` of the transport's socket if bytes written to it reach the peer as they are (no TLS)."""
+    if transport.get_extra_info("sslcontext") is not None or transport.get_extra_info("ssl_object") is not None:
+        return None
+    fileno = getattr(transport.get_extra_info("socket"), "fileno", None)
+    return fileno if callable(fileno) else None
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

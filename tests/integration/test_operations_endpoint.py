@@ -15,39 +15,15 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster import ControllerProcess
+from tests.support.metrics import get, scrape, value
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
-
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 CLUSTER_ONLY = {"tributary_controller_leader", "tributary_controller_live_controllers",
                 "tributary_controller_owned_buckets", "tributary_controller_segment_stores"}
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def scrape(port: int) -> dict[tuple[str, tuple], float]:
-    """(sample name, sorted labels) -> value of every sample the endpoint exposes."""
-    status, text = get(port, "/metrics")
-    assert status == 200
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def test_metrics_move_with_a_load_run(tmp_path):

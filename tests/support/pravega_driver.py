@@ -25,11 +25,12 @@ class ScenarioFailed(AssertionError):
 class Scenario:
     """One scenario process, started at construction."""
 
-    def __init__(self, name: str, controller_uri: str, args: dict, output_path: pathlib.Path):
+    def __init__(self, name: str, controller_uri: str, args: dict, output_path: pathlib.Path,
+                 environment: dict[str, str] | None = None):
         self.name = name
         self.output_path = pathlib.Path(output_path)
         self._output = self.output_path.open("wb")
-        environment = {**os.environ, "RUST_BACKTRACE": "1"}
+        environment = {**os.environ, "RUST_BACKTRACE": "1", **(environment or {})}
         self.process = subprocess.Popen([sys.executable, str(SCENARIOS), name, controller_uri, json.dumps(args)],
                                         stdout=self._output, stderr=subprocess.STDOUT, env=environment)
 
@@ -58,8 +59,10 @@ class Scenario:
         return self.output_path.read_text(errors="replace")[-4000:]
 
 
-def run_scenario(name: str, controller_uri: str, args: dict, output_path, timeout: float = 120.0) -> dict:
-    return Scenario(name, controller_uri, args, output_path).result(timeout)
+def run_scenario(name: str, controller_uri: str, args: dict, output_path, timeout: float = 120.0,
+                 environment: dict[str, str] | None = None) -> dict:
+    """Runs a scenario to its result (``environment``: variables added to the client's, e.g. its TLS trust)."""
+    return Scenario(name, controller_uri, args, output_path, environment).result(timeout)
 
 
 def check_each_once_in_key_order(received: list[str], count: int, keys: int) -> None:

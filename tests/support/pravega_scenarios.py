@@ -26,7 +26,9 @@ SLICE_IDLE_SECONDS_MAX = 5.0  # a reader that has seen nothing for this long aft
 
 
 def manager(uri: str):
-    return pravega_client.StreamManager(uri, False, False)
+    """A stream manager; over TLS for a ``tls://`` URI (the CA from ``pravega_client_tls_cert_path``), with
+    credentials when ``pravega_client_auth_method`` is set (the binding reads both from the environment)."""
+    return pravega_client.StreamManager(uri, "pravega_client_auth_method" in os.environ, uri.startswith("tls://"))
 
 
 def outcome(call):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import struct
 import time
 
@@ -16,6 +17,8 @@ import uvloop
 from server import outbox as outbox_module
 from server.outbox import FileFrame, Outbox
 from server.tier2.chunk_storage import ChunkRegion
+from server.tls import server_tls_context
+from tests.support.certs import make_certificates
 
 LIMIT = 1 << 20
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
@@ -73,6 +76,20 @@ async def connected_pair() -> tuple[Sender, asyncio.StreamReader, asyncio.Stream
     server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=64 << 20)
+    sender = await asyncio.wait_for(connected, 5)
+    return sender, reader, writer, server
+
+
+async def tls_pair(directory) -> tuple[Sender, asyncio.StreamReader, asyncio.StreamWriter, asyncio.AbstractServer]:
+    """A sender on a TLS server connection, and a TLS client that checks the server's certificate."""
+    certificates = make_certificates(directory)
+    loop = asyncio.get_running_loop()
+    connected = loop.create_future()
+    server = await loop.create_server(lambda: Sender(connected), "127.0.0.1", 0,
+                                      ssl=server_tls_context(certificates.certificate, certificates.key))
+    port = server.sockets[0].getsockname()[1]
+    client_context = ssl.create_default_context(cafile=str(certificates.ca))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context, limit=64 << 20)
     sender = await asyncio.wait_for(connected, 5)
     return sender, reader, writer, server
 
@@ -241,6 +258,26 @@ class MemoryTransport:
 
     def set_write_buffer_limits(self, high=None, low=None) -> None:
         pass
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_file_frames_on_a_tls_connection_arrive_encrypted_like_the_others(tmp_path, loop_name):
+    """A TLS transport reports its TCP socket too: a file frame must not be sendfile'd past the encryption
+    (the client then fails with WRONG_VERSION_NUMBER), but read and written through the transport."""
+    async def scenario(fd, data):
+        sender, reader, writer, server = await tls_pair(tmp_path / "certs")
+        releases = Releases()
+        sender.outbox.send([b"before "])
+        sender.outbox.send_file(FileFrame(b"<", releases.region(fd, 3, 200_000), b">"))
+        sender.outbox.send([b" after"])
+        received = await asyncio.wait_for(reader.readexactly(7 + 200_002 + 6), 10)
+        assert received == b"before <" + data[3:200_003] + b"> after"
+        assert await released(releases)
+        assert not sender.failures
+        writer.close()
+        server.close()
+
+    run_with_file(loop_name, tmp_path, 1 << 20, scenario)
 
 
 def test_without_a_socket_regions_are_read_and_written(tmp_path):
