@@ -50,6 +50,7 @@ class TlsFiles:
     certificate: pathlib.Path
     key: pathlib.Path
     trust: pathlib.Path | None = None
+    trust_own_certificate: bool = False  # the standalone: its segment store serves this same certificate
 
     def server_pair(self) -> tuple[bytes, bytes]:
         """(certificate chain, private key) as grpcio wants them. Raises OSError."""
@@ -62,7 +63,15 @@ class TlsFiles:
         return context
 
     def client_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.trust) if self.trust is not None else None)
+        """The context the controller connects to segment stores with: it trusts ``trust`` (or the system's
+        CAs) and, with ``trust_own_certificate``, the controller's own certificate itself, as a trust anchor
+        (a leaf signed by a private CA is then accepted without that CA: the store in the same process
+        serves it)."""
+        context = ssl.create_default_context(cafile=str(self.trust) if self.trust is not None else None)
+        if self.trust_own_certificate:
+            context.load_verify_locations(cafile=str(self.certificate))
+            context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+        return context
 
 
 class Unauthenticated(Exception):

@@ -183,7 +183,7 @@ def _token_key(path: pathlib.Path) -> bytes:
 
 
 def _controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust,
-                         token_key: bytes | None = None) -> dict:
+                         token_key: bytes | None = None, trust_own_certificate: bool = False) -> dict:
     """The ControllerApp options of the security flags (nothing when they are absent)."""
     from controller.security import InvalidPasswordFile, Security, TlsFiles
 
@@ -202,7 +202,7 @@ def _controller_security(password_file, token_key_file, token_ttl, tls_cert, tls
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("TLS needs both --tls-cert and --tls-key")
     if tls_cert is not None:
-        options["tls"] = TlsFiles(tls_cert, tls_key, tls_trust)
+        options["tls"] = TlsFiles(tls_cert, tls_key, tls_trust, trust_own_certificate)
     return options
 
 
@@ -399,7 +399,7 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
                    "settings": _service_settings(retention_period, options["auto_scale"], auto_scale_cold_mark,
                                                  watermark_period),
                    **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
-                                          options["tls_key"], tls_trust or options["tls_cert"], token_key=key)}
+                                          options["tls_key"], tls_trust, token_key=key, trust_own_certificate=True)}
     _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))
 
 

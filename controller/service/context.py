@@ -15,7 +15,7 @@ from ..endpoints import SegmentLocator
 from ..store import MetadataStore
 from .auto_scale_settings import AutoScaleSettings
 from .fault_points import FaultPoints
-from .retries import STREAM_BUSY
+from .retries import REDRIVE, STREAM_BUSY
 
 
 def wall_clock_ms() -> int:
@@ -29,6 +29,7 @@ class ServiceSettings:
     workflow_timeout_seconds: float = 120.0  # update/seal/delete/truncate reply DEADLINE_EXCEEDED after this
     stream_busy_backoff: Backoff = STREAM_BUSY  # waiting while another workflow holds the stream
     redrive_interval_seconds: float = 10.0  # how often pending intents of failed workflows are re-driven
+    redrive_backoff: Backoff = REDRIVE  # one re-drive tried again after transient failures (lost races, stores)
     startup_redrive_wait_seconds: float = 30.0  # start waits this long for re-drives, then serves
     segment_calls_concurrency_max: int = 64  # segment-store calls in flight per workflow step
     segments_per_epoch_max: int = 10_000  # one epoch record holds at most ~32,000 segments

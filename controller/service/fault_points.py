@@ -14,6 +14,7 @@ reaching one of those points, so that the test can SIGKILL it exactly there.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -51,6 +52,7 @@ class SimulatedCrash(Exception):
 class FaultPoints:
     def __init__(self, stops: frozenset[str] = frozenset()) -> None:
         self._armed: dict[str, int] = {}
+        self.crashed: asyncio.Event = asyncio.Event()  # set once an armed point has raised (tests wait on it)
         unknown = stops - POINTS
         if unknown:
             raise ValueError(f"unknown fault points {sorted(unknown)}")
@@ -83,4 +85,5 @@ class FaultPoints:
         remaining = self._armed.get(point, 0)
         if remaining > 0:
             self._armed[point] = remaining - 1
+            self.crashed.set()
             raise SimulatedCrash(f"simulated crash at {point}")

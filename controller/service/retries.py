@@ -13,7 +13,8 @@ Three kinds of loop:
   there is one (``retry_while_busy``). When it gives up, the caller raises its own operating error.
 * *Background jobs.* Transaction commits and aborts must finish, so they retry every transient
   failure with no bound on attempts (``TRANSACTION_JOB``, the default of
-  ``TransactionSettings.job_backoff``, with ``is_transient``).
+  ``TransactionSettings.job_backoff``, with ``is_transient``). A workflow's re-drive retries
+  transient failures too, for a while (``REDRIVE``); the periodic re-drive takes over after that.
 
 Periodic timers (re-drive, retention, auto-scale sampling, lease deadlines) are not retries and
 are not here.
@@ -37,6 +38,10 @@ STREAM_BUSY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.
 TRANSACTION_JOB = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=5.0, attempts=None, jitter=0.0)
 COMPARE_AND_SWAP = Backoff(initial_seconds=0.0, multiplier=1.0, max_delay_seconds=0.0, attempts=20, jitter=0.0)
 WRITER_MARK_UPDATE = dataclasses.replace(COMPARE_AND_SWAP, attempts=3)
+# A re-drive that failed on something transient (the last write of a controller that died lands after our
+# read, a segment store still recovering) is tried again at once rather than at the next periodic round.
+REDRIVE = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=2.0, attempts=None, total_seconds=30.0,
+                  jitter=0.5)
 TRANSACTION_INDEX_UPDATE = Backoff(initial_seconds=0.001, multiplier=2.0, max_delay_seconds=0.1, attempts=20,
                                    jitter=1.0)
 
@@ -44,6 +49,12 @@ TRANSACTION_INDEX_UPDATE = Backoff(initial_seconds=0.001, multiplier=2.0, max_de
 def is_lost_race(error: BaseException) -> bool:
     """True for a conditional write that another writer beat."""
     return isinstance(error, WriteConflict)
+
+
+def is_redrive_retriable(error: BaseException) -> bool:
+    """For a re-drive: a lost race (a dead controller's last write may land after our read) or a transient
+    failure of a segment store or the network."""
+    return is_lost_race(error) or is_transient(error)
 
 
 def is_stream_busy(error: BaseException) -> bool:

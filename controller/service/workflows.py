@@ -32,6 +32,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from wire.retry import retry
+
 from .. import metrics
 from ..cluster import WORKFLOW, LeaseBusy, stream_lease_name
 from ..store import AlreadyExists, NotFound, StreamStore
@@ -40,7 +42,7 @@ from ..store.workflows import begin_workflow, end_workflow, forget_index_entry, 
 from .context import ControllerContext
 from .errors import ConcurrentWorkflow, ServiceError, StreamBusy, StreamNotFound, WorkflowTimeout
 from .paging import all_pages
-from .retries import retry_while_busy
+from .retries import is_redrive_retriable, retry_while_busy
 
 log = logging.getLogger("tributary.controller")
 
@@ -249,12 +251,26 @@ class WorkflowRunner:
         async def redrive_one(scope: str, stream: str) -> None:
             async with semaphore:
                 try:
-                    await self.redrive(scope, stream)
-                except Exception as error:  # noqa: BLE001 - one stream's failure must not stop the others
-                    log.warning("re-drive failed", extra={"stream": f"{scope}/{stream}", "error": repr(error)})
+                    await self.redrive_retrying(scope, stream)
+                except Exception as error:  # one stream's failure must not stop the others
+                    log.warning("re-drive failed; the periodic re-drive tries again",
+                                extra={"stream": f"{scope}/{stream}", "error": repr(error)}, exc_info=error)
 
         await asyncio.gather(*(redrive_one(scope, stream) for scope, stream in streams))
         return len(streams)
+
+    async def redrive_retrying(self, scope: str, stream_name: str) -> None:
+        """``redrive``, tried again after transient failures (``retries.REDRIVE``), each one logged.
+
+        Raises:
+            The last failure, when it is not transient or the policy is spent.
+        """
+        def failed(error: BaseException, delay: float) -> None:
+            log.info("re-drive failed; trying again", extra={"stream": f"{scope}/{stream_name}",
+                                                             "error": repr(error), "delay_seconds": round(delay, 3)})
+
+        await retry(lambda: self.redrive(scope, stream_name), self._context.settings.redrive_backoff,
+                    retriable=is_redrive_retriable, on_retry=failed)
 
     async def redrive(self, scope: str, stream_name: str) -> None:
         """Drives the stream's pending intent, if any, to completion (no-op if it is running here)."""

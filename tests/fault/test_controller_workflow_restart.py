@@ -14,6 +14,9 @@ from clients.errors import NoSuchSegment
 from clients.grpc_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
+from controller.store import layout
+from controller.store import scale as store_scale
+from controller.store.records import EpochTransitionRecord
 from controller.store.workflows import list_pending_workflows
 from tests.support.controller_harness import info, key_ranges, make_stream, running_cluster, scale_and_wait
 from wire import naming
@@ -42,6 +45,7 @@ async def test_scale_interrupted_at_each_step_is_completed_by_the_next_controlle
         reply = await cluster.stub.scale(pb.ScaleRequest(streamInfo=info(SCOPE, STREAM), sealedSegments=[0],
                                                          newKeyRanges=key_ranges((0.0, 0.25), (0.25, 0.5))))
         assert reply.status == pb.ScaleResponse.STARTED
+        await asyncio.wait_for(faults.crashed.wait(), 30)  # STARTED comes before the steps: wait for the crash
         status = await cluster.stub.checkScale(pb.ScaleStatusRequest(streamInfo=info(SCOPE, STREAM), epoch=0))
         assert status.status == pb.ScaleStatusResponse.IN_PROGRESS  # stuck half way
 
@@ -61,6 +65,36 @@ async def test_scale_interrupted_at_each_step_is_completed_by_the_next_controlle
         await assert_nothing_pending(cluster)
         # The stream is ACTIVE again: the next scale goes through.
         await scale_and_wait(cluster.stub, SCOPE, STREAM, [1], [(0.5, 0.75), (0.75, 1.0)])
+
+
+async def test_a_redrive_that_loses_a_race_to_a_late_write_tries_again(tmp_path):
+    """A controller that dies leaves its last write in flight; it can land after the next controller read the
+    records, so the re-drive's conditional write loses the race. The re-drive reads again and goes on (it
+    used to log "re-drive failed" and leave the scale IN_PROGRESS until the next periodic round)."""
+    faults = FaultPoints()
+    async with running_cluster(tmp_path / "data", NO_PERIODIC_REDRIVE, faults) as cluster:
+        await make_stream(cluster.stub, SCOPE, STREAM, 2)
+        faults.arm("scale.segments_created")  # the crash comes just before the new epoch is written
+        reply = await cluster.stub.scale(pb.ScaleRequest(streamInfo=info(SCOPE, STREAM), sealedSegments=[0],
+                                                         newKeyRanges=key_ranges((0.0, 0.25), (0.25, 0.5))))
+        assert reply.status == pb.ScaleResponse.STARTED
+        await asyncio.wait_for(faults.crashed.wait(), 30)
+        kv, handle = cluster.app.context.store.kv, cluster.app.context.store.stream(SCOPE, STREAM)
+        transition, _ = await handle.read(layout.EPOCH_TRANSITION, EpochTransitionRecord)
+        write_batch, late = kv.write_batch, []
+
+        async def epoch_write_lands_first(table, writes):
+            if not late and any(write.key == layout.epoch_key(1) for write in writes):
+                late.append(table)  # the dead controller's epoch write, which our re-drive's read did not see
+                await store_scale.create_new_epoch(handle, transition)
+            return await write_batch(table, writes)
+
+        kv.write_batch = epoch_write_lands_first
+        await cluster.app.services.runner.redrive_all()
+        assert late, "the re-drive never wrote the new epoch"
+        status = await cluster.stub.checkScale(pb.ScaleStatusRequest(streamInfo=info(SCOPE, STREAM), epoch=0))
+        assert status.status == pb.ScaleStatusResponse.SUCCESS
+        await assert_nothing_pending(cluster)
 
 
 async def test_create_interrupted_is_finished_by_the_next_controller(tmp_path):
