@@ -174,11 +174,14 @@ def _load_settings(enabled: bool, windows: str, cooldown: float, mute: float, ti
                                f"(short,medium,long,idle) are needed ({error})") from None
 
 
+TOKEN_KEY_BYTES_MIN = 64  # HS512 signs with SHA-512: a shorter key weakens it (and PyJWT warns at every use)
+
+
 def _token_key(path: pathlib.Path) -> bytes:
     key = path.read_bytes().strip()
-    if len(key) < 16:
-        raise click.UsageError(f"{path}: a token key needs at least 16 bytes (64 recommended: "
-                               "`head -c 48 /dev/urandom | base64 > key`)")
+    if len(key) < TOKEN_KEY_BYTES_MIN:
+        raise click.UsageError(f"{path}: a token key needs at least {TOKEN_KEY_BYTES_MIN} bytes, it has {len(key)} "
+                               "(make one with `head -c 48 /dev/urandom | base64 > token.key`)")
     return key
 
 
@@ -351,7 +354,10 @@ def _advertised(host: str, advertise_host: str | None) -> str:
 @click.option("--health", "health", multiple=True, metavar="HOST:PORT",
               help="A process's operations port (--metrics-port): ask its /health/live and /health/ready (repeat).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON document.")
-def status(zk_hosts, zk_root, health, as_json) -> None:
+@click.option("--wait", "wait_seconds", default=0.0, type=click.FloatRange(0), metavar="SECONDS",
+              help="With --zk: first wait up to this long until every container is served (a cluster that "
+                   "was just started).")
+def status(zk_hosts, zk_root, health, as_json, wait_seconds) -> None:
     """Say what runs: a cluster's processes from ZooKeeper (--zk), or processes' health (--health).
 
     Exit status with --zk: 0 every container runs on its assigned segment store; 1 some container is
@@ -369,7 +375,7 @@ def status(zk_hosts, zk_root, health, as_json) -> None:
         if health:
             code.append(await print_health(health, as_json, click.echo))
         else:
-            code.append(await print_status(zk_hosts, zk_root, as_json, click.echo))
+            code.append(await print_status(zk_hosts, zk_root, as_json, click.echo, wait_seconds))
 
     _run(run())
     sys.exit(code[0] if code else 2)

@@ -8,6 +8,7 @@ container is served by the store the map assigns it to.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
@@ -17,6 +18,7 @@ from wire.cluster import ClusterPaths, ClusterSettings, ContainerMap, Controller
 from wire.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 SERVING, NOT_SERVING, UNREACHABLE = 0, 1, 2
+WAIT_POLL_SECONDS = 0.2  # --wait: how often the cluster is read again
 
 
 async def read_cluster(zk: ZooKeeper, root: str) -> dict:
@@ -87,7 +89,22 @@ def describe(cluster: dict) -> list[str]:
     return lines
 
 
-async def print_status(zk_hosts: str, root: str, as_json: bool, echo: Callable[[str], None]) -> int:
+def served(cluster: dict) -> bool:
+    return bool(cluster["container_count"]) and not cluster["unserved"]
+
+
+async def read_cluster_until_served(zk: ZooKeeper, root: str, wait_seconds: float) -> dict:
+    """The cluster once every container is served, or as it is after ``wait_seconds``."""
+    deadline = asyncio.get_running_loop().time() + wait_seconds
+    while True:
+        cluster = await read_cluster(zk, root)
+        if served(cluster) or asyncio.get_running_loop().time() >= deadline:
+            return cluster
+        await asyncio.sleep(WAIT_POLL_SECONDS)
+
+
+async def print_status(zk_hosts: str, root: str, as_json: bool, echo: Callable[[str], None],
+                       wait_seconds: float = 0.0) -> int:
     zk = ZooKeeper(zk_hosts, session_timeout=5.0, operation_timeout=5.0)
     try:
         await zk.start(timeout=5.0)
@@ -95,7 +112,7 @@ async def print_status(zk_hosts: str, root: str, as_json: bool, echo: Callable[[
         echo(f"error: {error}")
         return UNREACHABLE
     try:
-        cluster = await read_cluster(zk, root)
+        cluster = await read_cluster_until_served(zk, root, wait_seconds)
     except ZooKeeperUnavailable as error:
         echo(f"error: {error}")
         return UNREACHABLE
@@ -106,7 +123,7 @@ async def print_status(zk_hosts: str, root: str, as_json: bool, echo: Callable[[
     else:
         for line in describe(cluster):
             echo(line)
-    return SERVING if cluster["container_count"] and not cluster["unserved"] else NOT_SERVING
+    return SERVING if served(cluster) else NOT_SERVING
 
 
 def _list(containers: list[int]) -> str:

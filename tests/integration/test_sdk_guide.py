@@ -9,54 +9,23 @@ import asyncio
 import dataclasses
 import pathlib
 import re
-import textwrap
 import traceback
 
 import pytest
 
 from clients.config import ClientConfig, ReaderConfig, WriterConfig
 from clients.reader.reader_group import ReaderGroupConfig
+from tests.support.doc_blocks import Block, fenced_blocks
 from tests.support.standalone import serve
 
 GUIDE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
 RUNNABLE = "python"
 FRAGMENT = "python-fragment"
 EXAMPLE_TIMEOUT_SECONDS = 30.0
-_FENCE = re.compile(r"^[ \t]*```([\w-]*)[ \t]*$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    language: str
-    line: int  # 1-based line of the block's first line of code in the guide
-    code: str
-
-    @property
-    def title(self) -> str:
-        first = self.code.lstrip().splitlines()[0] if self.code.strip() else ""
-        return first.removeprefix("# Example:").strip() if first.startswith("# Example:") else f"line {self.line}"
-
-    def head(self, lines: int = 6) -> str:
-        return "\n".join(self.code.splitlines()[:lines])
 
 
 def guide_blocks() -> list[Block]:
-    """Every fenced block of the guide, dedented (blocks may sit in list items); a fence inside an
-    HTML comment opens no block."""
-    text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), GUIDE.read_text(), flags=re.DOTALL)
-    blocks, language, start, lines = [], None, 0, []
-    for number, line in enumerate(text.splitlines(), start=1):
-        fence = _FENCE.match(line)
-        if language is None:
-            if fence:
-                language, start, lines = fence.group(1), number + 1, []
-        elif line.strip() == "```":
-            blocks.append(Block(language, start, textwrap.dedent("\n".join(lines)) + "\n"))
-            language = None
-        else:
-            lines.append(line)
-    assert language is None, f"{GUIDE}: a block opened at line {start - 1} is never closed"
-    return blocks
+    return fenced_blocks(GUIDE)
 
 
 RUNNABLE_BLOCKS = [block for block in guide_blocks() if block.language == RUNNABLE]
@@ -110,7 +79,7 @@ async def test_example_runs(standalone, block):
     namespace = {"__name__": f"sdk_guide_line_{block.line}"}
     try:
         code = compile("\n" * (block.line - 1) + block.code, str(GUIDE), "exec")  # tracebacks name guide lines
-        exec(code, namespace)  # noqa: S102 - running the guide's example is the point
+        exec(code, namespace)
         await asyncio.wait_for(namespace["main"](standalone.controller_uri), EXAMPLE_TIMEOUT_SECONDS)
     except Exception:  # noqa: BLE001 - reported with the example it came from
         pytest.fail(f"the example at {GUIDE.name}:{block.line} failed:\n{block.head()}\n...\n\n"

@@ -8,6 +8,7 @@ fail with the documented errors.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 
 import pytest
 
@@ -15,6 +16,8 @@ import tributary
 from clients.config import ClientConfig
 from clients.kvt import KeyValueTableConfiguration, TableKey
 from clients.model import ScalingPolicy, StreamConfiguration
+from tests.support.doc_blocks import fenced_blocks
+from tests.support.docs_runner import commands, words
 from tests.support.secured import start_secured_standalone
 from wire.retry import Backoff
 
@@ -26,6 +29,20 @@ USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
          "one-stream": ("one-stream-password",  # may read sdk-sec/watched only
                         "prn::/scope:sdk-sec,READ;prn::/scope:sdk-sec/stream:watched,READ;"
                         "prn::/scope:sdk-sec/reader-group:*,READ_UPDATE")}
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+def documented_acl(user: str) -> str:
+    """The ACL docs/security.md gives ``user`` in its ``tributary passwd users USER --acl ACL`` command."""
+    for block in fenced_blocks(DOCS):
+        for command in commands(block.code) if block.language == "shell" else []:
+            argv = words(command)
+            if argv[:4] == ["tributary", "passwd", "users", user]:
+                return argv[argv.index("--acl") + 1]
+    raise AssertionError(f"{DOCS} gives no ACL for {user}")
+
+
+USERS["analyst"] = ("analyst-password", documented_acl("analyst"))
 SHORT = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None, total_seconds=3.0)
 
 
@@ -142,3 +159,21 @@ async def test_a_server_certificate_the_client_does_not_trust_is_refused(secured
     async with tributary.connect(secured["uri"], untrusted) as client:
         with pytest.raises(tributary.ControllerUnavailable):
             await client.scope_exists("sdk-sec")
+
+
+async def test_the_documented_analyst_reads_with_a_reader_group_and_cannot_write(secured):
+    """docs/security.md's analyst ACL (READ on the scope and its streams) lets the analyst run a reader group, as
+    Pravega's ACLs do (the group's state needs READ_UPDATE on the reader group); writing stays refused."""
+    async with tributary.connect(secured["uri"], config(secured, "admin")) as admin:
+        await admin.create_scope("sensors")
+        await admin.create_stream("sensors", "readings")
+        async with admin.create_writer("sensors", "readings") as writer:
+            await writer.write(b"21.5")
+    async with tributary.connect(secured["uri"], config(secured, "analyst")) as client:
+        group = await client.create_reader_group("sensors", "dashboard", ["readings"])
+        async with group.create_reader("r1") as reader:
+            assert (await reader.read_next(10)).data == b"21.5"
+        async with client.create_writer("sensors", "readings") as writer:
+            with pytest.raises(tributary.TokenRejected):
+                await writer.write(b"forbidden")
+                await writer.flush()

@@ -231,3 +231,21 @@ def test_the_real_client_over_tls_with_credentials(secured, tmp_path):
     refused = run("wrong", "tls-refused", 10)
     assert refused is None or refused.returncode != 0
     assert rest(secured, "GET", "/v1/scopes/tls-refused", "admin")[0] == 404  # it could do nothing
+
+
+@pytest.mark.parametrize("command", ["standalone", "segmentstore", "controller"])
+def test_a_token_key_too_short_for_hs512_is_refused_at_start(tmp_path, command):
+    """HS512 wants 64 bytes of key (PyJWT warned InsecureKeyLengthWarning at every token with the 44-byte key the
+    docs once recommended): a shorter key file is a clear error at start, naming the file and a recipe."""
+    key_file = tmp_path / "token.key"
+    key_file.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")  # 44 characters
+    passwords = tmp_path / "passwd"
+    passwords.write_text("")
+    options = ["--token-key-file", str(key_file)]
+    if command != "segmentstore":
+        options += ["--password-file", str(passwords)]
+    done = subprocess.run([sys.executable, "-m", "tributary", command, *options, "--port", str(free_port())],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"{key_file}: a token key needs at least 64 bytes, it has 44" in done.stderr
+    assert "head -c 48 /dev/urandom | base64" in done.stderr

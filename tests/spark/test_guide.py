@@ -5,30 +5,20 @@ standalone (in a scope of its own: the blocks' scope name is replaced)."""
 from __future__ import annotations
 
 import pathlib
-import re
 
 import pytest
 
+from tests.support.doc_blocks import fenced_blocks
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 pytestmark = pytest.mark.spark
 
 
 def blocks(path: pathlib.Path, section: str | None = None) -> list[tuple[str, str]]:
     """(title, code) of the runnable blocks of a document (of one ``## `` section of it, if given)."""
-    text = path.read_text()
-    if section is not None:
-        start = text.index(f"## {section}")
-        end = text.find("\n## ", start + 1)
-        text = text[start:end if end >= 0 else None]
-    found = []
-    for match in _BLOCK.finditer(text):
-        code = match.group(1)
-        first = code.splitlines()[0]
-        title = first.removeprefix("# Example:").strip() if first.startswith("# Example:") else first
-        found.append((f"{path.name}: {title}", code))
-    return found
+    return [(f"{path.name}: {block.title if block.title != f'line {block.line}' else block.code.splitlines()[0]}",
+             block.code) for block in fenced_blocks(path, section) if block.language == "python"]
 
 
 EXAMPLES = blocks(ROOT / "docs" / "spark.md") + blocks(ROOT / "README.md", "Spark")
