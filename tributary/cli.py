@@ -573,12 +573,22 @@ async def _serve_controller(host, advertised, port, segment_store, container_cou
         app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds,
                                       app_options)
         apps.append(app)
-        click.echo(f"tributary {__version__}: controller listening on {host}:{app.port} "
-                   f"(segment store {segment_store[0]}:{segment_store[1]})", err=True)
+        click.echo(f"tributary {__version__}: controller listening on {host}:{app.port}, "
+                   f"{_clients_use(app, advertised)} (segment store {segment_store[0]}:{segment_store[1]})", err=True)
         await _until_signal()
         apps.clear()
         await app.stop()
     click.echo("stopped", err=True)
+
+
+def _clients_use(app, advertised: str) -> str:
+    """What a client must be given: the controller URI (tls:// with TLS on) at the advertised address, and the
+    REST API's URL if it is served."""
+    host = f"[{advertised}]" if ":" in advertised else advertised
+    text = f"clients use {'tls' if app.tls is not None else 'tcp'}://{host}:{app.port}"
+    if app.rest_port is not None:
+        text += f", REST API and console at {'https' if app.tls is not None else 'http'}://{host}:{app.rest_port}"
+    return text
 
 
 def _serving(apps: list) -> bool:
@@ -616,8 +626,8 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
         if metrics_port is not None:
             register_cluster(app.cluster)
         apps.append(app)
-        click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port} "
-                   f"(cluster at {zk_hosts}{zk_root})", err=True)
+        click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port}, "
+                   f"{_clients_use(app, advertised)} (cluster at {zk_hosts}{zk_root})", err=True)
         await _until_signal()
         apps.clear()
         await app.stop()
@@ -638,9 +648,9 @@ async def _serve_standalone(config, controller_port, metrics_port, app_options: 
             await store.stop()
             raise
         apps.append(app)
-        click.echo(f"tributary {__version__}: standalone: controller on tcp://{config.host}:{app.port}, "
-                   f"segment store on {config.host}:{store.port} (data dir {config.data_dir}, tier-2 {config.tier2})",
-                   err=True)
+        click.echo(f"tributary {__version__}: standalone: {_clients_use(app, config.advertised_host)} (controller "
+                   f"listening on {config.host}:{app.port}, segment store on {config.host}:{store.port}; data dir "
+                   f"{config.data_dir}, tier-2 {config.tier2})", err=True)
         await _until_signal()
         apps.clear()
         await app.stop()

@@ -14,6 +14,7 @@ import grpc
 
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from tests.support.certs import make_certificates
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
 
@@ -37,6 +38,25 @@ def test_standalone_serves_and_stops_on_sigterm(tmp_path):
     finally:
         standalone.remove_data()
     assert "stopped" in (tmp_path / "log").read_text()
+
+
+def test_the_standalone_banner_gives_the_uri_clients_must_use(tmp_path):
+    """With TLS and --advertise-address localhost, the banner names tls://localhost:PORT (it said
+    tcp://127.0.0.1:PORT, which a client cannot use), and the REST API's https:// URL."""
+    certificates = make_certificates(tmp_path / "certs")
+    rest_port = free_port()
+    standalone = StandaloneProcess(tmp_path / "data", log_path=tmp_path / "log", extra_args=[
+        "--tls-cert", str(certificates.certificate), "--tls-key", str(certificates.key),
+        "--advertise-address", "localhost", "--rest-port", str(rest_port)]).start()
+    try:
+        deadline = time.monotonic() + 30
+        while "clients use" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the banner comes once the controller serves, after its port opened
+    finally:
+        standalone.remove_data()
+    banner = (tmp_path / "log").read_text().splitlines()[0]
+    assert f"clients use tls://localhost:{standalone.controller_port}" in banner, banner
+    assert f"REST API and console at https://localhost:{rest_port}" in banner, banner
 
 
 def test_controller_command_against_a_segment_store_process(tmp_path):
