@@ -41,6 +41,14 @@ ensure_chromium() {
     fi
 }
 
+ensure_docs_tools() {
+    # The docs test runs the documents' shell commands as written: they use openssl and curl.
+    if ! command -v openssl >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+        log "installing openssl and curl with apt (for the commands in docs/)"
+        apt_install openssl curl
+    fi
+}
+
 apt_install() {
     if [ -z "${APT_UPDATED:-}" ]; then
         apt-get update -qq
@@ -87,6 +95,7 @@ case "$command" in
         ensure_java
         ensure_zookeeper
         ensure_chromium
+        ensure_docs_tools
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     setup)

@@ -23,6 +23,7 @@ where it can, so that nothing else on the machine can be in the way. Prints one 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -30,6 +31,7 @@ import re
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -208,10 +210,19 @@ def run_document(document: pathlib.Path, directory: pathlib.Path) -> None:
         session.stop_servers()
 
 
+def loopback_up() -> None:
+    """Brings the namespace's loopback interface up (what ``ip link set lo up`` does, without iproute2)."""
+    get_flags, set_flags, up = 0x8913, 0x8914, 0x1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP (linux/sockios.h, if.h)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(control, get_flags, request))[1]
+        fcntl.ioctl(control, set_flags, struct.pack("16sH14x", b"lo", flags | up))
+
+
 def main() -> None:
     document, directory = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-    if len(sys.argv) > 3 and sys.argv[3] == "--loopback-up":  # in a fresh network namespace: bring lo up
-        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    if len(sys.argv) > 3 and sys.argv[3] == "--loopback-up":  # in a fresh network namespace
+        loopback_up()
     directory.mkdir(parents=True, exist_ok=True)
     try:
         run_document(document, directory)
