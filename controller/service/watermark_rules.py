@@ -9,8 +9,9 @@ first one):
   first watermark);
 * a writer that does not participate starts a timeout clock (``not_participating_since``, kept
   by the caller across rounds); it stays *active* while it is alive (not shut down by
-  removeWriter) and its clock has run less than the stream's ``timestampAggregationTimeout``.
-  Participating writers are always active and their clock is cleared;
+  removeWriter) and its clock has run less than the writer timeout (:func:`writer_timeout_ms`:
+  the stream's ``timestampAggregationTimeout``, or ``DEFAULT_TIMEOUT_PERIODS`` watermark periods
+  when that is 0). Participating writers are always active and their clock is cleared;
 * inactive writers are removed from the store;
 * if any active writer does not participate, nothing is emitted (the round waits for it to
   report, or to time out); otherwise lower bound = min of the active writers' times, upper =
@@ -32,6 +33,22 @@ from wire.watermark import SegmentWithRange
 
 from ..store.key_space import uncovered
 from ..store.records import WriterMarkRecord
+
+DEFAULT_TIMEOUT_PERIODS = 6  # a stream's timeout of 0 (unset, the default) means this many watermark periods
+
+
+def writer_timeout_ms(stream_timeout_ms: int, period_seconds: float) -> int:
+    """How long a live writer behind the newest watermark still holds the watermarks back: the
+    stream's ``timestampAggregationTimeout`` (ms), or ``DEFAULT_TIMEOUT_PERIODS`` watermark periods
+    when it is 0.
+
+    Pravega's controller reads 0 literally and drops such a writer at the first round that finds
+    it behind; a live writer noting less often than the period would then never hold the
+    watermarks back, so here it counts while it notes a later time at least every
+    ``DEFAULT_TIMEOUT_PERIODS`` periods (60 s with the 10 s default), until it closes."""
+    if stream_timeout_ms > 0:
+        return stream_timeout_ms
+    return round(DEFAULT_TIMEOUT_PERIODS * period_seconds * 1000)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,10 +10,11 @@ controller owns (``Coordination.owns``) that has writer marks, a round:
    without it, at the segment's start) and goes to its end, so a restarted controller, or one
    that takes a stream over, reads only the newest watermarks. A stream created before mark
    streams existed gets its mark stream here;
-2. applies ``watermark_rules.decide`` to the stored marks (with the stream's
-   ``timestampAggregationTimeout``): removes inactive writers (each only if its mark is unchanged
-   since it was listed), and, if the round emits, builds the watermark's cut (the writers'
-   positions with their key ranges, over the previous cut, completed from the highest epoch);
+2. applies ``watermark_rules.decide`` to the stored marks (with ``writer_timeout_ms``: the
+   stream's ``timestampAggregationTimeout``, or six periods when it is 0): removes inactive
+   writers (each only if its mark is unchanged since it was listed), and, if the round emits,
+   builds the watermark's cut (the writers' positions with their key ranges, over the previous
+   cut, completed from the highest epoch);
 3. appends the watermark to the mark segment *conditionally* on the length it expects, so two
    controllers can never interleave or go back: if the length differs, the cached state is
    dropped and the next round reads the segment again.
@@ -107,8 +108,9 @@ class Watermarking:
         state = await self._state(scope, stream)
         configuration, _ = await handle.get_configuration()
         records = {writer: record for writer, (record, _) in marks.items()}
-        decision = rules.decide(records, state.previous_lower, state.not_participating_since, now,
-                                configuration.timestamp_aggregation_timeout)
+        timeout_ms = rules.writer_timeout_ms(configuration.timestamp_aggregation_timeout,
+                                             self._context.settings.watermark_period_seconds)
+        decision = rules.decide(records, state.previous_lower, state.not_participating_since, now, timeout_ms)
         for writer in decision.inactive:
             await self._remove(handle, writer, marks[writer][1])
         if decision.bounds is None:

@@ -18,6 +18,7 @@ from clients.errors import InvalidArgument
 from clients.mark_segment import mark_segment, marks_between, segment_bounds
 from clients.model import ScalingPolicy, StreamConfiguration
 from clients.reader.reader_group import ReaderGroupConfig
+from controller.service import watermark_rules as rules
 from controller.service.context import ServiceSettings
 from controller.service.watermarks import NEWEST_MARK
 from controller.store import State
@@ -234,3 +235,75 @@ async def test_a_stream_without_a_mark_stream_gets_one_when_writers_note_times(c
         await note_round(writer, "w", 1, 42)
         assert await wait_for_watermark(cluster, "old", "s", 0) == 42
     assert await client.stream_exists("old", "_MARKs")
+
+
+async def test_with_the_default_timeout_a_writer_noting_less_often_than_the_period_holds_the_watermarks(cluster,
+                                                                                                         client):
+    """Issue 24: with ``timestamp_aggregation_timeout_ms=0`` (the default) a live writer that notes every
+    1.5 watermark periods, beside one noting four times a period, still holds the watermarks back: the
+    reader's lower bound never passes the last time the slow writer began to note, and it still
+    advances through the slow writer's times. Once the slow writer stops noting (without closing), it
+    stops counting after six periods (watermark_rules.DEFAULT_TIMEOUT_PERIODS) behind the newest watermark,
+    not before: then the fast writer's times pass its last one and its mark is removed."""
+    period = SETTINGS.watermark_period_seconds
+    await client.create_scope("default-timeout")
+    await client.create_stream("default-timeout", "s", StreamConfiguration(ScalingPolicy.fixed(2)))  # timeout 0
+    group = await client.create_reader_group("default-timeout", "g", ["s"], config=GROUP)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    def now_ms() -> int:
+        return 1 + int((loop.time() - start) * 1000)
+
+    slow_noting = [0]  # the times handed to the slow writer's note_time, each appended before the call
+    stop_fast, stop_reading, events = asyncio.Event(), asyncio.Event(), []
+
+    async def fast_writer(writer) -> None:
+        step = 0
+        while not stop_fast.is_set():
+            step += 1
+            await note_round(writer, "fast", step, now_ms())
+            await asyncio.sleep(period / 4)
+
+    async with client.create_writer("default-timeout", "s", WriterConfig(writer_id="fast")) as fast, \
+            client.create_writer("default-timeout", "s", WriterConfig(writer_id="slow")) as slow, \
+            group.create_reader("r") as reader:
+        await note_round(slow, "slow", 0, 0)  # both join at time 0: a writer counts from its first mark
+        await note_round(fast, "fast", 0, 0)
+        reading = asyncio.create_task(keep_reading(reader, stop_reading, events))
+        fast_task = asyncio.create_task(fast_writer(fast))
+        try:
+            lowers: list[int] = []
+            next_note, step = loop.time(), 0
+            deadline = loop.time() + DEADLINE_SECONDS
+            # Phase 1: until the lower bound went through eight of the slow writer's times.
+            while len([time for time in slow_noting if lowers and 0 < time <= lowers[-1]]) < 8:
+                assert loop.time() < deadline, f"the lower bound did not advance: {lowers[-5:]}, {slow_noting[-5:]}"
+                if loop.time() >= next_note:
+                    step += 1
+                    slow_noting.append(now_ms())
+                    await note_round(slow, "slow", step, slow_noting[-1])
+                    next_note += 1.5 * period
+                window = await reader.current_time_window("default-timeout", "s")
+                noted = slow_noting[-1]  # read after the window: every note it can reflect had begun
+                lower = window.lower_time_bound
+                if lower is not None:
+                    assert lower <= noted, f"lower bound {lower} passed the slow writer's last time {noted}"
+                    assert not lowers or lower >= lowers[-1]
+                    lowers.append(lower)
+                await asyncio.sleep(0.02)
+            assert len(set(lowers)) > 4
+            # Phase 2: the slow writer stops noting, and stays open.
+            last, stopped = slow_noting[-1], loop.time()
+            above = await wait_for_watermark(cluster, "default-timeout", "s", last)
+            held = loop.time() - stopped
+        finally:
+            stop_fast.set()
+            await fast_task
+            stop_reading.set()
+            await reading
+        assert above > last
+        assert held >= rules.DEFAULT_TIMEOUT_PERIODS * period - 0.01, f"dropped after {held:.2f} s"
+        marks, _ = await store_readers.list_writer_marks(cluster.app.context.store.stream("default-timeout", "s"))
+        assert "slow" not in marks and "fast" in marks
+    assert len(events) == len(set(events)) > 0

@@ -37,6 +37,57 @@ def test_a_lagging_live_writer_holds_the_round_until_it_times_out():
     assert timed_out.inactive == ("slow",) and timed_out.bounds == (50, 50) and since == {}
 
 
+def test_a_stream_timeout_of_zero_means_six_watermark_periods():
+    """Issue 24: the default timestampAggregationTimeout (0) is not "drop at once" (Pravega's reading)
+    but six watermark periods; a timeout the stream sets is used as it is."""
+    assert rules.DEFAULT_TIMEOUT_PERIODS == 6
+    assert rules.writer_timeout_ms(0, 10.0) == 60_000
+    assert rules.writer_timeout_ms(0, 0.2) == 1_200
+    assert rules.writer_timeout_ms(1, 10.0) == 1
+    assert rules.writer_timeout_ms(5_000, 10.0) == 5_000
+
+
+def test_with_the_default_timeout_a_writer_noting_every_one_and_a_half_periods_always_holds_the_watermarks():
+    """Rounds every 10 s at times 10, 20, ...; a slow writer notes its time every 15 s, a fast one
+    every second. No emitted lower bound passes the slow writer's last time, the slow writer is never
+    dropped, and the watermarks still advance with it. Once it stops noting, it is dropped at the
+    first round 60 s after the round that first found it behind, not earlier."""
+    timeout = rules.writer_timeout_ms(0, 10.0)
+    marks = {"slow": mark(0), "fast": mark(0)}
+    since: dict[str, int] = {}
+    previous, lowers = None, []
+    for now in range(1_000, 300_001, 1_000):  # one step per second
+        marks["fast"] = mark(now)
+        if now % 15_000 == 0:
+            marks["slow"] = mark(now)
+        if now % 10_000 == 0:
+            decision = rules.decide(marks, previous, since, now, timeout)
+            assert decision.inactive == ()
+            if decision.bounds is not None:
+                assert decision.bounds[0] <= marks["slow"].timestamp
+                previous = decision.bounds[0]
+                lowers.append(previous)
+    assert len(lowers) >= 15 and lowers[-1] >= 285_000
+    # The slow writer's last time is 300_000; it stops noting and stays open.
+    first_behind = None
+    for now in range(301_000, 500_001, 1_000):
+        marks["fast"] = mark(now)
+        if now % 10_000 == 0:
+            decision = rules.decide(marks, previous, since, now, timeout)
+            if "slow" in since and first_behind is None:
+                first_behind = since["slow"]
+            if decision.inactive:
+                assert decision.inactive == ("slow",) and first_behind is not None
+                assert now == first_behind + timeout
+                assert decision.bounds is not None and decision.bounds[0] > 300_000
+                break
+            assert decision.bounds is None or decision.bounds[0] <= 300_000
+            if decision.bounds is not None:
+                previous = decision.bounds[0]
+    else:
+        raise AssertionError("the silent writer was never dropped")
+
+
 def test_a_writer_that_reports_again_resets_its_clock():
     since = {"w": 100}
     decision = rules.decide({"w": mark(20)}, 10, since, now=10_000, timeout_ms=500)
