@@ -34,7 +34,7 @@ from .security import Security, TlsFiles
 from .service.context import DEFAULT_SETTINGS, ControllerContext, ServiceSettings, wall_clock_ms
 from .service.fault_points import FaultPoints
 from .service.services import ControllerServices
-from .service.transactions import TransactionService
+from .service.transactions import TransactionService, TransactionSettings
 from .store import MetadataStore, TableSegmentKeyValueStore
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ class ControllerApp:
                  settings: ServiceSettings = DEFAULT_SETTINGS, fault_points: FaultPoints | None = None,
                  now_ms: Callable[[], int] = wall_clock_ms, advertised_host: str | None = None,
                  verify_container_count: bool = False, cluster: ControllerCluster | None = None,
-                 rest_port: int | None = None, security: Security | None = None, tls: TlsFiles | None = None) -> None:
+                 rest_port: int | None = None, security: Security | None = None, tls: TlsFiles | None = None,
+                 transaction_settings: TransactionSettings | None = None) -> None:
         self.cluster = cluster
         if cluster is not None:
             if locator is not None or segment_store is not None:
@@ -77,6 +78,7 @@ class ControllerApp:
         # A controller started beside a separate segment store checks that both count containers alike.
         self._verify_with = segment_store if verify_container_count else None
         self.settings = settings
+        self.transaction_settings = transaction_settings  # leases and their grace (None: the defaults)
         self.fault_points = fault_points or FaultPoints.from_environment()
         self._now_ms = now_ms
         self._advertised_host = advertised_host or host
@@ -126,7 +128,7 @@ class ControllerApp:
             self.context.coordination = self.cluster
         try:
             await store.initialize()
-            self.transactions = TransactionService(self.context)
+            self.transactions = TransactionService(self.context, settings=self.transaction_settings)
             self.services = ControllerServices(self.context, self.transactions.abort_open_transaction)
             await self.transactions.start()  # first: a re-driven scale may wait for a commit to finish
             self.pending_workflows_at_start = await self.services.start()

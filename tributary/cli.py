@@ -36,6 +36,13 @@ _WATERMARK_PERIOD = click.option(
     "--watermark-period", "watermark_period", default=10.0, show_default=True, type=click.FloatRange(0.05),
     help="Seconds between watermarking rounds: each turns the time marks writers noted into a watermark "
          "in every stream's _MARK<stream> stream.")
+_TRANSACTION_LEASE_GRACE = click.option(
+    "--transaction-lease-grace", "transaction_lease_grace", default=180.0, show_default=True,
+    type=click.FloatRange(0), metavar="SECONDS",
+    help="Seconds an open transaction is kept after its lease ran out without a ping, before it is aborted. "
+         "The default covers the `pravega` (Rust) client, whose pinger sleeps a whole lease between rounds and "
+         "takes one new transaction per round; with only Java or Tributary clients, 0 aborts a dead process's "
+         "transaction a lease after its last ping.")
 _AUTO_SCALE_COLD_MARK = click.option(
     "--auto-scale-cold-mark", "auto_scale_cold_mark", default=600.0, show_default=True, type=click.FloatRange(0.001),
     help="Seconds a segment reported cold stays cold for merging (one reported idle: until sealed); older load "
@@ -298,6 +305,7 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
               help="Act on the segment stores' load reports (split hot segments, merge cold ones).")
 @_AUTO_SCALE_COLD_MARK
 @_WATERMARK_PERIOD
+@_TRANSACTION_LEASE_GRACE
 @_security_options
 @click.option("--token-key-file", type=click.Path(dir_okay=False, exists=True, path_type=pathlib.Path),
               default=None, help="The key delegation tokens are signed with (the segment stores' --token-key-file).")
@@ -307,13 +315,14 @@ def logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interva
               help="The private key (PEM) of --tls-cert.")
 def controller(host, advertise_host, port, segment_store, zk_hosts, zk_root, zk_session_timeout, rebalance_grace,
                container_count, wait_seconds, log_level, metrics_port, rest_port, retention_period, auto_scale,
-               auto_scale_cold_mark, watermark_period, password_file, token_ttl, tls_trust, token_key_file, tls_cert,
-               tls_key) -> None:
+               auto_scale_cold_mark, watermark_period, transaction_lease_grace, password_file, token_ttl, tls_trust,
+               token_key_file, tls_cert, tls_key) -> None:
     """Run one controller: against one segment store, or (--zk) as one of a cluster's."""
     logs.configure(log_level)
     advertised = _advertised(host, advertise_host)
     app_options = {"rest_port": rest_port,
                    "settings": _service_settings(retention_period, auto_scale, auto_scale_cold_mark, watermark_period),
+                   "transaction_settings": _transaction_settings(transaction_lease_grace),
                    **_controller_security(password_file, token_key_file, token_ttl, tls_cert, tls_key, tls_trust)}
     if zk_hosts:
         _run_or_exit(_serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, zk_session_timeout,
@@ -335,6 +344,13 @@ def _service_settings(retention_period: float, auto_scale: bool = True, auto_sca
     return dataclasses.replace(DEFAULT_SETTINGS, retention_period_seconds=retention_period,
                                watermark_period_seconds=watermark_period,
                                auto_scale=AutoScaleSettings(enabled=auto_scale, cold_mark_seconds=auto_scale_cold_mark))
+
+
+def _transaction_settings(lease_grace: float):
+    """The controller's transaction settings with the command line's lease grace."""
+    from controller.service.transactions import TransactionSettings
+
+    return TransactionSettings(lease_grace_ms=round(lease_grace * 1000))
 
 
 def _advertised(host: str, advertise_host: str | None) -> str:
@@ -389,9 +405,10 @@ def status(zk_hosts, zk_root, health, as_json, wait_seconds) -> None:
 @_RETENTION_PERIOD
 @_AUTO_SCALE_COLD_MARK
 @_WATERMARK_PERIOD
+@_TRANSACTION_LEASE_GRACE
 @_security_options
 def standalone(log_level, controller_port, metrics_port, rest_port, retention_period, auto_scale_cold_mark,
-               watermark_period, password_file, token_ttl, tls_trust, **options) -> None:
+               watermark_period, transaction_lease_grace, password_file, token_ttl, tls_trust, **options) -> None:
     """Run the segment store and the controller in one process."""
     logs.configure(log_level)
     if options.get("cluster"):
@@ -404,6 +421,7 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
     app_options = {"rest_port": rest_port,
                    "settings": _service_settings(retention_period, options["auto_scale"], auto_scale_cold_mark,
                                                  watermark_period),
+                   "transaction_settings": _transaction_settings(transaction_lease_grace),
                    **_controller_security(password_file, options["token_key_file"], token_ttl, options["tls_cert"],
                                           options["tls_key"], tls_trust, token_key=key, trust_own_certificate=True)}
     _run_or_exit(_serve_standalone(config, controller_port, metrics_port, app_options))

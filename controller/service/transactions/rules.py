@@ -9,9 +9,13 @@ lease, cap)). It is aborted once ``now`` reaches its *abort deadline*:
 
     min(lease_expiry_time + lease_grace_ms, max_execution_expiry_time)
 
-The grace exists because the Rust pinger sleeps a whole lease between rounds and takes at most
-one new transaction per round, so a live Python transaction can be pinged one or more leases
-late (spec §4.5 Rec., §8 item 10). Tests set the grace to 0 for Java's exact behaviour.
+The grace exists for the ``pravega`` (Rust) client: its pinger pings once per round, sleeps a
+whole lease (its default transaction timeout, 90 s) between rounds and takes at most one new
+transaction per round: a live transaction's pings come just after its lease ran out, and the
+n-th transaction begun during one round is first pinged up to n rounds after it began (spec
+§4.5 Rec., §8 item 10). The default, 180 s, is two such rounds; the controller's
+``--transaction-lease-grace`` sets it (0: Java's exact behaviour, enough for Java's and
+Tributary's clients, which ping several times per lease).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class TransactionSettings:
     lease_ms_max: int = 600_000  # Java transaction.lease.count.max
     max_execution_lease_multiplier: int = 1000
     max_execution_ms_max: int = 86_400_000  # one day
-    lease_grace_ms: int = 180_000  # two Rust pinger rounds of 90 s
+    lease_grace_ms: int = 180_000  # two Rust pinger rounds of 90 s (--transaction-lease-grace)
     commit_batch_size_max: int = 100  # transactions per commit batch (Java's limit)
     completed_retention_ms: int = 86_400_000  # Java transaction.ttl.hours = 24
     completed_listing_max: int = 500  # Java listCompletedTxn.max.records
