@@ -43,9 +43,9 @@ from ..stream_cut import StreamCut
 from .acks import WriteAck
 from .large_events import LargeEventWriter
 from .segment_writer import SegmentWriter
+from .time_mark import WriterTimeMark
 
 _KEY_CACHE_MAX = 100_000
-_REMOVE_WRITER_SECONDS_MAX = 10.0  # close waits this long at most for the controller to forget the writer
 log = logging.getLogger("tributary.writer")
 
 
@@ -246,7 +246,7 @@ class EventWriter(WriterBase):
         self._sealed: deque[SegmentWriter] = deque()
         self._seal_task: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
-        self._noted_time = False  # a time mark was sent: close tells the controller the writer is gone
+        self._time_mark = WriterTimeMark(controller, self.writer_id, scope, stream)
 
     def __repr__(self) -> str:
         return (f"<EventWriter {self.scope}/{self.stream} {self._phase.value} segments={len(self._segment_writers)} "
@@ -340,7 +340,7 @@ class EventWriter(WriterBase):
 
         A writer that noted times then tells the controller it is gone (removeWriter), so its last
         mark stops holding the stream's watermarks back; if the controller cannot be told within
-        ``_REMOVE_WRITER_SECONDS_MAX``, the mark times out there instead.
+        ``time_mark.REMOVE_WRITER_SECONDS_MAX``, the mark times out there instead.
         """
         if self._phase is _Phase.CLOSED:
             return
@@ -352,17 +352,7 @@ class EventWriter(WriterBase):
             if self._seal_task is not None:
                 self._seal_task.cancel()
             await self._close_resources()
-            if self._noted_time:
-                await self._remove_writer()
-
-    async def _remove_writer(self) -> None:
-        try:
-            async with asyncio.timeout(_REMOVE_WRITER_SECONDS_MAX):
-                await self._controller.remove_writer(self.writer_id, self.scope, self.stream)
-        except (TimeoutError, TributaryError) as error:
-            log.warning("could not tell the controller the writer is gone; its time mark will time out",
-                        extra={"writer": self.writer_id, "stream": f"{self.scope}/{self.stream}",
-                               "error": repr(error)})
+            await self._time_mark.gone()
 
     async def note_time(self, timestamp_ms: int | None = None) -> None:
         """Reports this writer's time mark for watermarks: every event written so far is at or before it.
@@ -374,7 +364,7 @@ class EventWriter(WriterBase):
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         position = {writer_segment.segment_id: writer.write_offset
                     for writer_segment, writer in self._segment_writers.items()}
-        self._noted_time = True
+        self._time_mark.noted = True
         await self._controller.note_timestamp(self.writer_id, StreamCut(self.scope, self.stream, position), timestamp)
 
     # ------------------------------------------------------------------ large events

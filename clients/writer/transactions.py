@@ -44,6 +44,7 @@ from ..serializers import BytesSerializer, Serializer
 from .acks import WriteAck
 from .event_writer import WriterBase
 from .segment_writer import SegmentWriter
+from .time_mark import WriterTimeMark
 
 log = logging.getLogger("tributary.transactions")
 _COMMIT_POLL_SECONDS = 0.05
@@ -84,10 +85,10 @@ class Transaction(WriterBase):
 
     def __init__(self, controller: Controller, stores: SegmentStores, scope: str, stream: str,
                  transaction_id: uuid.UUID, ranges: list[SegmentRange], config: WriterConfig,
-                 serializer: Serializer, writer_id: str, connections: ConnectionCache | None = None):
+                 serializer: Serializer, time_mark: WriterTimeMark, connections: ConnectionCache | None = None):
         super().__init__(controller, stores, config, connections)
         self.scope, self.stream, self.id = scope, stream, transaction_id
-        self._writer_id = writer_id
+        self._time_mark = time_mark  # the writer's: a commit with a time notes it
         self._serialize = None if isinstance(serializer, BytesSerializer) else serializer.serialize
         self._phase = _Phase.OPEN
         self._map = SegmentMap.of_ranges(ranges)
@@ -186,8 +187,10 @@ class Transaction(WriterBase):
         """
         await self._flush_or_fail()
         try:
+            if timestamp_ms is not None:
+                self._time_mark.noted = True
             await self._controller.commit_transaction(
-                self.scope, self.stream, self.id, self._writer_id,
+                self.scope, self.stream, self.id, self._time_mark.writer_id,
                 _NULL_TIMESTAMP if timestamp_ms is None else timestamp_ms)
         except TransactionNotFound as error:
             await self._end(_Phase.FAILED)
@@ -300,6 +303,7 @@ class TransactionalWriter:
         self._serializer = serializer or BytesSerializer()
         self._begun: set[Transaction] = set()
         self._connections = stores.connection_cache()
+        self._time_mark = WriterTimeMark(controller, self.writer_id, scope, stream)
 
     async def __aenter__(self) -> TransactionalWriter:
         return self
@@ -313,7 +317,7 @@ class TransactionalWriter:
         transaction_id, ranges = await self._controller.create_transaction(self.scope, self.stream,
                                                                            self.config.transaction_lease_ms)
         transaction = Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
-                                  self.config, self._serializer, self.writer_id, self._connections)
+                                  self.config, self._serializer, self._time_mark, self._connections)
         self._begun = {txn for txn in self._begun if txn.state in ("open", "released")}
         self._begun.add(transaction)
         return transaction
@@ -332,7 +336,7 @@ class TransactionalWriter:
                                r.low, r.high)
                   for r in await self._controller.get_epoch_segments(self.scope, self.stream, epoch)]
         return Transaction(self._controller, self._stores, self.scope, self.stream, transaction_id, ranges,
-                           self.config, self._serializer, self.writer_id, self._connections)
+                           self.config, self._serializer, self._time_mark, self._connections)
 
     async def commit_transaction(self, transaction_id: uuid.UUID, *, wait: bool = False,
                                  timeout_seconds: float = 120.0, poll_seconds: float = _COMMIT_POLL_SECONDS) -> None:
@@ -360,11 +364,13 @@ class TransactionalWriter:
         return await self._controller.transaction_state(self.scope, self.stream, transaction_id)
 
     async def close(self) -> None:
-        """Aborts the transactions begun here (not those resumed with ``get_transaction``) that are still open."""
+        """Aborts the transactions begun here (not those resumed with ``get_transaction``) that are still open;
+        if a commit noted a time, tells the controller the writer is gone (its mark stops holding watermarks)."""
         for transaction in list(self._begun):
             await transaction.close()
         self._begun.clear()
         await self._connections.close()
+        await self._time_mark.gone()
 
 
 __all__ = ["Transaction", "TransactionalWriter", "ping_interval_seconds", "wait_for_end"]

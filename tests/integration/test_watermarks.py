@@ -307,3 +307,20 @@ async def test_with_the_default_timeout_a_writer_noting_less_often_than_the_peri
         marks, _ = await store_readers.list_writer_marks(cluster.app.context.store.stream("default-timeout", "s"))
         assert "slow" not in marks and "fast" in marks
     assert len(events) == len(set(events)) > 0
+
+
+async def test_a_closed_transactional_writer_that_committed_with_times_is_forgotten(cluster, client):
+    """A transactional writer notes times through its commits (``timestamp_ms``); when it closes it tells the
+    controller it is gone, as the event writer does, so its last time stops holding the watermarks back at once
+    (it used to stay until the stream's timeout: about a minute by default)."""
+    await client.create_scope("txn-marks")
+    await client.create_stream("txn-marks", "s", StreamConfiguration(ScalingPolicy.fixed(1)))
+    store = cluster.app.context.store.stream("txn-marks", "s")
+    async with client.create_transactional_writer("txn-marks", "s", WriterConfig(writer_id="batcher")) as writer:
+        async with await writer.begin() as transaction:
+            await transaction.write(b"event", routing_key="k")
+            await transaction.commit(wait=True, timestamp_ms=1_000)
+        marks, _ = await store_readers.list_writer_marks(store)
+        assert marks["batcher"].is_alive
+    marks, _ = await store_readers.list_writer_marks(store)
+    assert "batcher" not in marks or not marks["batcher"].is_alive  # shut down: the next round drops it
