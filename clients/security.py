@@ -20,7 +20,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 
-from wire import naming
+from wire import naming, tls_files
 
 from .errors import InvalidArgument, TributaryError
 
@@ -38,11 +38,27 @@ def basic_authorization(credentials: tuple[str, str]) -> str:
 
 
 def tls_context(trust: str | pathlib.Path | None) -> ssl.SSLContext:
-    """A client TLS context trusting the CA certificates in the PEM file ``trust`` (None: the system's)."""
+    """A client TLS context trusting the CA certificates in the PEM file ``trust`` (None: the system's).
+
+    Raises:
+        InvalidArgument: ``trust`` cannot be used (the message names it and says why).
+    """
     try:
-        return ssl.create_default_context(cafile=str(trust) if trust is not None else None)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidArgument(f"cannot load the trusted certificates {trust}: {error}") from None
+        return tls_files.client_context(trust)
+    except tls_files.TlsFileError as error:
+        raise InvalidArgument(str(error)) from None
+
+
+def trusted_certificates(trust: str | pathlib.Path) -> bytes:
+    """The PEM bytes of the trust file ``trust`` (for grpcio), checked as :func:`tls_context` checks them.
+
+    Raises:
+        InvalidArgument: ``trust`` cannot be used (the message names it and says why).
+    """
+    try:
+        return tls_files.check_certificates(trust, "trusted certificates")
+    except tls_files.TlsFileError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 def token_expiry(token: str) -> int | None:

@@ -102,7 +102,10 @@ class ControllerApp:
             GrpcStartupError: the gRPC port is busy or not available (everything started is stopped).
             ContainerCountMismatch: the segment store runs another number of containers.
             clients.errors.ClientError: the segment store cannot be reached.
+            wire.tls_files.TlsFileError: a certificate, key or trust file is bad (checked before anything starts).
         """
+        if self.tls is not None:
+            self.tls.check()
         if self.cluster is not None:
             await self.cluster.start()
             self.cluster.on_session_lost(self._session_lost)
@@ -186,6 +189,8 @@ class ControllerApp:
 
     async def stop(self) -> None:
         """Stops serving, then the background work (pending intents stay for the next controller)."""
+        if self.cluster is not None:
+            self.cluster.begin_shutdown()
         if self.rest is not None:
             await self.rest.stop()
             self.rest = None

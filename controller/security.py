@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from wire import auth, naming
+from wire import auth, naming, tls_files
 from wire.auth import Acl, Permission
 
 READ, UPDATE = Permission.READ, Permission.READ_UPDATE
@@ -45,31 +45,40 @@ CURRENT_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.Contex
 @dataclasses.dataclass(frozen=True)
 class TlsFiles:
     """The controller's TLS: its certificate chain and key (PEM files) for the gRPC and REST listeners, and
-    the certificates it trusts when it connects to segment stores over TLS (None: the system's)."""
+    the certificates it trusts when it connects to segment stores over TLS (None: the system's).
+
+    Every file is checked by ``wire.tls_files`` as it is loaded: a bad one raises ``TlsFileError``, one line
+    naming the file and what is wrong with it (grpcio and OpenSSL would say ``PEM lib`` or nothing)."""
 
     certificate: pathlib.Path
     key: pathlib.Path
     trust: pathlib.Path | None = None
     trust_own_certificate: bool = False  # the standalone: its segment store serves this same certificate
 
+    def check(self) -> None:
+        """Loads every file once, so that a bad one stops a server before it starts anything. Raises TlsFileError."""
+        self.server_context()
+        self.client_context()
+
     def server_pair(self) -> tuple[bytes, bytes]:
-        """(certificate chain, private key) as grpcio wants them. Raises OSError."""
-        return self.certificate.read_bytes(), self.key.read_bytes()
+        """(certificate chain, private key) as grpcio wants them. Raises TlsFileError."""
+        return tls_files.server_pair(self.certificate, self.key)
 
     def server_context(self) -> ssl.SSLContext:
+        """The REST listener's context. Raises TlsFileError."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(str(self.certificate), str(self.key))
+        tls_files.load_server_chain(context, self.certificate, self.key)
         return context
 
     def client_context(self) -> ssl.SSLContext:
         """The context the controller connects to segment stores with: it trusts ``trust`` (or the system's
         CAs) and, with ``trust_own_certificate``, the controller's own certificate itself, as a trust anchor
         (a leaf signed by a private CA is then accepted without that CA: the store in the same process
-        serves it)."""
-        context = ssl.create_default_context(cafile=str(self.trust) if self.trust is not None else None)
+        serves it). Raises TlsFileError."""
+        context = tls_files.client_context(self.trust)
         if self.trust_own_certificate:
-            context.load_verify_locations(cafile=str(self.certificate))
+            tls_files.load_trust(context, self.certificate)
             context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
         return context
 

@@ -95,7 +95,14 @@ class SegmentStoreService:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Recovers every container, then starts listening. Raises StartupError."""
+        """Recovers every container, then starts listening. Raises StartupError.
+
+        The TLS files are loaded first: a bad certificate is refused before recovery, not after it."""
+        try:
+            tls = server_tls_context(self.config.tls_cert, self.config.tls_key) \
+                if self.config.tls_cert and self.config.tls_key else None
+        except TlsConfigurationError as error:
+            raise StartupError(str(error)) from None
         self._prepare_data_dir()
         self._check_s3_settings()
         await self._start_cluster_session()
@@ -117,14 +124,6 @@ class SegmentStoreService:
                                   tail_read_timeout=self.config.tail_read_timeout)
         loop = asyncio.get_running_loop()
         tokens = TokenChecker(self.config.token_key) if self.config.token_key else None
-        try:
-            tls = server_tls_context(self.config.tls_cert, self.config.tls_key) \
-                if self.config.tls_cert and self.config.tls_key else None
-        except TlsConfigurationError as error:
-            await self._stop_containers()
-            await self._stop_replicated_tier1()
-            await self._stop_cluster_session()
-            raise StartupError(str(error)) from None
         try:
             self._server = await loop.create_server(
                 lambda: self._track(SegmentStoreConnection(self, limits, self._forget, tokens)),

@@ -213,7 +213,20 @@ def _controller_security(password_file, token_key_file, token_ttl, tls_cert, tls
         raise click.UsageError("TLS needs both --tls-cert and --tls-key")
     if tls_cert is not None:
         options["tls"] = TlsFiles(tls_cert, tls_key, tls_trust, trust_own_certificate)
+        _check_tls_files(options["tls"])
     return options
+
+
+def _check_tls_files(tls) -> None:
+    """A bad certificate, key or trust file stops the command before anything starts: one line naming the
+    file and what is wrong with it, exit status 1."""
+    from wire.tls_files import TlsFileError
+
+    try:
+        tls.check()
+    except TlsFileError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
 
 
 def _security_options(function):
