@@ -6,7 +6,11 @@ RESOURCE_EXHAUSTED, ABORTED) and status enums that mean the same (``FAILURE``)
 are retried with backoff; the rest become typed errors at once (controller
 reference §1.3 lists what the Rust client does; we retry the same set, but with
 a bounded budget). A controller that stays unreachable ends in
-:class:`ControllerUnavailable` naming its address.
+:class:`ControllerUnavailable` naming its address. Until the controller has
+answered once, an UNAVAILABLE call is explained by :mod:`controller_probe`
+(at most once per ``PROBE_INTERVAL_SECONDS``): a TLS mistake (untrusted
+certificate, tcp:// against TLS, tls:// against plaintext) ends the call at
+once in :class:`ControllerTlsMismatch`, instead of 30 s of hopeless retries.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from google.protobuf.message import Message
 
 from wire.retry import Backoff, retry
 
+from . import controller_probe
 from .errors import (
     AlreadyExists,
     AuthenticationFailed,
     ConflictingOperation,
+    ControllerTlsMismatch,
     ControllerUnavailable,
     InvalidArgument,
     KeyValueTableNotFound,
@@ -56,7 +62,7 @@ from .model import (
     Successors,
     TransactionState,
 )
-from .security import TLS_SCHEMES, basic_authorization
+from .security import TLS_SCHEMES, basic_authorization, trusted_certificates
 from .stream_cut import StreamCut
 
 T = TypeVar("T")
@@ -65,6 +71,7 @@ Code = grpc.StatusCode
 _RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
                             Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
 _NO_MAXIMUM = 2**63 - 1  # Java's RetentionPolicy has Long.MAX_VALUE for "no maximum"
+PROBE_INTERVAL_SECONDS = 5.0  # between two TLS diagnoses of a controller not reached yet
 _SCALE_POLL = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.0, attempts=None, jitter=0.0)
 
 _TRANSACTION_STATES = {pb.TxnState.OPEN: TransactionState.OPEN, pb.TxnState.COMMITTING: TransactionState.COMMITTING,
@@ -231,6 +238,7 @@ class ControllerClient:
     def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0,
                  credentials: tuple[str, str] | None = None, tls_trust: str | None = None):
         host, port = parse_controller_uri(uri)
+        self._host, self._port = host, port
         self.address = f"{host}:{port}"
         self.tls = uses_tls(uri)
         self._tls_trust = tls_trust
@@ -240,6 +248,8 @@ class ControllerClient:
         self._rpc_timeout = rpc_timeout_seconds
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.ControllerServiceStub | None = None
+        self._reached = False  # the controller has answered a call (its TLS setting and ours agree)
+        self._probed_at: float | None = None  # event-loop time of the last TLS diagnosis
 
     def __repr__(self) -> str:
         return f"<ControllerClient {self.address}>"
@@ -256,13 +266,7 @@ class ControllerClient:
         return self
 
     def _channel_credentials(self) -> grpc.ChannelCredentials:
-        roots = None
-        if self._tls_trust is not None:
-            try:
-                with open(self._tls_trust, "rb") as trust:
-                    roots = trust.read()
-            except OSError as error:
-                raise InvalidArgument(f"cannot read the trusted certificates {self._tls_trust}: {error}") from None
+        roots = trusted_certificates(self._tls_trust) if self._tls_trust is not None else None
         return grpc.ssl_channel_credentials(root_certificates=roots)
 
     async def close(self) -> None:
@@ -294,13 +298,29 @@ class ControllerClient:
             try:
                 reply = await method(request, timeout=self._rpc_timeout, metadata=self._metadata)
             except grpc.aio.AioRpcError as error:
-                raise self._translate(rpc, error, not_found) from None
+                failure = self._translate(rpc, error, not_found)
+                if isinstance(failure, ControllerUnavailable):
+                    failure = await self._explain(failure)
+                elif not isinstance(failure, RequestTimeout):  # the controller itself answered
+                    self._reached = True
+                raise failure from None
+            self._reached = True
             return check(reply)
 
         try:
             return await retry(attempt, policy or self._retry)
         except _Retry as error:
             raise OperationFailed(f"{rpc} on the controller at {self.address} kept failing: {error}") from None
+
+    async def _explain(self, failure: ControllerUnavailable) -> ControllerUnavailable:
+        """``failure``, or a ControllerTlsMismatch saying what TLS mistake keeps the controller unreachable
+        (diagnosed only until the controller first answers, at most once per PROBE_INTERVAL_SECONDS)."""
+        now = asyncio.get_running_loop().time()
+        if self._reached or (self._probed_at is not None and now - self._probed_at < PROBE_INTERVAL_SECONDS):
+            return failure
+        self._probed_at = now
+        mistake = await controller_probe.diagnose(self._host, self._port, self.tls, self._tls_trust)
+        return ControllerTlsMismatch(mistake) if mistake is not None else failure
 
     def _translate(self, rpc: str, error: grpc.aio.AioRpcError, not_found: type[NotFound]) -> TributaryError:
         code, details = error.code(), error.details() or ""

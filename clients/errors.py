@@ -8,7 +8,8 @@ stream, an invalid name, a writer used after close). Retry loops read
 Three families:
 
 * transport: :class:`ConnectionFailed`, :class:`ProtocolViolation`,
-  :class:`RequestTimeout`, :class:`ControllerUnavailable` (all retriable);
+  :class:`RequestTimeout`, :class:`ControllerUnavailable` (all retriable; not
+  :class:`ControllerTlsMismatch`, a kind of ControllerUnavailable that cannot succeed);
 * usage and state: :class:`InvalidArgument`, :class:`ClosedError`,
   :class:`NotFound` and its kinds, :class:`StreamSealed`,
   :class:`TransactionFailed`, :class:`ReinitializationRequired`, ...;
@@ -60,6 +61,14 @@ class RequestTimeout(TributaryError):
 
 class ControllerUnavailable(ConnectionFailed):
     """The controller could not be reached (after the configured retries); the message names it."""
+
+
+class ControllerTlsMismatch(ControllerUnavailable):
+    """The controller cannot be reached because of TLS: its certificate is not trusted, it expects TLS and the
+    URI says ``tcp://``, or the URI says ``tls://`` and it serves plaintext; the message says which. Not
+    retried: trying again cannot help until the configuration changes."""
+
+    retriable = False
 
 
 # ---------------------------------------------------------------------- security
