@@ -736,13 +736,14 @@ async def _start_controller(host, advertised, port, segment_store, container_cou
 async def _until_signal() -> None:
     """Serves until SIGTERM or SIGINT. What startup made (modules, recovered state) is frozen out of the
     cyclic collector first: it is not garbage, and a full collection scanning it again stalled the event
-    loop for ~9 ms here (gc.freeze; objects made later are collected as usual)."""
-    gc.collect()
-    gc.freeze()
+    loop for ~9 ms here (gc.freeze; objects made later are collected as usual). The signal handlers come
+    first: a SIGTERM sent as soon as the banner is out must stop the server cleanly, not kill it."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
+    gc.collect()
+    gc.freeze()
     await stop.wait()
 
 

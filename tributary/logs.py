@@ -1,4 +1,8 @@
-"""Structured logging: one JSON object per line on stderr, quiet (warnings) by default."""
+"""Structured logging: one JSON object per line on stderr, quiet (warnings) by default.
+
+Native libraries' own stderr lines (gRPC's C core) are captured and logged the same way, rate-limited
+(:mod:`tributary.native_log`), so that stderr holds nothing but JSON records and the command's own messages.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ class JsonLinesFormatter(logging.Formatter):
 
 
 def configure(level: str = "warning") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    from .native_log import capture
+
+    handler = logging.StreamHandler(capture() or sys.stderr)
     handler.setFormatter(JsonLinesFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
