@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import fnmatch
+import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
 
 import jwt
@@ -100,7 +101,7 @@ class Acl:
         return ";".join(f"{pattern},{permission.name}" for pattern, permission in self.entries)
 
     def permission_on(self, resource: str) -> Permission:
-        return max((permission for pattern, permission in self.entries if fnmatch.fnmatchcase(resource, pattern)),
+        return max((permission for pattern, permission in self.entries if matches(resource, pattern)),
                    default=Permission.NONE)
 
     def allows(self, resource: str, needed: Permission) -> bool:
@@ -110,7 +111,18 @@ class Acl:
         """The entries that grant something on one of ``resources`` (what a token for them needs)."""
         wanted = list(resources)
         return Acl(tuple((pattern, permission) for pattern, permission in self.entries
-                         if any(fnmatch.fnmatchcase(resource, pattern) for resource in wanted)))
+                         if any(matches(resource, pattern) for resource in wanted)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(map(re.escape, pattern.split("*"))), re.DOTALL)
+
+
+def matches(resource: str, pattern: str) -> bool:
+    """Whether an ACL ``pattern`` covers ``resource``: ``*`` matches any run of characters, and every other
+    character only itself (``?`` and ``[...]`` are not wildcards, as they would be in fnmatch)."""
+    return _pattern(pattern).fullmatch(resource) is not None
 
 
 INTERNAL = Acl((("prn::*", Permission.READ_UPDATE),))  # the controller's own calls to segment stores

@@ -5,7 +5,7 @@ import json
 import types
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller import security
@@ -105,6 +105,7 @@ def test_token_for_another_audience_is_rejected():
 @settings(max_examples=200, deadline=None)
 @given(subject=st.text(max_size=40), scope=st.text(min_size=1, max_size=30), now=st.integers(0, 2**40),
        ttl=st.integers(1, 10**6))
+@example(subject="", scope="[0]", now=0, ttl=1)  # fnmatch read the brackets as a character class
 def test_token_body_decodes_with_a_plain_padded_base64_decoder(subject, scope, now, ttl):
     """The Rust client reads ``exp`` with the standard (padded, non-URL-safe) alphabet."""
     token = auth.issue_token(KEY, subject, Acl(((auth.scope_resource(scope), Permission.READ),)), now, ttl)
@@ -246,3 +247,12 @@ def test_segment_store_remembers_verified_tokens_but_still_checks_expiry():
         other = auth.issue_token(KEY, f"u{number}", Acl(), 1000, 600)
         checker.check(c.ReadSegment("a/s/0.#epoch.0", 0, 10, other, 3))
     assert len(checker._verified) <= VERIFIED_TOKENS_MAX
+
+
+def test_only_the_star_is_a_wildcard_in_acl_patterns():
+    """docs/security.md: ``*`` matches any run of characters. ``?`` and ``[...]`` are plain characters (fnmatch made
+    ``prn::/scope:[0]`` match scope ``0`` and not itself, and ``a?c`` match ``abc``)."""
+    assert auth.matches("prn::/scope:[0]", "prn::/scope:[0]") and not auth.matches("prn::/scope:0", "prn::/scope:[0]")
+    assert not auth.matches("prn::/scope:abc", "prn::/scope:a?c") and auth.matches("prn::/scope:a?c", "prn::/scope:a?c")
+    assert auth.matches("prn::/scope:s/stream:x", "prn::/scope:s/*") and auth.matches("prn::/x", "prn::*")
+    assert not auth.matches("prn::/scope:s2", "prn::/scope:s") and auth.matches("prn::/scope:a.b", "prn::/scope:a*b")
