@@ -117,22 +117,31 @@ async def test_without_credentials_the_controller_refuses(secured):
             await client.scope_exists("sdk-sec")
 
 
-async def test_a_reader_may_read_but_not_write(secured):
+async def written_by_admin(secured, scope: str, stream: str, event: bytes) -> None:
     async with tributary.connect(secured["uri"], config(secured, "admin")) as admin:
-        await admin.create_scope("sdk-sec")
-        await admin.create_stream("sdk-sec", "readonly")
-        async with admin.create_writer("sdk-sec", "readonly") as writer:
-            await writer.write(b"visible")
+        await admin.create_scope(scope)
+        await admin.create_stream(scope, stream)
+        async with admin.create_writer(scope, stream) as writer:
+            await writer.write(event)
+
+
+async def check_reads_with_a_group_but_cannot_write(client, scope: str, stream: str, group_name: str,
+                                                    event: bytes) -> None:
+    group = await client.create_reader_group(scope, group_name, [stream])
+    async with group.create_reader("r1") as reader:
+        assert (await reader.read_next(10)).data == event
+    async with client.create_writer(scope, stream) as writer:
+        with pytest.raises(tributary.TokenRejected):
+            await writer.write(b"forbidden")
+            await writer.flush()
+
+
+async def test_a_reader_may_read_but_not_write(secured):
+    await written_by_admin(secured, "sdk-sec", "readonly", b"visible")
     async with tributary.connect(secured["uri"], config(secured, "viewer")) as client:
         with pytest.raises(tributary.PermissionDenied):
             await client.create_stream("sdk-sec", "mine")
-        group = await client.create_reader_group("sdk-sec", "viewers", ["readonly"])
-        async with group.create_reader("v1") as reader:
-            assert (await reader.read_next(10)).data == b"visible"
-        async with client.create_writer("sdk-sec", "readonly") as writer:
-            with pytest.raises(tributary.TokenRejected):
-                await writer.write(b"forbidden")
-                await writer.flush()
+        await check_reads_with_a_group_but_cannot_write(client, "sdk-sec", "readonly", "viewers", b"visible")
         with pytest.raises(tributary.PermissionDenied):
             await client.create_scope("elsewhere")
 
@@ -164,16 +173,6 @@ async def test_a_server_certificate_the_client_does_not_trust_is_refused(secured
 async def test_the_documented_analyst_reads_with_a_reader_group_and_cannot_write(secured):
     """docs/security.md's analyst ACL (READ on the scope and its streams) lets the analyst run a reader group, as
     Pravega's ACLs do (the group's state needs READ_UPDATE on the reader group); writing stays refused."""
-    async with tributary.connect(secured["uri"], config(secured, "admin")) as admin:
-        await admin.create_scope("sensors")
-        await admin.create_stream("sensors", "readings")
-        async with admin.create_writer("sensors", "readings") as writer:
-            await writer.write(b"21.5")
+    await written_by_admin(secured, "sensors", "readings", b"21.5")
     async with tributary.connect(secured["uri"], config(secured, "analyst")) as client:
-        group = await client.create_reader_group("sensors", "dashboard", ["readings"])
-        async with group.create_reader("r1") as reader:
-            assert (await reader.read_next(10)).data == b"21.5"
-        async with client.create_writer("sensors", "readings") as writer:
-            with pytest.raises(tributary.TokenRejected):
-                await writer.write(b"forbidden")
-                await writer.flush()
+        await check_reads_with_a_group_but_cannot_write(client, "sensors", "readings", "dashboard", b"21.5")
