@@ -141,6 +141,10 @@ class SegmentStoreService:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._replicated is not None:
+            self._replicated.begin_shutdown()  # no stalls on a broken ledger; short ZooKeeper grace, none if down
+        if self._zk is not None:
+            self._zk.begin_shutdown()
         if self.member is not None:
             await self.member.stop()
         if self._server is not None:

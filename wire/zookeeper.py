@@ -11,6 +11,21 @@ version conflict, re-reads, and counts the write as done if the znode holds exac
 
 ``on_session_lost`` callbacks run (on the loop) when the session expires: every ephemeral node
 this client created is gone, and whoever relied on one (an owner lock) must stop.
+
+A call that kazoo queues while it is not connected is never sent until it connects again, so the
+deadline is kept around the whole call, queued or sent. A call given up is not taken back from kazoo:
+if the connection comes back within the session, it may still be applied (as one whose reply was lost).
+
+Stopping: a process that stops calls ``begin_shutdown()`` first. From then on a call fails at once while
+ZooKeeper is not connected, and no call waits past a short grace: what a stopping process still asks
+of ZooKeeper is cleanup (deleting its registration, releasing an owner lock), and the session's end
+removes those ephemeral nodes anyway (at once on a clean close, or when the session expires). ``stop()``
+itself waits at most ``STOP_WAIT_SECONDS`` for kazoo to close the session.
+
+kazoo logs every failed connection attempt (several a second while ZooKeeper is down, more at
+info). Those lines are rate-limited: the first of each kind in an outage is logged, then one every
+``RECONNECT_LOG_INTERVAL`` seconds carrying how many were left out (``repeated``); none after
+``begin_shutdown()``, and none at all for a ``quiet`` client (a command that reports the failure itself).
 """
 
 from __future__ import annotations
@@ -41,6 +56,19 @@ __all__ = ["BadVersionError", "NoNodeError", "NodeExistsError", "ZooKeeper", "Zo
 _RETRIABLE = (ConnectionLoss, OperationTimeoutError)
 _RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None)
 
+SHUTDOWN_GRACE_SECONDS = 2.0  # after begin_shutdown(): no call waits longer than this
+STOP_WAIT_SECONDS = 3.0  # stop() waits at most this long for kazoo to close the session
+RECONNECT_LOG_INTERVAL = 30.0  # kazoo's connection-attempt lines: at most one of each kind per interval
+
+# kazoo's lines for each failed or retried connection attempt (its message templates)
+_RECONNECT_NOISE = frozenset({
+    "Connection dropped: %s", "Connection time-out: %s", "Transition to CONNECTING",
+    "Connecting to %s(%s):%s, use_ssl: %r", "Zookeeper connection lost", "Cannot resolve %s: %s",
+})
+# kazoo's line when a start that timed out, or a stop, ends its attempts: the caller reports that itself
+_GAVE_UP = "Failed connecting to Zookeeper within the connection retry policy."
+_CONNECTED = "Zookeeper connection established, state: %s"
+
 
 # kazoo waits session_timeout / len(hosts) for the answer to its session handshake. A server that accepts
 # connections but is not serving yet (restarting) would so use up a whole session timeout on one attempt and
@@ -62,15 +90,19 @@ class ZooKeeperUnavailable(Exception):
 class ZooKeeper:
     """One session to a ZooKeeper ensemble (``hosts``: "host:port[,host:port][/chroot]")."""
 
-    def __init__(self, hosts: str, session_timeout: float = 10.0, operation_timeout: float = 30.0):
+    def __init__(self, hosts: str, session_timeout: float = 10.0, operation_timeout: float = 30.0,
+                 quiet: bool = False):
+        """``quiet``: log none of kazoo's connection-attempt lines (the caller reports a failure itself)."""
         self.hosts = hosts
         self.operation_timeout = operation_timeout
+        self._kazoo_log = _KazooLog(hosts, quiet)
         self._client = KazooClient(hosts=_repeated(hosts, HANDSHAKE_TRIES), timeout=session_timeout,
                                    connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5),
-                                   logger=logging.getLogger("tributary.zookeeper.kazoo"))
+                                   logger=self._kazoo_log)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_lost: list[Callable[[], None]] = []
         self._stopping = False
+        self._shutdown_deadline: float | None = None
         self._client.add_listener(self._state_changed)
 
     async def start(self, timeout: float = 15.0) -> None:
@@ -82,10 +114,26 @@ class ZooKeeper:
             await self.stop()
             raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {error}") from error
 
+    def begin_shutdown(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """The process is stopping: from now on calls fail at once while ZooKeeper is not connected, and none
+        waits more than ``grace`` seconds (see the module docstring). Kazoo's reconnection lines stop."""
+        deadline = time.monotonic() + grace
+        if self._shutdown_deadline is None or deadline < self._shutdown_deadline:
+            self._shutdown_deadline = deadline
+        self._kazoo_log.quiet = True
+
     async def stop(self) -> None:
-        """Closes the session (its ephemeral nodes go at once)."""
+        """Closes the session (its ephemeral nodes go at once; when ZooKeeper cannot be reached they go when the
+        session expires). Waits at most ``STOP_WAIT_SECONDS``: kazoo may take longer to give up on a server
+        that does not answer, and is left to finish on its own thread."""
         self._stopping = True
-        await asyncio.get_running_loop().run_in_executor(None, self._stop_blocking)
+        self._kazoo_log.quiet = True
+        stopping = asyncio.get_running_loop().run_in_executor(None, self._stop_blocking)
+        try:
+            await asyncio.wait_for(asyncio.shield(stopping), STOP_WAIT_SECONDS)
+        except TimeoutError:
+            log.warning("zookeeper session did not close in time; leaving it to expire",
+                        extra={"hosts": self.hosts, "seconds": STOP_WAIT_SECONDS})
 
     def _stop_blocking(self) -> None:
         try:
@@ -178,13 +226,21 @@ class ZooKeeper:
         delays = _RETRY.delays()
         attempted = False
         while True:
+            if self._shutdown_deadline is not None:
+                deadline = min(deadline, self._shutdown_deadline)
+                if not self._client.connected or time.monotonic() >= self._shutdown_deadline:
+                    why = "its grace is over" if self._client.connected else "it is not connected"
+                    raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts}: the process is stopping and {why}")
             try:
-                return await self._bridge(method(*args, **kwargs))
+                return await asyncio.wait_for(self._bridge(method(*args, **kwargs)),
+                                              max(0.0, deadline - time.monotonic()))
+            except TimeoutError as error:  # queued by kazoo while disconnected, or never answered
+                raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts} unavailable: no answer in time") from error
             except _RETRIABLE as error:
                 attempted = True
                 if time.monotonic() >= deadline:
                     raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts} unavailable: {error!r}") from error
-                await asyncio.sleep(next(delays))
+                await asyncio.sleep(min(next(delays), deadline - time.monotonic()))
             except SessionExpiredError as error:
                 raise ZooKeeperUnavailable(f"ZooKeeper session expired: {error!r}") from error
             except BadVersionError:
@@ -218,6 +274,40 @@ class ZooKeeper:
                 callback()
             except Exception:
                 log.exception("session-lost callback failed")
+
+
+class _KazooLog(logging.LoggerAdapter[logging.Logger]):
+    """kazoo's logger for one session: its connection-attempt lines rate-limited (see the module docstring)."""
+
+    def __init__(self, hosts: str, quiet: bool):
+        super().__init__(logging.getLogger("tributary.zookeeper.kazoo"), {"hosts": hosts})
+        self.quiet = quiet
+        self._last: dict[str, float] = {}  # template -> when it was last logged (monotonic)
+        self._left_out: dict[str, int] = {}  # template -> lines left out since
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if msg == _CONNECTED:
+            self._last.clear()  # an outage is over: the next one's first lines are logged again
+            self._left_out.clear()
+        elif msg == _GAVE_UP:
+            level = logging.DEBUG
+        elif msg in _RECONNECT_NOISE and level >= logging.INFO:
+            if self.quiet:
+                return
+            template = str(msg)
+            now, last = time.monotonic(), self._last.get(template)
+            if last is not None and now - last < RECONNECT_LOG_INTERVAL:
+                self._left_out[template] = self._left_out.get(template, 0) + 1
+                return
+            self._last[template] = now
+            repeated = self._left_out.pop(template, 0)
+            if repeated:
+                kwargs["extra"] = {**kwargs.get("extra", {}), "repeated": repeated}
+        super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
 
 
 class _AppliedOnRetry(Exception):

@@ -94,8 +94,14 @@ class ControllerCluster(Coordination):
         await self._register()
         await self._look()
 
-    async def stop(self) -> None:
+    def begin_shutdown(self) -> None:
+        """The controller is stopping: no more following the cluster, and the leases its work releases on the way
+        out get a short grace from ZooKeeper (none while it is unreachable: they go with the session)."""
         self._closed = True
+        self.zk.begin_shutdown()
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -13,7 +13,8 @@ Theory of operation (docs/replicated-log.md has the full protocol):
   the old ledger at its last acknowledged entry, records that and the new ledger in ZooKeeper, and
   sends every unacknowledged record again, in order, to the new ledger. While no healthy ensemble
   can be formed, a degraded ledger that still reaches its ack quorum keeps taking appends and the
-  roll is retried; a broken one holds them until ``stall_timeout`` passes, then the log fails.
+  roll is retried; a broken one holds them until ``stall_timeout`` passes, then the log fails (at
+  once in a stopping process: ``ReplicatedTier1.begin_shutdown``).
 * ``truncate()`` records the new truncation point and drops whole ledgers from the chain (a
   conditional write), then deletes them on their replicas.
 * Every metadata write is conditional on the version this owner last wrote: a newer owner's write
@@ -81,6 +82,7 @@ class ReplicaPool:
         self._connecting: dict[str, asyncio.Future[StoreClient]] = {}
         self._quarantined: dict[str, float] = {}
         self._addresses: dict[str, tuple[str, int]] = {}
+        self.stopping = False  # the process is stopping: a broken ledger fails at once instead of stalling
 
     def quarantine(self, replica_id: str) -> None:
         self._quarantined[replica_id] = time.monotonic() + self.settings.quarantine_seconds
@@ -393,6 +395,9 @@ class ReplicatedDurableDataLog(DurableDataLog):
                 except (NotEnoughReplicas, ZooKeeperUnavailable) as error:
                     if old_writer.broken:
                         broken_since = broken_since or time.monotonic()
+                        if self._pool.stopping:  # nothing to wait for: what is not acknowledged is sent again
+                            raise LogWriteFailed(f"log {self.name}: no healthy ensemble while stopping: "
+                                                 f"{error}") from error
                         if time.monotonic() - broken_since >= self._settings.stall_timeout:
                             raise LogWriteFailed(f"log {self.name}: no healthy ensemble: {error}") from error
                     await asyncio.sleep(0.5)
@@ -569,6 +574,12 @@ class ReplicatedTier1:
             if self._owns_session:
                 await self.zk.stop()
             raise
+
+    def begin_shutdown(self) -> None:
+        """The process is stopping: a log whose ledger broke fails at once rather than waiting ``stall_timeout`` for
+        a healthy ensemble, and ZooKeeper gets a short grace (none while unreachable; see wire.zookeeper)."""
+        self.pool.stopping = True
+        self.zk.begin_shutdown()
 
     async def stop(self) -> None:
         self.pool.close()

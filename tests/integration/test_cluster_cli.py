@@ -13,7 +13,7 @@ import grpc
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.cluster import Cluster
-from tests.support.processes import free_port
+from tests.support.processes import free_port, kill_process
 from tests.support.standalone import StandaloneProcess
 
 
@@ -52,10 +52,40 @@ def test_clients_are_given_the_advertised_address(tmp_path):
 
 
 def test_status_without_zookeeper_or_without_a_cluster(zk_hosts):
+    started = time.monotonic()
     result = run("status", "--zk", f"127.0.0.1:{free_port()}", timeout=90)
-    assert result.returncode == 2 and result.stdout.startswith("error:")
+    assert result.returncode == 2 and time.monotonic() - started < 15
+    # one line: the error, none of kazoo's ~55 "Connection dropped" lines before it (issue 24)
+    assert result.stdout.startswith("error: cannot connect to ZooKeeper") and result.stdout.count("\n") == 1
+    assert result.stderr == ""
     result = run("status", "--zk", zk_hosts)
     assert result.returncode == 1 and "no cluster here" in result.stdout
+
+
+def test_servers_against_an_unreachable_zookeeper_say_so_without_a_flood(tmp_path):
+    """Each process that needs ZooKeeper gives up on an unreachable one with its one error line, after at most
+    one of kazoo's connection lines (not one per attempt, several a second)."""
+    zk = f"127.0.0.1:{free_port()}"
+    commands = {
+        "logstore": ["logstore", "--data-dir", str(tmp_path / "ls"), "--port", "0", "--zk", zk],
+        "segmentstore": ["segmentstore", "--data-dir", str(tmp_path / "ss"), "--port", "0", "--cluster",
+                         "--tier1", "replicated", "--zk", zk],
+        "controller": ["controller", "--port", "0", "--zk", zk],
+    }
+    started = time.monotonic()
+    processes = {name: subprocess.Popen([sys.executable, "-m", "tributary", *arguments], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True) for name, arguments in commands.items()}
+    try:
+        outputs = {name: process.communicate(timeout=60) for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            kill_process(process)
+    assert time.monotonic() - started < 30  # the 15 s connect timeout, all three at once
+    for name, (_, stderr) in outputs.items():
+        lines = stderr.splitlines()
+        assert processes[name].returncode == 1, (name, stderr)
+        assert lines and lines[-1].startswith(f"error: cannot connect to ZooKeeper at {zk}"), (name, stderr)
+        assert len(lines) <= 2 and "Traceback" not in stderr, (name, stderr)
 
 
 def test_status_of_a_cluster_and_of_one_missing_a_store(tmp_path, zookeeper):

@@ -62,6 +62,7 @@ class LogStoreService:
         log.info("log store serving", extra={"replica": self.replica_id, "port": self.store.port})
 
     async def stop(self) -> None:
+        self.zk.begin_shutdown()  # the registration's delete gets a short grace, none while ZooKeeper is unreachable
         if self._gc is not None:
             self._gc.cancel()
             await asyncio.gather(self._gc, return_exceptions=True)
