@@ -83,7 +83,9 @@ def split_stream(name: str) -> tuple[str, str]:
 
 
 NO_MAXIMUM = 2**63 - 1  # retentionMax when the policy has no maximum
+NUMBER_BITS = 32  # a segment id is (creation epoch << 32) | number; describe shows the number (#4)
 HISTORY_EPOCHS = 20  # describe shows this many of the newest epochs
+EPOCHS_MAX = 10_000  # the most epochs the API lists: truncate looks segment numbers up in them
 
 
 def _when(milliseconds: int) -> str:
@@ -92,6 +94,10 @@ def _when(milliseconds: int) -> str:
 
 def _cut_text(cut: dict[str, int]) -> str:
     return ", ".join(f"{segment}@{offset}" for segment, offset in cut.items()) or "-"
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value  # a size the API could not give (its segment store unreachable)
 
 
 def describe_stream(stream: dict) -> str:
@@ -130,6 +136,38 @@ def scaling_history(epochs: list[dict]) -> str:
         rows.append([epoch["epoch"], _when(epoch["creationTime"]), len(ids), change])
         previous = ids
     return table(["epoch", "began", "segments", "scale"], rows)
+
+
+def parse_segment(text: str, option: str) -> tuple[int, bool]:
+    """``(value, is_number)`` of a segment as an option gives it: its number as describe shows it (``4`` or
+    ``#4``), or its full 64-bit id. A value below 2**32 without ``#`` is a number too: as an id it would be
+    the segment of that number created in epoch 0, and numbers are unique in a stream."""
+    digits = text.strip().removeprefix("#")
+    if not (digits.isascii() and digits.isdigit()):
+        raise click.BadParameter(f"expected a segment number (4 or #4, as describe shows it) or a segment id, "
+                                 f"got {text!r}", param_hint=option)
+    value = int(digits)
+    marked = text.strip().startswith("#")
+    if marked and value >> NUMBER_BITS:
+        raise click.BadParameter(f"segment numbers are below 2**{NUMBER_BITS}, got {text!r}", param_hint=option)
+    return value, marked or not value >> NUMBER_BITS
+
+
+def resolve_segment(text: str, option: str, stream: str, segments: list[dict], which: str) -> int:
+    """The full id of the segment ``text`` names (see ``parse_segment``), a number looked up in ``segments``
+    (``which`` says which ones they are, for the error). Raises AdminError (one line) for an unknown or an
+    ambiguous number; a full id is passed on as it is (the API says if it is wrong)."""
+    value, is_number = parse_segment(text, option)
+    if not is_number:
+        return value
+    matches = sorted({segment["segmentId"] for segment in segments if segment["number"] == value})
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise AdminError(f"{option} {text}: segment #{value} of {stream} is ambiguous (ids "
+                         f"{', '.join(map(str, matches))}); give the full id")
+    known = " ".join(f"#{number}" for number in sorted({segment["number"] for segment in segments}))
+    raise AdminError(f"{option} {text}: {stream} has no segment #{value} among its {which} ({known or 'none'})")
 
 
 class Admin:
@@ -213,17 +251,20 @@ def list_streams(admin: Admin, scope: str, tag: str | None) -> None:
 @click.argument("stream")
 @pass_admin
 def describe(admin: Admin, stream: str) -> None:
-    """Describe SCOPE/STREAM: state, policies, current segments with their sizes."""
+    """Describe SCOPE/STREAM: state, policies, current segments with their offsets (start: the head after
+    truncation; tail: the end; kept: the bytes between)."""
     scope, name = split_stream(stream)
     found = admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}")
     sizes = {segment["segmentId"]: segment for segment in
              admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}/segments")["segments"]}
     for segment in found["segments"]:
-        segment.update({key: sizes.get(segment["segmentId"], {}).get(key) for key in ("startOffset", "length")})
+        segment.update({key: sizes.get(segment["segmentId"], {}).get(key)
+                        for key in ("startOffset", "tailOffset", "bytesKept")})
     epochs = admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}/epochs?limit={HISTORY_EPOCHS}")["epochs"]
     found["epochs"] = epochs
-    text = (describe_stream(found) + "\n\n" + table(["segment", "start", "length"], [
-        [f"#{segment['number']}", segment["startOffset"], segment["length"]] for segment in found["segments"]])
+    text = (describe_stream(found) + "\n\n" + table(["segment", "start", "tail", "kept"], [
+        [f"#{segment['number']}", _or_dash(segment["startOffset"]), _or_dash(segment["tailOffset"]),
+         _or_dash(segment["bytesKept"])] for segment in found["segments"]])
         + f"\n\nscaling history (last {HISTORY_EPOCHS} epochs at most):\n" + scaling_history(epochs))
     admin.show(found, text)
 
@@ -284,13 +325,15 @@ def update(admin: Admin, /, stream: str, **options: Any) -> None:
 
 @admin.command("scale")
 @click.argument("stream")
-@click.option("--seal", "sealed", multiple=True, required=True, type=int, help="A segment id to seal (repeat).")
+@click.option("--seal", "sealed", multiple=True, required=True,
+              help="A current segment to seal: its number as describe shows it (4 or '#4') or its id (repeat).")
 @click.option("--range", "ranges", multiple=True, required=True,
               help="A new segment's key range LOW:HIGH (repeat); together they cover the sealed ones'.")
 @pass_admin
-def scale(admin: Admin, stream: str, sealed: tuple[int, ...], ranges: tuple[str, ...]) -> None:
+def scale(admin: Admin, stream: str, sealed: tuple[str, ...], ranges: tuple[str, ...]) -> None:
     """Replace segments of SCOPE/STREAM by new ones over the given key ranges; waits until done."""
     scope, name = split_stream(stream)
+    numbers = any(parse_segment(text, "--seal")[1] for text in sealed)
     pairs = []
     for text in ranges:
         low, colon, high = text.partition(":")
@@ -300,8 +343,10 @@ def scale(admin: Admin, stream: str, sealed: tuple[int, ...], ranges: tuple[str,
             raise click.BadParameter(f"expected LOW:HIGH, got {text!r}", param_hint="--range") from None
         if not colon:
             raise click.BadParameter(f"expected LOW:HIGH, got {text!r}", param_hint="--range")
+    current = admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}")["segments"] if numbers else []
+    ids = [resolve_segment(text, "--seal", stream, current, "current segments") for text in sealed]
     scaled = admin.client.call("POST", f"/v1/scopes/{scope}/streams/{name}/scale",
-                               {"sealedSegments": list(sealed), "newRanges": pairs})
+                               {"sealedSegments": ids, "newRanges": pairs})
     admin.show(scaled, describe_stream(scaled))
 
 
@@ -317,17 +362,25 @@ def seal(admin: Admin, stream: str) -> None:
 
 @admin.command("truncate")
 @click.argument("stream")
-@click.option("--cut", "cut", multiple=True, required=True, help="SEGMENT_ID=OFFSET (repeat): the new head.")
+@click.option("--cut", "cut", multiple=True, required=True,
+              help="SEGMENT=OFFSET (repeat): the new head; SEGMENT is its number as describe shows it (4 or '#4') "
+                   "or its id.")
 @pass_admin
 def truncate(admin: Admin, stream: str, cut: tuple[str, ...]) -> None:
     """Truncate SCOPE/STREAM at a stream cut."""
     scope, name = split_stream(stream)
-    positions = {}
+    parsed = []
     for text in cut:
         segment, equals, offset = text.partition("=")
-        if not equals or not segment.isdigit() or not offset.isdigit():
-            raise click.BadParameter(f"expected SEGMENT_ID=OFFSET, got {text!r}", param_hint="--cut")
-        positions[segment] = int(offset)
+        if not equals or not (offset.isascii() and offset.isdigit()):
+            raise click.BadParameter(f"expected SEGMENT=OFFSET, got {text!r}", param_hint="--cut")
+        parsed.append((segment, parse_segment(segment, "--cut")[1], int(offset)))
+    known: list[dict] = []
+    if any(is_number for _, is_number, _ in parsed):  # a cut may name sealed segments: look in the history
+        epochs = admin.client.call("GET", f"/v1/scopes/{scope}/streams/{name}/epochs?limit={EPOCHS_MAX}")["epochs"]
+        known = [segment for epoch in epochs for segment in epoch["segments"]]
+    positions = {str(resolve_segment(segment, "--cut", stream, known, "segments")): offset
+                 for segment, _, offset in parsed}
     truncated = admin.client.call("POST", f"/v1/scopes/{scope}/streams/{name}/truncate", {"streamCut": positions})
     admin.show(truncated, describe_stream(truncated))
 

@@ -307,7 +307,8 @@ class RestApi:
             entry = _segment_json(segment)
             try:
                 info = await stores.segment_info(naming.stream_segment_name(scope, stream, segment.segment_id))
-                entry.update(startOffset=info.start_offset, length=info.write_offset, sealed=info.is_sealed)
+                entry.update(startOffset=info.start_offset, tailOffset=info.write_offset,
+                             bytesKept=info.write_offset - info.start_offset, sealed=info.is_sealed)
             except ClientError:
                 pass  # sizes unknown while the store is unreachable
             described.append(entry)

@@ -38,7 +38,13 @@ SEGMENT = {"type": "object", "required": ["segmentId", "number", "epoch", "creat
            "properties": {"segmentId": {"type": "integer"}, "number": {"type": "integer"},
                           "epoch": {"type": "integer"}, "creationTime": {"type": "integer"},
                           "keyStart": {"type": "number"}, "keyEnd": {"type": "number"},
-                          "startOffset": {"type": "integer"}, "length": {"type": "integer"},
+                          "startOffset": {"type": "integer", "description": "the head: the offset of the first "
+                                                                            "byte kept (after truncation)"},
+                          "tailOffset": {"type": "integer", "description": "the offset one past the last byte "
+                                                                           "written (the segment's length over "
+                                                                           "its life)"},
+                          "bytesKept": {"type": "integer", "description": "tailOffset - startOffset: the bytes "
+                                                                          "readable now"},
                           "sealed": {"type": "boolean"}}}
 
 CUT = {"type": "object", "description": "segment id -> offset (-1: a segment not started yet)",

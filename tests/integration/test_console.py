@@ -1,6 +1,7 @@
 """The web console in Debian's headless Chromium (through its ChromeDriver): a stream's page shows its
-scaling history as key ranges over epochs, its segment sizes, an open transaction and a subscribed reader
-group's lag, with no error in the browser's console; the screenshot is kept with the test's files."""
+scaling history as key ranges over epochs, its segments' head, tail and bytes kept, an open transaction
+and a subscribed reader group's lag, with no error in the browser's console; the screenshot is kept with
+the test's files."""
 
 from __future__ import annotations
 
@@ -91,6 +92,14 @@ def test_a_streams_page(tmp_path, browser):
         page = browser.find_element(By.ID, "detail").text
         assert transaction_id in page and "OPEN" in page
         assert "audit" in page and "console/s:" in page and "KiB" in page  # the group's lag, the segment sizes
+        segments = browser.find_element(By.ID, "segments")
+        assert [cell.text for cell in segments.find_elements(By.TAG_NAME, "th")] == \
+            ["segment", "epoch", "key range", "start", "tail", "kept", "sealed"]
+        rows = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                for row in segments.find_elements(By.TAG_NAME, "tr")[1:]]
+        assert len(rows) == 3 and all(row[3] == "0 B" for row in rows), rows  # nothing truncated
+        assert all(row[4] == row[5] and row[4] != "-" for row in rows), rows  # so all that was written is kept
+        assert sum(row[4].endswith("KiB") for row in rows) >= 1, rows
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, errors
         screenshot = tmp_path / "console.png"

@@ -83,7 +83,8 @@ def test_a_stream_from_creation_to_deletion(rest):
     history = call(base, "GET", "/v1/scopes/life/streams/s/epochs")[1]
     assert [len(epoch["segments"]) for epoch in history["epochs"]] == [2, 3]
     segments = call(base, "GET", "/v1/scopes/life/streams/s/segments")[1]["segments"]
-    assert all(segment["length"] == 0 and segment["sealed"] is False for segment in segments)
+    assert all(segment["tailOffset"] == segment["bytesKept"] == 0 and segment["sealed"] is False
+               for segment in segments)
     assert call(base, "POST", "/v1/scopes/life/streams/s/scale",
                 {"sealedSegments": [0], "newRanges": [[0.0, 0.5]]})[0] == 409  # 0 is sealed already
 
@@ -152,6 +153,29 @@ def test_reader_groups_with_their_lag_tables_and_the_cluster(rest):
 
     cluster = call(base, "GET", "/v1/cluster")[1]
     assert cluster["containerCount"] == 4 and cluster["segmentStores"][0]["containers"] == [0, 1, 2, 3]
+
+
+def test_a_truncated_segment_gives_its_head_its_tail_and_the_bytes_kept(rest):
+    """After truncation the head is startOffset; tailOffset is where the next byte goes, and bytesKept the
+    bytes between (issue 24: the tail was called ``length``, as if it were the bytes kept)."""
+    base, controller_uri = rest
+    call(base, "POST", "/v1/scopes", {"scopeName": "offsets"})
+    call(base, "POST", "/v1/scopes/offsets/streams",
+         {"streamName": "s", "scalingPolicy": {"type": "FIXED_NUM_SEGMENTS", "minSegments": 1}})
+
+    async def write() -> None:  # ten events of 92 bytes, 100 with their 8-byte headers
+        async with sdk.connect(controller_uri) as client:
+            async with client.create_writer("offsets", "s") as writer:
+                await asyncio.gather(*[await writer.write(b"x" * 92, "key") for _ in range(10)])
+
+    asyncio.run(write())
+    [segment] = call(base, "GET", "/v1/scopes/offsets/streams/s/segments")[1]["segments"]
+    assert (segment["startOffset"], segment["tailOffset"], segment["bytesKept"]) == (0, 1000, 1000)
+    status, _ = call(base, "POST", "/v1/scopes/offsets/streams/s/truncate", {"streamCut": {"0": 400}})
+    assert status == 200
+    [segment] = call(base, "GET", "/v1/scopes/offsets/streams/s/segments")[1]["segments"]
+    assert (segment["startOffset"], segment["tailOffset"], segment["bytesKept"]) == (400, 1000, 600)
+    assert "length" not in segment
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 // The Tributary console: scopes and streams, a stream's scaling history (key ranges over epochs),
-// its segment sizes, open transactions, and the scope's reader groups with their lag. It only reads
+// its segments (head, tail and bytes kept), open transactions, and the scope's reader groups with their lag. It only reads
 // the REST admin API (/v1, docs/rest.md); nothing is built or bundled.
 "use strict";
 
@@ -17,7 +17,7 @@ const element = (tag, attributes = {}, ...children) => {
   return node;
 };
 
-const table = (headings, rows) => element("table", {},
+const table = (headings, rows, attributes = {}) => element("table", attributes,
   element("tr", {}, ...headings.map((heading) => element("th", {}, heading))),
   ...rows.map((cells) => element("tr", {}, ...cells.map((cell) => element("td", {}, String(cell))))));
 
@@ -82,9 +82,10 @@ const showStream = async (scope, stream) => {
         description.currentEpoch]]),
       element("h3", {}, "Scaling history"), scalingHistory(history.epochs),
       element("h3", {}, "Segments"),
-      table(["segment", "epoch", "key range", "start", "size", "sealed"], segments.segments.map((segment) => [
+      table(["segment", "epoch", "key range", "start", "tail", "kept", "sealed"], segments.segments.map((segment) => [
         `#${segment.number}`, segment.epoch, `${segment.keyStart.toFixed(3)} - ${segment.keyEnd.toFixed(3)}`,
-        bytes(segment.startOffset), bytes(segment.length), segment.sealed ? "yes" : "no"])),
+        bytes(segment.startOffset), bytes(segment.tailOffset), bytes(segment.bytesKept),
+        segment.sealed ? "yes" : "no"]), { id: "segments" }),
       element("h3", {}, "Reader groups"),
       groupDetails.length ? table(["group", "streams", "lag"], groupDetails.map((group) => [
         group.readerGroupName, group.streams.join(", "),
