@@ -145,6 +145,9 @@ class SegmentStoreCollector:
         for status, count in sorted(by_status.items()):
             containers.add_metric([status], count)
         yield containers
+        yield CounterMetricFamily("tributary_segmentstore_container_failures",
+                                  "Containers that failed (a log error, a failed checkpoint, a bug) and were started "
+                                  "again from their log", value=service.container_failures)
         yield GaugeMetricFamily("tributary_segmentstore_connections", "Open client connections",
                                 value=service.connection_count)
         cache = service.cache

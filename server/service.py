@@ -86,6 +86,7 @@ class SegmentStoreService:
         self.chunk_storage = chunk_storage if chunk_storage is not None else configured_chunk_storage(config)
         self.cache = CacheManager(config.cache_size) if self.chunk_storage is not None else None
         self.containers: dict[int, SegmentContainer] = {}
+        self.container_failures = 0  # containers that failed (and were restarted or given up) since start
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[SegmentStoreConnection] = set()
         self._background: set[asyncio.Task] = set()
@@ -352,6 +353,7 @@ class SegmentStoreService:
     def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
         if self._stopping:
             return
+        self.container_failures += 1
         if self.member is not None:  # cluster mode: started again only if the map still gives it to us
             self._spawn(self._drop_failed(container), f"stop of failed container {container.container_id}")
         else:

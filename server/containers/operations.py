@@ -6,9 +6,12 @@ re-checking anything: the log records decisions, not requests.
 
 Frame format (one Tier-1 log record holds one frame of operations)::
 
-    frame   = version:u8 (0) | timestamp_ms:i64 | first_sequence:i64 | count:u32 | op*
+    frame   = version:u8 (1) | timestamp_ms:i64 | first_sequence:i64 | count:u32 | op*
     op      = type:u8 | body_length:u32 | body
-    attrs   = count:u16 | (attribute_id:16 bytes | value:i64)*
+    attrs   = count:u32 | (attribute_id:16 bytes | value:i64)*
+
+Version 0 frames (written before attribute counts were widened) have ``count:u16`` in ``attrs`` and are
+still read; frames are written as version 1.
 
 ====  ================  ============================================================
 type  operation         body
@@ -22,6 +25,9 @@ type  operation         body
 7     Truncate          segment_id:i64 offset:i64
 8     Checkpoint        snapshot (see ``state.ContainerState.snapshot``)
 10    Delete            segment_id:i64
+11    CheckpointPart    number:u32 parts:u32 data: part ``number`` (from 0) of ``parts`` of a snapshot
+                        too large for one record (each part alone in a frame, the parts in
+                        consecutive records; the snapshot is their concatenation)
 ====  ================  ============================================================
 
 Type ids are stable and never reused. The timestamp is the wall-clock time the
@@ -38,10 +44,13 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 if TYPE_CHECKING:
     from wire.fields import BytesLike
 
-FRAME_VERSION = 0
+FRAME_VERSION = 1
+_FRAME_VERSIONS = (0, 1)
 _FRAME_HEADER = struct.Struct(">BqqI")
 _OP_HEADER = struct.Struct(">BI")
-_ATTR_COUNT = struct.Struct(">H")
+ATTRIBUTE_COUNT = struct.Struct(">I")
+ATTRIBUTE_COUNT_V0 = struct.Struct(">H")  # frames and snapshots of version 0
+_PART = struct.Struct(">II")
 _ATTR = struct.Struct(">16sq")
 _Q = struct.Struct(">q")
 _QQ = struct.Struct(">qq")
@@ -100,17 +109,34 @@ class Delete(NamedTuple):
     segment_id: int
 
 
-Operation: TypeAlias = Append | Seal | Merge | CreateSegment | UpdateAttributes | Truncate | Checkpoint | Delete
+class CheckpointPart(NamedTuple):
+    number: int  # 0, 1, ... of
+    parts: int
+    data: bytes
+
+
+Operation: TypeAlias = (Append | Seal | Merge | CreateSegment | UpdateAttributes | Truncate | Checkpoint | Delete
+                        | CheckpointPart)
 
 TYPE_IDS = {Append: 1, Seal: 2, Merge: 3, CreateSegment: 4, UpdateAttributes: 6, Truncate: 7, Checkpoint: 8,
-            Delete: 10}
+            Delete: 10, CheckpointPart: 11}
+
+
+def checkpoint_operations(snapshot: bytes, part_bytes_max: int) -> list[Checkpoint] | list[CheckpointPart]:
+    """A snapshot as the operations that log it: one Checkpoint if it fits ``part_bytes_max``, else parts of at
+    most that many bytes each (every one to go alone in its own frame)."""
+    if len(snapshot) <= part_bytes_max:
+        return [Checkpoint(snapshot)]
+    count = -(-len(snapshot) // part_bytes_max)
+    return [CheckpointPart(index, count, snapshot[index * part_bytes_max:(index + 1) * part_bytes_max])
+            for index in range(count)]
 
 
 # --------------------------------------------------------------------------- encoding
 
 
 def encode_attributes(attributes: dict[uuid.UUID, int]) -> bytes:
-    parts = [_ATTR_COUNT.pack(len(attributes))]
+    parts = [ATTRIBUTE_COUNT.pack(len(attributes))]
     parts.extend(_ATTR.pack(key.bytes, value) for key, value in attributes.items())
     return b"".join(parts)
 
@@ -149,6 +175,8 @@ def _encode_operation(operation: Operation, parts: list[BytesLike]) -> None:
         body = [operation.snapshot]
     elif isinstance(operation, Delete):
         body = [_Q.pack(operation.segment_id)]
+    elif isinstance(operation, CheckpointPart):
+        body = [_PART.pack(operation.number, operation.parts), operation.data]
     else:
         raise TypeError(f"not an operation: {operation!r}")
     payload = b"".join(body)
@@ -159,9 +187,11 @@ def _encode_operation(operation: Operation, parts: list[BytesLike]) -> None:
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_attributes(view: memoryview, position: int) -> tuple[dict[uuid.UUID, int], int]:
-    (count,) = _ATTR_COUNT.unpack_from(view, position)
-    position += 2
+def decode_attributes(view: memoryview, position: int, count_format: struct.Struct = ATTRIBUTE_COUNT
+                      ) -> tuple[dict[uuid.UUID, int], int]:
+    """(attributes, the position after them); ``count_format`` is the count's (version 0: u16)."""
+    (count,) = count_format.unpack_from(view, position)
+    position += count_format.size
     attributes: dict[uuid.UUID, int] = {}
     for _ in range(count):
         key, value = _ATTR.unpack_from(view, position)
@@ -179,8 +209,9 @@ def decode_frame(record: BytesLike) -> tuple[int, int, list[Operation]]:
     view = memoryview(record)
     try:
         version, timestamp_ms, first_sequence, count = _FRAME_HEADER.unpack_from(view, 0)
-        if version != FRAME_VERSION:
+        if version not in _FRAME_VERSIONS:
             raise CorruptFrame(f"unknown frame version {version}")
+        count_format = ATTRIBUTE_COUNT if version >= 1 else ATTRIBUTE_COUNT_V0
         position = _FRAME_HEADER.size
         operations: list[Operation] = []
         for _ in range(count):
@@ -189,7 +220,7 @@ def decode_frame(record: BytesLike) -> tuple[int, int, list[Operation]]:
             end = position + length
             if end > len(view):
                 raise CorruptFrame("operation runs past the end of its frame")
-            operations.append(_decode_operation(type_id, view[position:end]))
+            operations.append(_decode_operation(type_id, view[position:end], count_format))
             position = end
         if position != len(view):
             raise CorruptFrame(f"{len(view) - position} stray bytes after the frame's operations")
@@ -198,10 +229,10 @@ def decode_frame(record: BytesLike) -> tuple[int, int, list[Operation]]:
         raise CorruptFrame(str(error)) from error
 
 
-def _decode_operation(type_id: int, body: memoryview) -> Operation:
+def _decode_operation(type_id: int, body: memoryview, count_format: struct.Struct) -> Operation:
     if type_id == 1:
         segment_id, offset = _QQ.unpack_from(body, 0)
-        attributes, position = decode_attributes(body, 16)
+        attributes, position = decode_attributes(body, 16, count_format)
         return Append(segment_id, offset, body[position:], attributes)
     if type_id == 2:
         return Seal(*_QQ.unpack_from(body, 0))
@@ -209,20 +240,25 @@ def _decode_operation(type_id: int, body: memoryview) -> Operation:
         target_id, source_id, target_offset, source_length = _QQQQ.unpack_from(body, 0)
         (header_length,) = _HEADER_LENGTH.unpack_from(body, 32)
         header = bytes(body[36:36 + header_length])
-        attributes, _ = decode_attributes(body, 36 + header_length)
+        attributes, _ = decode_attributes(body, 36 + header_length, count_format)
         return Merge(target_id, source_id, target_offset, source_length, header, attributes)
     if type_id == 4:
         segment_id, segment_type, name_length = _CREATE.unpack_from(body, 0)
         name = bytes(body[_CREATE.size:_CREATE.size + name_length]).decode("utf-8", "surrogatepass")
-        attributes, _ = decode_attributes(body, _CREATE.size + name_length)
+        attributes, _ = decode_attributes(body, _CREATE.size + name_length, count_format)
         return CreateSegment(segment_id, segment_type, name, attributes)
     if type_id == 6:
         (segment_id,) = _Q.unpack_from(body, 0)
-        return UpdateAttributes(segment_id, decode_attributes(body, 8)[0])
+        return UpdateAttributes(segment_id, decode_attributes(body, 8, count_format)[0])
     if type_id == 7:
         return Truncate(*_QQ.unpack_from(body, 0))
     if type_id == 8:
         return Checkpoint(bytes(body))
     if type_id == 10:
         return Delete(*_Q.unpack_from(body, 0))
+    if type_id == 11:
+        index, count = _PART.unpack_from(body, 0)
+        if not index < count:
+            raise CorruptFrame(f"checkpoint part {index} of {count}")
+        return CheckpointPart(index, count, bytes(body[_PART.size:]))
     raise CorruptFrame(f"unknown operation type {type_id}")

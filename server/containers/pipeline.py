@@ -59,7 +59,7 @@ Outcome = asyncio.Future[Any]
 
 
 class _Frame:
-    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence")
+    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence", "address")
 
     def __init__(self) -> None:
         self.decisions: list[Decision] = []
@@ -68,6 +68,28 @@ class _Frame:
         self.done = False
         self.timestamp_ms = 0
         self.first_sequence = 0
+        self.address: LogAddress | None = None  # once durable
+
+
+class _CheckpointParts:
+    """Replay's assembly of a checkpoint logged in parts: the parts so far, and where the first one lies."""
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+        self.start: tuple[int, LogAddress, int] | None = None  # (sequence, address, logged bytes before it)
+
+    def add(self, part: ops.CheckpointPart, start: tuple[int, LogAddress, int]) -> ops.Checkpoint | None:
+        """The whole checkpoint once its last part came (parts out of order or missing restart the assembly)."""
+        if part.number == 0:
+            self.data, self.start = [], start
+        elif self.start is None or part.number != len(self.data):
+            self.data, self.start = [], None
+            return None
+        self.data.append(part.data)
+        if len(self.data) < part.parts:
+            return None
+        snapshot, self.data = b"".join(self.data), []
+        return ops.Checkpoint(snapshot)
 
 
 class OperationPipeline:
@@ -95,8 +117,12 @@ class OperationPipeline:
         self._held: deque[tuple[Decide, Outcome]] | None = None  # mutations waiting for a checkpoint, when one is due
         self._checkpoint_started = False
         self._operations_since_checkpoint = 0
-        self.logged_bytes = 0  # bytes of every frame so far (replayed ones included)
+        # Bytes of every frame so far but checkpoints (replayed ones included): what Tier-2 must catch up with.
+        self.logged_bytes = 0
         self._logged_bytes_at_checkpoint = 0
+        self._snapshot_bytes = 0  # of the newest checkpoint: the next one waits for at least as much logged
+        self._checkpoint_start: tuple[int, LogAddress, int] | None = None  # the first part of one being logged
+        self.checkpoints_logged = 0  # by this instance (not replayed ones)
         # (sequence, address, logged bytes before it) of each checkpoint still in the log
         self.checkpoints: deque[tuple[int, LogAddress, int]] = deque()
 
@@ -106,19 +132,28 @@ class OperationPipeline:
         """Replays the log into the committed state. Returns whether a checkpoint was found."""
         started, records, operations_replayed = time.monotonic(), 0, 0
         found_checkpoint = False
+        parts = _CheckpointParts()
         async for address, record in self._log.read():
             records += 1
             timestamp_ms, first_sequence, operations = ops.decode_frame(record)
             for index, operation in enumerate(operations):
+                sequence = first_sequence + index
+                here = (sequence, address, self.logged_bytes)
+                if isinstance(operation, ops.CheckpointPart):
+                    whole = parts.add(operation, here)
+                    if whole is not None and parts.start is not None:
+                        operation, here = whole, parts.start
                 if isinstance(operation, ops.Checkpoint):
                     self._replay_checkpoint(operation, found_checkpoint, has_tier2)
                     found_checkpoint = True
-                    self.checkpoints.append((first_sequence + index, address, self.logged_bytes))
-                elif found_checkpoint:
-                    self._state.apply(operation, timestamp_ms, first_sequence + index)
+                    self.checkpoints.append(here)
+                    self._snapshot_bytes = len(operation.snapshot)
+                elif found_checkpoint and not isinstance(operation, ops.CheckpointPart):
+                    self._state.apply(operation, timestamp_ms, sequence)
                     operations_replayed += 1
-                self._state.last_sequence = first_sequence + index
-            self.logged_bytes += len(record)
+                self._state.last_sequence = sequence
+            if not _is_checkpoint(operations[0]):
+                self.logged_bytes += len(record)
             if records % 10_000 == 0:
                 log.info("recovery progress", extra={"container": self._container_id, "records": records,
                                                       "operations": operations_replayed})
@@ -251,11 +286,8 @@ class OperationPipeline:
         if failure is not None:
             self._on_failure(failure)
             return
-        address = written.result()
+        frame.address = written.result()
         frame.done = True
-        if isinstance(frame.decisions[0].operation, ops.Checkpoint):
-            self.checkpoints.append((frame.first_sequence, address, self.logged_bytes))
-            self.on_checkpoint_logged()
         try:
             self._commit_ready_frames()
         except InconsistentState as error:
@@ -265,6 +297,7 @@ class OperationPipeline:
         """Applies durable frames in order (a frame never commits before the ones ahead of it)."""
         while self._in_flight and self._in_flight[0].done:
             frame = self._in_flight.popleft()
+            self._note_checkpoint(frame)
             woken: set[SegmentMetadata] = set()
             for index, decision in enumerate(frame.decisions):
                 segment = self._state.apply(decision.operation, frame.timestamp_ms, frame.first_sequence + index)
@@ -277,10 +310,28 @@ class OperationPipeline:
                 if not future.done():
                     future.set_result(decision.result)
             self._operations_since_checkpoint += len(frame.decisions)
-            self.logged_bytes += frame.size
+            if not _is_checkpoint(frame.decisions[0].operation):
+                self.logged_bytes += frame.size
         if self._held is None and self._checkpoint_due():
             self._hold_for_checkpoint()
         self._start_checkpoint_if_settled()
+
+    def _note_checkpoint(self, frame: _Frame) -> None:
+        """Remembers where a durable checkpoint lies (a checkpoint in parts: its first, once its last is durable)."""
+        operation = frame.decisions[0].operation
+        if not _is_checkpoint(operation):
+            return
+        assert frame.address is not None
+        here = (frame.first_sequence, frame.address, self.logged_bytes)
+        if isinstance(operation, ops.CheckpointPart):
+            if operation.number == 0:
+                self._checkpoint_start = here
+            if operation.number < operation.parts - 1:
+                return
+            here, self._checkpoint_start = self._checkpoint_start or here, None
+        self.checkpoints.append(here)
+        self.checkpoints_logged += 1
+        self.on_checkpoint_logged()
 
     def _hold_for_checkpoint(self) -> None:
         """From now on mutations wait; the current frame goes to the log (the checkpoint follows it)."""
@@ -295,16 +346,27 @@ class OperationPipeline:
             asyncio.get_running_loop().create_task(self._checkpoint_then_release())
 
     def _checkpoint_due(self) -> bool:
+        """Enough operations, or enough bytes logged: at least ``checkpoint_every_bytes`` and at least the size of
+        the newest snapshot, so that checkpoints never take more than half of what is logged."""
         return (self._operations_since_checkpoint >= self._checkpoint_every
-                or self.logged_bytes - self._logged_bytes_at_checkpoint >= self._checkpoint_every_bytes)
+                or self.logged_bytes - self._logged_bytes_at_checkpoint
+                >= max(self._checkpoint_every_bytes, self._snapshot_bytes))
 
     # ------------------------------------------------------------------ checkpoints and log truncation
 
     async def _checkpoint_then_release(self) -> None:
-        """Runs once every frame before the checkpoint is durable; then decides the held mutations."""
+        """Runs once every frame before the checkpoint is durable; then decides the held mutations.
+
+        A checkpoint that fails (the log, or a bug) fails the container: the held mutations must not wait
+        for one that will never come, and a new instance recovers from the log."""
         try:
             await self.write_checkpoint()
         except errors.ContainerUnavailable:
+            return
+        except Exception as error:  # fail-stop: the container restarts and the log says why
+            log.error("checkpoint failed", extra={"container": self._container_id, "error": repr(error)},
+                      exc_info=error)
+            self._on_failure(error)
             return
         held, self._held = self._held, None
         self._checkpoint_started = False
@@ -315,21 +377,23 @@ class OperationPipeline:
                 future.set_exception(errors.ContainerUnavailable("", "container stopped"))
 
     async def write_checkpoint(self) -> None:
-        """Logs a snapshot of the committed state (after every frame decided before it)."""
+        """Logs a snapshot of the committed state (after every frame decided before it).
+
+        A snapshot larger than one record goes in parts, each alone in a frame, logged back to back (nothing
+        else is decided meanwhile); the checkpoint counts, for replay and truncation, once its last part is
+        durable, and lies where its first part does."""
+        snapshot = self._state.snapshot()
+        loop = asyncio.get_running_loop()
+        written: Outcome | None = None
+        for operation in ops.checkpoint_operations(snapshot, self._max_frame_bytes - FRAME_HEADROOM):
+            written = loop.create_future()
+            self._add_to_frame(Decision(operation, ()), written)
+            self._flush()
+        assert written is not None
+        await written  # frames commit in order: the last part's commit means every part is durable
         self._operations_since_checkpoint = 0
         self._logged_bytes_at_checkpoint = self.logged_bytes
-        snapshot = self._state.snapshot()
-        if len(snapshot) + FRAME_HEADROOM > self._max_frame_bytes:
-            # Skipping one loses nothing (replay starts at the log's first checkpoint, and the log is
-            # only ever truncated before one that was written), but the log cannot be truncated past
-            # here until a checkpoint fits again: snapshots are not split across records yet.
-            log.warning("checkpoint too large for one log record; skipped",
-                        extra={"container": self._container_id, "bytes": len(snapshot)})
-            return
-        future: Outcome = asyncio.get_running_loop().create_future()
-        self._add_to_frame(Decision(ops.Checkpoint(snapshot), ()), future)
-        self._flush()
-        await future
+        self._snapshot_bytes = len(snapshot)
 
     def request_checkpoint(self) -> None:
         """Logs a checkpoint as soon as the frames in flight commit, as when one is due by size.
@@ -364,11 +428,17 @@ class OperationPipeline:
             await self._log.truncate(LogAddress(chosen[1].sequence - 1))
 
 
+def _is_checkpoint(operation: ops.Operation) -> bool:
+    return isinstance(operation, (ops.Checkpoint, ops.CheckpointPart))
+
+
 def _operation_size(operation: ops.Operation) -> int:
     if isinstance(operation, ops.Append):
         return len(operation.data) + 64 + 24 * len(operation.attributes)
     if isinstance(operation, ops.Checkpoint):
         return len(operation.snapshot) + 16
+    if isinstance(operation, ops.CheckpointPart):
+        return len(operation.data) + 24
     if isinstance(operation, ops.Merge):
         return len(operation.header) + 96 + 24 * len(operation.attributes)
     if isinstance(operation, ops.CreateSegment):

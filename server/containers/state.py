@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
-from .operations import decode_attributes, encode_attributes
+from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, decode_attributes, encode_attributes
 from .read_index import Redirect
 
 if TYPE_CHECKING:
     from .cache import CacheManager
 
 _MERGED_SOURCES_REMEMBERED = 10_000
+# Snapshot: version:u8 next_segment_id:i64 last_sequence:i64 count:u32, then per segment _SEGMENT_FIXED, the
+# name, and its attributes as operations encode them (version 0: a u16 attribute count; 1: u32).
+SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")
 _SEGMENT_FIXED = struct.Struct(">qBqqBqH")
 
@@ -111,7 +114,7 @@ class ContainerState:
             self._remove(segment)
             self.observer.deleted(segment, sequence)
             return segment
-        if kind is ops.Checkpoint:
+        if kind is ops.Checkpoint or kind is ops.CheckpointPart:
             return None
         raise InconsistentState(f"unknown operation {operation!r}")
 
@@ -158,7 +161,7 @@ class ContainerState:
 
     def snapshot(self) -> bytes:
         """The metadata (not the data) of every segment, for a Checkpoint operation."""
-        parts = [_SNAPSHOT_HEADER.pack(0, self.next_segment_id, self.last_sequence, len(self.by_id))]
+        parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(self.by_id))]
         for segment in self.by_id.values():
             name = segment.name.encode("utf-8", "surrogatepass")
             parts.append(_SEGMENT_FIXED.pack(segment.segment_id, segment.segment_type, segment.start_offset,
@@ -190,7 +193,10 @@ class ContainerState:
     def describe_snapshot(snapshot: bytes) -> dict:
         """Decodes a snapshot to {name: (id, type, start, length, sealed, attributes)} (for checks)."""
         view = memoryview(snapshot)
-        _, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+        version, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+        if version not in (0, SNAPSHOT_VERSION):
+            raise InconsistentState(f"unknown snapshot version {version}")
+        count_format = ATTRIBUTE_COUNT if version else ATTRIBUTE_COUNT_V0
         position = _SNAPSHOT_HEADER.size
         segments = {}
         for _ in range(count):
@@ -198,7 +204,7 @@ class ContainerState:
                 view, position)
             position += _SEGMENT_FIXED.size
             name = bytes(view[position:position + name_length]).decode("utf-8", "surrogatepass")
-            attributes, position = decode_attributes(view, position + name_length)
+            attributes, position = decode_attributes(view, position + name_length, count_format)
             segments[name] = (segment_id, segment_type, start, length, bool(sealed), attributes)
         return segments
 
