@@ -27,6 +27,11 @@ class SegmentStoreConfig:
     # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's
     # log is then truncated past what Tier-2 holds (needs a Tier-2).
     checkpoint_interval_seconds: float = 60.0
+    # What a container's log may hold to replay at a restart (bytes logged since its first checkpoint, and
+    # operations): past either, appends wait store-wide while Tier-2 catches up (replay_bound.py). Recovery
+    # time is bounded by these, not by the cache size.
+    replay_bytes_max: int = 256 * 1024 * 1024
+    replay_operations_max: int = 1_000_000
     log_file_size: int = 64 * 1024 * 1024
     log_spare_files: int = 2  # local log: files freed by truncation kept for reuse per container; the rest deleted
     # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default) or "replicated"
@@ -97,6 +102,8 @@ class SegmentStoreConfig:
                              "(the address clients use)")
         if self.checkpoint_interval_seconds <= 0:
             raise ValueError("checkpoint_interval_seconds must be positive")
+        if self.replay_bytes_max <= 0 or self.replay_operations_max <= 0:
+            raise ValueError("the replay bounds must be positive")
         if self.log_spare_files < 0:
             raise ValueError("log_spare_files must not be negative")
         if self.gc_delay_seconds < 0:

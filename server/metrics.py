@@ -74,6 +74,7 @@ APPEND_BYTES = FastCounter()
 APPEND_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # an append block's arrival -> its acknowledgement
 READ_BYTES = FastCounter()
 READ_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # a read request's arrival -> its reply (tail reads wait)
+REPLAY_BOUND_HOLDS = FastCounter()  # times a container's log passed its replay bound (appends waited)
 CACHE_HIT = FastCounter()
 CACHE_MISS = FastCounter()
 LOCAL_GROUP_BYTES, LOCAL_SYNC_SECONDS = FastHistogram(_SIZE_BUCKETS), FastHistogram(_LATENCY_BUCKETS)
@@ -117,6 +118,9 @@ class HotPathCollector:
         lookups.add_metric(["hit"], CACHE_HIT.value)
         lookups.add_metric(["miss"], CACHE_MISS.value)
         yield lookups
+        yield CounterMetricFamily("tributary_segmentstore_replay_bound_holds",
+                                  "Times a container's log passed its replay bound and appends waited for Tier-2",
+                                  value=REPLAY_BOUND_HOLDS.value)
         yield _histogram("tributary_tier1_group_commit_bytes", "Bytes made durable by one fdatasync", ["log"],
                          [(("local",), LOCAL_GROUP_BYTES), (("logstore",), STORE_GROUP_BYTES)])
         yield _histogram("tributary_tier1_fsync_seconds", "Duration of one group commit's write and fdatasync",
@@ -150,12 +154,22 @@ class SegmentStoreCollector:
                                   "again from their log", value=service.container_failures)
         yield GaugeMetricFamily("tributary_segmentstore_connections", "Open client connections",
                                 value=service.connection_count)
+        backlogs = [container.replay_backlog() for container in list(service.containers.values())]
+        yield GaugeMetricFamily("tributary_tier1_replay_backlog_bytes",
+                                "Bytes the containers' logs hold to replay at a restart (checkpoints aside)",
+                                value=sum(backlog_bytes for backlog_bytes, _ in backlogs))
+        yield GaugeMetricFamily("tributary_tier1_replay_backlog_operations",
+                                "Operations the containers' logs hold to replay at a restart",
+                                value=sum(operations for _, operations in backlogs))
         cache = service.cache
         if cache is not None:
             yield GaugeMetricFamily("tributary_segmentstore_cache_bytes", "Segment bytes held in the cache",
                                     value=cache.size)
             yield GaugeMetricFamily("tributary_segmentstore_cache_budget_bytes", "The cache's budget",
                                     value=cache.budget)
+            yield GaugeMetricFamily("tributary_segmentstore_appends_throttled",
+                                    "1 while appends wait (the cache full of unflushed bytes, or a log over its "
+                                    "replay bound)", value=int(cache.throttled))
         storage = service.chunk_storage
         if storage is not None:
             counters = storage.counters

@@ -32,7 +32,7 @@ from . import errors
 from .auth import TokenChecker
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
-from .containers import CacheManager, ContainerStatus, SegmentContainer, StorageWriterConfig, Tier2Settings
+from .containers import CacheManager, ContainerStatus, ReplayBound, SegmentContainer, StorageWriterConfig, Tier2Settings
 from .tier1 import DurableDataLog, LocalDurableDataLog, LogError
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
@@ -348,7 +348,8 @@ class SegmentStoreService:
                                   gc_delay_seconds=self.config.gc_delay_seconds),
             writer=StorageWriterConfig(flush_size=self.config.flush_size, flush_interval=self.config.flush_interval,
                                        operation_timeout=self.config.tier2_timeout),
-            owns_segment=lambda name: naming.container_of(name, count) == container_id)
+            owns_segment=lambda name: naming.container_of(name, count) == container_id,
+            replay_bound=ReplayBound(self.config.replay_bytes_max, self.config.replay_operations_max))
 
     def _container_failed(self, container: SegmentContainer, error: BaseException) -> None:
         if self._stopping:

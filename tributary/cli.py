@@ -90,6 +90,12 @@ def _segment_store_options(function):
         click.option("--checkpoint-interval", default=60.0, show_default=True, type=click.FloatRange(0.1),
                      help="Seconds after which a container checkpoints anyway if operations followed its newest "
                           "checkpoint (so a quiet container's Tier-1 log is truncated too)."),
+        click.option("--replay-max", "replay_mib", default=256, show_default=True, type=click.IntRange(1),
+                     help="MiB a container's Tier-1 log may hold for a restart to replay (logged since its first "
+                          "checkpoint, not yet truncated because Tier-2 lacks it); past it, appends wait while "
+                          "Tier-2 catches up (a checkpoint is logged and the log truncated). Bounds recovery time."),
+        click.option("--replay-max-operations", "replay_operations_max", default=1_000_000, show_default=True,
+                     type=click.IntRange(1), help="Operations a container's log may hold to replay (as --replay-max)."),
         click.option("--log-spare-files", default=2, show_default=True, type=click.IntRange(0),
                      help="Tier-1 log files freed by truncation that each container keeps for reuse (local "
                           "Tier-1); the others are deleted."),
@@ -140,10 +146,10 @@ def _segment_store_options(function):
 
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
                           s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, checkpoint_mib, checkpoint_interval,
-                          log_spare_files, max_chunk_mib, gc_delay, auto_scale, auto_scale_windows,
-                          auto_scale_cooldown, auto_scale_mute, auto_scale_tick, auto_scale_report_interval, tier1,
-                          zk_hosts, zk_root, zk_session_timeout, log_quorum, ledger_mib, cluster, token_key_file,
-                          tls_cert, tls_key, token_key: bytes | None = None):
+                          replay_mib, replay_operations_max, log_spare_files, max_chunk_mib, gc_delay, auto_scale,
+                          auto_scale_windows, auto_scale_cooldown, auto_scale_mute, auto_scale_tick,
+                          auto_scale_report_interval, tier1, zk_hosts, zk_root, zk_session_timeout, log_quorum,
+                          ledger_mib, cluster, token_key_file, tls_cert, tls_key, token_key: bytes | None = None):
     from server.config import SegmentStoreConfig
 
     if cluster and not zk_hosts:
@@ -158,6 +164,8 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   s3_region=s3_region, cache_size=cache_mib * 1024 * 1024,
                                   checkpoint_every_bytes=checkpoint_mib * 1024 * 1024,
                                   checkpoint_interval_seconds=checkpoint_interval, log_spare_files=log_spare_files,
+                                  replay_bytes_max=replay_mib * 1024 * 1024,
+                                  replay_operations_max=replay_operations_max,
                                   max_chunk_size=max_chunk_mib * 1024 * 1024, gc_delay_seconds=gc_delay, tier1=tier1,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
                                   log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024,

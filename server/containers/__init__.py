@@ -20,6 +20,7 @@ from .cache import CacheManager
 from .container import SegmentContainer
 from .load_meter import LoadSettings
 from .metadata import SegmentType
+from .replay_bound import ReplayBound
 from .storage_writer import StorageWriterConfig
 from .table import MAX_KEY_LENGTH as MAX_TABLE_KEY_LENGTH
 from .tier2_link import Tier2Settings
@@ -27,5 +28,5 @@ from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEn
 
 __all__ = ["ACCUMULATE", "EVENT_COUNT", "MAX_TABLE_KEY_LENGTH", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE",
            "SCALE_POLICY_RATE", "SCALE_POLICY_TYPE", "TABLE_KEY_LENGTH", "AttributeUpdate", "CacheManager",
-           "ContainerStatus", "LoadSettings", "ReadResult", "SegmentContainer", "SegmentInfo", "SegmentType",
-           "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]
+           "ContainerStatus", "LoadSettings", "ReadResult", "ReplayBound", "SegmentContainer", "SegmentInfo",
+           "SegmentType", "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]

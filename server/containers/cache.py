@@ -8,6 +8,10 @@ budget, the cache is *throttled* and connections stop taking appends until the
 storage writer has flushed and eviction has made room (cache pressure causes
 throttling, never loss). Table segments obey it too: their key index owns copies of
 the live values, so their flushed history can be evicted.
+
+The same throttle is the store's one append brake: a container whose log holds more than its
+replay bound (``replay_bound.py``) *holds* it too (``hold_appends``), and appends go on once the
+cache is under budget and nothing holds it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ class CacheManager:
         self.budget = budget
         self.size = 0
         self._blocks: OrderedDict = OrderedDict()  # (index, offset) -> size, least recently used first
-        self.throttled = False
+        self.throttled = False  # appends wait: the cache is full of pinned bytes, or something holds them
+        self._full = False  # over budget (until back under _RELIEVED_AT of it)
+        self._holders: set[object] = set()  # containers whose log holds too much to replay
         self._relief_callbacks: list[Callable[[], None]] = []
         self._pressure_callbacks: list[Callable[[], None]] = []
         self.evicted_bytes = 0
@@ -40,7 +46,7 @@ class CacheManager:
     def added(self, index, offset: int, size: int) -> None:
         self._blocks[(index, offset)] = size
         self.size += size
-        if self.size > self.budget and not self.throttled:  # once throttled, the storage writers drive eviction
+        if self.size > self.budget and not self._full:  # once full, the storage writers drive eviction
             self.evict()
 
     def removed(self, index, offset: int) -> None:
@@ -78,13 +84,33 @@ class CacheManager:
         self._update_throttle()
         return evicted
 
+    @property
+    def full(self) -> bool:
+        """Over budget with pinned bytes: blocks read from Tier-2 are better not cached now."""
+        return self._full
+
+    def hold_appends(self, holder: object) -> None:
+        """Appends wait until ``holder`` releases them (and the cache has room)."""
+        self._holders.add(holder)
+        self._update_throttle()
+
+    def release_appends(self, holder: object) -> None:
+        self._holders.discard(holder)
+        self._update_throttle()
+
     def _update_throttle(self) -> None:
-        if not self.throttled and self.size > self.budget:
-            self.throttled = True
+        if self.size > self.budget:
+            self._full = True
+        elif self.size < self.budget * _RELIEVED_AT:
+            self._full = False
+        throttled = self._full or bool(self._holders)
+        if throttled == self.throttled:
+            return
+        self.throttled = throttled
+        if throttled:
             for callback in self._pressure_callbacks:
                 callback()
-        elif self.throttled and self.size < self.budget * _RELIEVED_AT:
-            self.throttled = False
+        else:
             callbacks, self._relief_callbacks = self._relief_callbacks, []
             for callback in callbacks:
                 callback()

@@ -326,6 +326,10 @@ class SegmentContainer:
     def segment_names(self) -> list[str]:
         return list(self._state.by_name)
 
+    def replay_backlog(self) -> tuple[int, int]:
+        """(bytes, operations) a recovery of this container would replay from its log now."""
+        return self._pipeline.logged_since_first_checkpoint(), self._pipeline.operations_since_first_checkpoint()
+
     def unflushed_bytes(self) -> int:
         """Bytes of this container's segments that only Tier-1 holds (not yet in Tier-2): its flush lag."""
         return sum(max(0, segment.length - segment.data.storage_length) for segment in self._state.by_id.values())

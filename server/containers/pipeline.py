@@ -98,7 +98,8 @@ class OperationPipeline:
     def __init__(self, container_id: int, durable_log: DurableDataLog, state: ContainerState, *,
                  checkpoint_every_operations: int, checkpoint_every_bytes: int,
                  wall_clock_ms: Callable[[], int], on_failure: Callable[[BaseException], None],
-                 on_checkpoint_logged: Callable[[], None] = lambda: None):
+                 on_checkpoint_logged: Callable[[], None] = lambda: None,
+                 on_log_changed: Callable[[], None] = lambda: None):
         self._container_id = container_id
         self._log = durable_log
         self._state = state
@@ -107,6 +108,7 @@ class OperationPipeline:
         self._wall_clock_ms = wall_clock_ms
         self._on_failure = on_failure
         self.on_checkpoint_logged = on_checkpoint_logged
+        self.on_log_changed = on_log_changed  # frames committed or the log truncated: its backlog changed
         self._max_frame_bytes = durable_log.max_append_size - FRAME_HEADROOM
         self._pending: PendingState  # made by open(), over the recovered state
         # The container's status, kept here: mutations are decided only while it is RUNNING.
@@ -315,6 +317,7 @@ class OperationPipeline:
         if self._held is None and self._checkpoint_due():
             self._hold_for_checkpoint()
         self._start_checkpoint_if_settled()
+        self.on_log_changed()
 
     def _note_checkpoint(self, frame: _Frame) -> None:
         """Remembers where a durable checkpoint lies (a checkpoint in parts: its first, once its last is durable)."""
@@ -411,8 +414,13 @@ class OperationPipeline:
         return self._state.last_sequence - newest
 
     def logged_since_first_checkpoint(self) -> int:
-        """Bytes the log holds after its first checkpoint (0 before one is logged)."""
+        """Bytes the log holds after its first checkpoint, checkpoints aside (0 before one is logged): what a
+        recovery replays."""
         return self.logged_bytes - self.checkpoints[0][2] if self.checkpoints else 0
+
+    def operations_since_first_checkpoint(self) -> int:
+        """Operations the log holds after its first checkpoint (all of them without one): what a recovery applies."""
+        return self._state.last_sequence - (self.checkpoints[0][0] if self.checkpoints else 0)
 
     async def truncate_log(self, lowest_pending: int | None) -> None:
         """Truncates the log before the newest checkpoint that every operation still pending follows.
@@ -426,6 +434,7 @@ class OperationPipeline:
             chosen = checkpoints[0]
         if chosen is not None and self.status is ContainerStatus.RUNNING:
             await self._log.truncate(LogAddress(chosen[1].sequence - 1))
+            self.on_log_changed()
 
 
 def _is_checkpoint(operation: ops.Operation) -> bool:

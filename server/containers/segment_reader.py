@@ -217,7 +217,7 @@ class SegmentReader:
             start = max(block, data.start_offset)
             end = min(data.storage_length, block + READ_AHEAD_BYTES)
             fetched = await storage.read(segment.name, start, end - start)
-            if self._state.by_id.get(segment.segment_id) is segment and not (data.cache and data.cache.throttled):
+            if self._state.by_id.get(segment.segment_id) is segment and not (data.cache and data.cache.full):
                 data.insert(start, fetched)
             pending.set_result((fetched, start))
         except BaseException as error:

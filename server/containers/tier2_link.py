@@ -17,10 +17,12 @@ Tier-2 get their key index rebuilt from there.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from .. import metrics
 from ..tier1 import LogFenced
 from ..tier2 import errors as storage_errors
 from ..tier2.chunk_storage import ChunkStorage
@@ -30,6 +32,7 @@ from ..tier2.records import ChunkLayout
 from . import table_maintenance
 from .cache import CacheManager
 from .pipeline import OperationPipeline
+from .replay_bound import ReplayBound
 from .state import ContainerState
 from .storage_metadata import TableMetadataStore, storage_metadata_segment
 from .storage_writer import StorageWriter, StorageWriterConfig
@@ -37,6 +40,8 @@ from .views import ContainerStatus
 
 if TYPE_CHECKING:
     from .container import SegmentContainer
+
+log = logging.getLogger("tributary.container")
 
 
 @dataclasses.dataclass
@@ -48,6 +53,7 @@ class Tier2Settings:
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
     writer: StorageWriterConfig = dataclasses.field(default_factory=StorageWriterConfig)
     owns_segment: Callable[[str], bool] = lambda name: True
+    replay_bound: ReplayBound = dataclasses.field(default_factory=ReplayBound)  # appends wait past it
 
 
 def checkpoint_due_by_age(now: float, checkpoint_at: float, interval: float, operations_after: int) -> bool:
@@ -73,6 +79,10 @@ class Tier2Link:
         self._clock = clock
         self._checkpoint_at = clock()  # when the newest checkpoint was logged or asked for
         self._container = container
+        self._cache = settings.cache
+        self._replay_bound = settings.replay_bound
+        self._holding_since: float | None = None  # when this container began to hold appends (over its bound)
+        pipeline.on_log_changed = self._check_replay_backlog
         self.storage = ChunkedSegmentStorage(
             container_id, settings.chunks, self.metadata_store(),
             config=settings.storage, system_segments=(self.metadata_name,), owns_segment=settings.owns_segment)
@@ -100,6 +110,7 @@ class Tier2Link:
         self.writer.start()
 
     async def stop(self) -> None:
+        self.release_appends()
         await self.writer.stop()
         await self.storage.close()
 
@@ -109,7 +120,40 @@ class Tier2Link:
 
     def log_pressure(self) -> bool:
         """Whether the log holds so much since its first checkpoint that Tier-2 should catch up now."""
-        return self._pipeline.logged_since_first_checkpoint() > self._log_backlog_target
+        return (self._holding_since is not None
+                or self._pipeline.logged_since_first_checkpoint() > self._log_backlog_target)
+
+    def _check_replay_backlog(self) -> None:
+        """Holds the store's appends while this container's log holds more than its replay bound; meanwhile the
+        writer flushes everything and a checkpoint is asked for, so that the next truncation brings it back."""
+        pipeline = self._pipeline
+        backlog_bytes, backlog_operations = (pipeline.logged_since_first_checkpoint(),
+                                             pipeline.operations_since_first_checkpoint())
+        holding = self._holding_since is not None
+        over = self._replay_bound.over(holding, backlog_bytes, backlog_operations)
+        if over == holding:
+            return
+        details = {"container": self._container_id, "backlog_bytes": backlog_bytes,
+                   "backlog_operations": backlog_operations, "bytes_max": self._replay_bound.bytes_max,
+                   "operations_max": self._replay_bound.operations_max}
+        if over:
+            self._holding_since = self._clock()
+            metrics.REPLAY_BOUND_HOLDS.inc()
+            log.warning("appends wait: the log holds more than its replay bound; Tier-2 catches up", extra=details)
+            self._cache.hold_appends(self)
+            pipeline.request_checkpoint()
+            self.writer.wake()
+        else:
+            held_for, self._holding_since = self._clock() - (self._holding_since or 0.0), None
+            log.info("appends go on: the log is back under its replay bound",
+                     extra={**details, "held_seconds": round(held_for, 3)})
+            self._cache.release_appends(self)
+
+    def release_appends(self) -> None:
+        """Stops holding the store's appends (the container stops or failed: its backlog is no longer ours)."""
+        if self._holding_since is not None:
+            self._holding_since = None
+            self._cache.release_appends(self)
 
     async def flush(self) -> None:
         """Returns once everything applied so far is in Tier-2."""
