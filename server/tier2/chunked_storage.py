@@ -31,8 +31,8 @@ bytes released); the collector logs what it deleted once per pass.
 System segments (the container's storage-metadata table segment and friends) are the storage
 of the MetadataStore itself, so their records are pinned in memory and made durable by the
 system journal in Tier-2 (``journal``), which ``bootstrap`` replays without touching the
-MetadataStore. ``finish_bootstrap`` then starts the collector and sweeps chunks of owned
-segments that no active record references (their delete tasks died with a crash).
+MetadataStore. ``finish_bootstrap`` then starts the collector, which sweeps, in the background,
+chunks of owned segments that no active record references (their delete tasks died with a crash).
 
 Errors: see ``errors``. Transient failures propagate unchanged; StorageFenced becomes
 StorageNotPrimary.
@@ -97,9 +97,9 @@ class ChunkedSegmentStorage:
         await self._journal.bootstrap(epoch)
 
     async def finish_bootstrap(self) -> None:
-        """Once the MetadataStore works: queues orphan chunks of owned segments and starts the collector."""
-        await self._context.collector.sweep(lambda name: name in self._system_segments or self._owns_segment(name))
-        self._context.collector.start()
+        """Once the MetadataStore works: starts the collector, which sweeps for orphan chunks of owned segments in
+        the background."""
+        self._context.collector.start(lambda name: name in self._system_segments or self._owns_segment(name))
 
     async def close(self) -> None:
         """Stops the collector (queued tasks are dropped; the next start's sweep finds them). Idempotent."""

@@ -89,6 +89,7 @@ class GarbageCollector:
         self._pass_lock = asyncio.Lock()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._sweep_task: asyncio.Task | None = None
         self.dropped = 0  # tasks given up (queue full or too many failures); the next sweep recovers them
 
     def new_chunks(self) -> NewChunks:
@@ -108,7 +109,10 @@ class GarbageCollector:
         self._wakeup.set()
 
     async def collect(self, *, everything: bool = False) -> int:
-        """Runs the tasks that are due (all of them with ``everything``); returns the chunks deleted."""
+        """Runs the tasks that are due (all of them with ``everything``, once the start-up sweep has queued the
+        orphans it finds); returns the chunks deleted."""
+        if everything and self._sweep_task is not None:
+            await asyncio.shield(self._sweep_task)
         async with self._pass_lock:
             now = self._clock()
             batch = []
@@ -135,11 +139,33 @@ class GarbageCollector:
         self.schedule(orphans)
         return len(orphans)
 
-    def start(self) -> None:
+    def start(self, owns_segment: Callable[[str], bool] | None = None) -> None:
+        """Starts collecting; with ``owns_segment``, also sweeps Tier-2 for orphans in the background.
+
+        The sweep lists every chunk of the storage, so it runs beside the container's work instead of before it
+        (start-up time must not grow with the chunks ever written). That is safe: the collector checks each
+        chunk again when it is due (a live or in-flight chunk is left alone)."""
+        loop = asyncio.get_running_loop()
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="slts-garbage-collector")
+            self._task = loop.create_task(self._run(), name="slts-garbage-collector")
+        if owns_segment is not None and self._sweep_task is None:
+            self._sweep_task = loop.create_task(self._sweep_in_background(owns_segment), name="slts-orphan-sweep")
+
+    async def _sweep_in_background(self, owns_segment: Callable[[str], bool]) -> None:
+        started = self._clock()
+        try:
+            orphans = await self.sweep(owns_segment)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the next start sweeps again; chunks are freed, never lost
+            log.warning("tier-2 orphan sweep failed", extra={"container": self._container_id, "error": repr(error)})
+            return
+        log.info("tier-2 orphan sweep done", extra={"container": self._container_id, "orphans": orphans,
+                                                    "seconds": round(self._clock() - started, 3)})
 
     async def stop(self) -> None:
+        sweep, self._sweep_task = self._sweep_task, None
+        await cancel_and_wait(sweep)
         task, self._task = self._task, None
         await cancel_and_wait(task)
 

@@ -175,3 +175,46 @@ async def test_a_segment_store_restarts_a_container_whose_checkpoint_failed(tmp_
         again = store.containers[0]
         await asyncio.wait_for(again.create_segment("scope/after/0.#epoch.0"), 10)
         assert set(acknowledged) <= set(again.segment_names())  # what was acknowledged survived the failure
+
+
+class SlowListing(InMemoryChunkStorage):
+    """Listing every chunk (no prefix: the orphan sweep) takes until the test lets it finish (a Tier-2 with a
+    very large number of chunks); the system journal's listings of its own files are not slowed."""
+
+    def __init__(self):
+        super().__init__()
+        self.listing_allowed = asyncio.Event()
+        self.listings = 0
+
+    async def list(self, prefix: str = "") -> list[str]:
+        if not prefix:
+            self.listings += 1
+            await self.listing_allowed.wait()
+        return await super().list(prefix)
+
+
+async def test_start_up_does_not_wait_for_the_tier2_orphan_sweep(tmp_path):
+    """The sweep for orphan chunks lists all of Tier-2 (it grew restart time with every chunk ever written): it
+    runs beside the container's work, and the orphans it finds are still collected."""
+    chunks = SlowListing()
+    chunks.listing_allowed.set()
+    owner = container(tmp_path, chunks)
+    await owner.start()
+    await owner.create_segment("scope/kept/0.#epoch.0")
+    await owner.append("scope/kept/0.#epoch.0", b"kept")
+    await owner.flush_to_storage()
+    await owner.stop()
+    orphan = "scope/gone/0.#epoch.0.E-1-O-0." + "0" * 32
+    await chunks.create_with_content(orphan, b"left by a crash")
+
+    chunks.listing_allowed.clear()
+    again = container(tmp_path, chunks)
+    await asyncio.wait_for(again.start(), 10)  # serves while the listing is still running
+    assert chunks.listings >= 1 and orphan in await InMemoryChunkStorage.list(chunks, "scope/")
+    await again.append("scope/kept/0.#epoch.0", b" and more")
+    chunks.listing_allowed.set()
+    await again.storage.collect_garbage()
+    assert orphan not in await InMemoryChunkStorage.list(chunks, "scope/")
+    read = await again.read("scope/kept/0.#epoch.0", 0, 100)
+    assert b"".join(bytes(part) for part in read.parts) == b"kept and more"
+    await again.stop()
