@@ -31,7 +31,7 @@ class SegmentStoreConfig:
     # operations): past either, appends wait store-wide while Tier-2 catches up (replay_bound.py). Recovery
     # time is bounded by these, not by the cache size.
     replay_bytes_max: int = 256 * 1024 * 1024
-    replay_operations_max: int = 1_000_000
+    replay_operations_max: int = 250_000
     log_file_size: int = 64 * 1024 * 1024
     log_spare_files: int = 2  # local log: files freed by truncation kept for reuse per container; the rest deleted
     # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default) or "replicated"

@@ -94,7 +94,7 @@ def _segment_store_options(function):
                      help="MiB a container's Tier-1 log may hold for a restart to replay (logged since its first "
                           "checkpoint, not yet truncated because Tier-2 lacks it); past it, appends wait while "
                           "Tier-2 catches up (a checkpoint is logged and the log truncated). Bounds recovery time."),
-        click.option("--replay-max-operations", "replay_operations_max", default=1_000_000, show_default=True,
+        click.option("--replay-max-operations", "replay_operations_max", default=250_000, show_default=True,
                      type=click.IntRange(1), help="Operations a container's log may hold to replay (as --replay-max)."),
         click.option("--log-spare-files", default=2, show_default=True, type=click.IntRange(0),
                      help="Tier-1 log files freed by truncation that each container keeps for reuse (local "

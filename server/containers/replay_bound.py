@@ -23,7 +23,7 @@ class ReplayBound:
     """At most ``bytes_max`` logged bytes (checkpoints aside) and ``operations_max`` operations to replay."""
 
     bytes_max: int = 256 * 1024 * 1024
-    operations_max: int = 1_000_000
+    operations_max: int = 250_000
 
     def __post_init__(self) -> None:
         if self.bytes_max <= 0 or self.operations_max <= 0:
