@@ -65,6 +65,9 @@ class SegmentStoreConfig:
     max_chunk_size: int = 256 * 1024 * 1024  # Tier-2 chunks roll over at this size (truncation frees whole chunks)
     gc_delay_seconds: float = 5.0  # Tier-2 chunks freed by truncation or deletion are deleted this much later
     flush_size: int = 4 * 1024 * 1024  # a segment with this many unflushed bytes is written to Tier-2 at once
+    # A table segment is compacted (live entries re-written at its end, the rest truncated) once its dead records
+    # outweigh its live ones and this many bytes (table_maintenance.py; docs/operations.md, "Disk space").
+    table_compaction_threshold: int = 1024 * 1024
     flush_interval: float = 2.0  # seconds before fewer unflushed bytes are written anyway
     tier2_timeout: float = 60.0  # seconds after which a Tier-2 call counts as failed (and is retried)
     # Auto-scaling: each container measures its rate-policy segments and appends hot/cold reports to its report
@@ -110,6 +113,8 @@ class SegmentStoreConfig:
             raise ValueError("gc_delay_seconds must not be negative")
         if self.max_chunk_size <= 0:
             raise ValueError("max_chunk_size must be positive")
+        if self.table_compaction_threshold < 0:
+            raise ValueError("table_compaction_threshold must not be negative")
         if self.log_file_size < MIN_LOG_FILE_SIZE:
             raise ValueError(f"log_file_size must be at least {MIN_LOG_FILE_SIZE} (one largest record)")
 

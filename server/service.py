@@ -333,6 +333,7 @@ class SegmentStoreService:
                                      checkpoint_every_operations=self.config.checkpoint_every_operations,
                                      checkpoint_every_bytes=self.config.checkpoint_every_bytes,
                                      checkpoint_interval_seconds=self.config.checkpoint_interval_seconds,
+                                     table_compaction_threshold=self.config.table_compaction_threshold,
                                      tier2=self._tier2_settings(container_id), load=self.config.load)
         self.containers[container_id] = container
         await container.start()

@@ -58,7 +58,7 @@ class SegmentContainer:
                  checkpoint_every_bytes: int = 64 * 1024 * 1024,
                  tier2: Tier2Settings | None = None,
                  checkpoint_interval_seconds: float = 60.0,
-                 table_compaction_threshold: int = 16 * 1024 * 1024,
+                 table_compaction_threshold: int = 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
                  load: LoadSettings | None = None):
@@ -73,12 +73,15 @@ class SegmentContainer:
         self._pipeline = OperationPipeline(
             container_id, durable_log, self._state, checkpoint_every_operations=checkpoint_every_operations,
             checkpoint_every_bytes=checkpoint_every_bytes, wall_clock_ms=wall_clock_ms, on_failure=self._fail)
+        # Table compactions: on request, and of bloated tables after each storage-writer pass (with a Tier-2).
+        self._tables = table_maintenance.TableCompactor(container_id, self._pipeline, self._state,
+                                                        table_compaction_threshold, first=self.storage_metadata_name)
         self._tier2: Tier2Link | None = None
         if tier2 is not None:
             # The storage writer flushes everything when the log holds more than this since its first checkpoint.
             self._tier2 = Tier2Link(self, tier2, self._state, self._pipeline,
                                     log_backlog_target=2 * checkpoint_every_bytes,
-                                    table_compaction_threshold=table_compaction_threshold,
+                                    tables=self._tables,
                                     checkpoint_interval=checkpoint_interval_seconds, on_fatal=self._fail)
             self._state.observer = self._tier2.writer
             self._pipeline.on_checkpoint_logged = self._tier2.checkpoint_logged
@@ -260,7 +263,7 @@ class SegmentContainer:
 
     async def compact_table(self, name: str) -> None:
         """Re-writes the table's live entries at its end (versions kept) and truncates everything before."""
-        await table_maintenance.compact(self._pipeline, self._segment(name))
+        await self._tables.compact(self._segment(name))
 
     # ------------------------------------------------------------------ queries
 

@@ -72,6 +72,14 @@ class PendingSegment:
         return None if found is None else found[0]
 
 
+class CompactionStep(NamedTuple):
+    """What one step of a table compaction did (``PendingState.table_compaction_step``)."""
+
+    position: int  # where in the compaction's keys the next step goes on
+    size: int  # bytes re-written
+    done: bool  # the step was the truncation: the compaction is over
+
+
 class Decision(NamedTuple):
     """A decided operation, the pending segments it touched, and the result for the caller."""
 
@@ -241,20 +249,42 @@ class PendingState:
             view.table_keys[bytes(key)] = version
         return decision._replace(result=versions)
 
-    def table_rewrite(self, name: str) -> Decision:
-        """Decides compaction's append: every committed live entry without a change in flight, re-written
-        at the end with its version explicit (so versions survive). The result is the committed length
-        before it: everything below can then be truncated, since changes in flight lie above it."""
+    def table_compaction_step(self, name: str, keys: Sequence[bytes], start: int, upto: int) -> Decision:
+        """Decides the next step of a compaction that truncates the table at ``upto`` (its committed length
+        when it began; ``keys``: its committed keys then). From ``keys[start:]``, as many as fit in one
+        operation: each committed live entry whose record lies below ``upto`` and that has no change in
+        flight is re-written at the end with its version explicit (so versions survive). Once no key is
+        left, the step is the truncation at ``upto``. The result is a ``CompactionStep``.
+
+        Why nothing below ``upto`` is then needed: a version below ``upto`` means a record below it (a
+        record's version is its offset, or for a re-written record an older one), except for a key this
+        compaction re-wrote already, which comes once in ``keys``; a change in flight, and every record
+        committed since the compaction began, lie above ``upto``; and a key that was not live then and is
+        now was written since.
+        """
         view = self._table(name)
         committed = view.base
         if committed is None or committed.table is None:  # created in flight, not committed yet: nothing to re-write
             raise errors.OperationUnsupported(name, "compactTable")
         parts: list[BytesLike] = []
-        for key, version, value in committed.table.items():
-            if key not in view.table_keys:
+        size, position = 0, start
+        while position < len(keys):
+            key = keys[position]
+            found = committed.table.get(key)
+            if found is not None and found[0] < upto and key not in view.table_keys:
+                version, value = found
+                record_size = table.update_size(key, value)
+                if size + record_size > self._max_operation_bytes:
+                    if not parts:
+                        raise errors.IllegalArgument(name, f"a table entry of {record_size} bytes does not fit "
+                                                           f"one operation of {self._max_operation_bytes}")
+                    break
                 parts += table.serialize_update(key, value, version)
-        decision = self._append(view, b"".join(parts))
-        return decision._replace(result=committed.length)
+                size += record_size
+            position += 1
+        if not parts:
+            return self.truncate(name, upto)._replace(result=CompactionStep(position, 0, True))
+        return self._append(view, b"".join(parts))._replace(result=CompactionStep(position, size, False))
 
     def table_remove(self, name: str, keys: Iterable[table.TableRemoval], table_offset: int) -> Decision:
         """Decides a removal batch of (key, version) (absent keys too, as Java does)."""

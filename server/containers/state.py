@@ -62,6 +62,8 @@ class ContainerState:
         self.last_sequence = 0
         # Sources merged recently -> their target, so that a retried merge answers success.
         self.merged_sources: OrderedDict[str, str] = OrderedDict()
+        # Ids of table segments appended to since table maintenance last looked (its compaction candidates).
+        self.tables_changed: set[int] = set()
 
     def segment(self, segment_id: int) -> SegmentMetadata:
         try:
@@ -83,6 +85,7 @@ class ContainerState:
             self.boundaries.appended(segment, operation.offset, operation.data)
             if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
+                self.tables_changed.add(segment.segment_id)
             segment.attributes.update(operation.attributes)
             segment.last_modified = timestamp_ms
             self.observer.appended(segment, operation.offset, len(operation.data), sequence)
@@ -155,6 +158,7 @@ class ContainerState:
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
         del self.by_id[segment.segment_id]
+        self.tables_changed.discard(segment.segment_id)
         self.boundaries.removed(segment)
 
     # ------------------------------------------------------------------ snapshots

@@ -55,7 +55,7 @@ TIER2_TRANSIENT_ERRORS = (ChunkStorageUnavailable, MetadataStoreUnavailable, asy
 class SegmentStorage(Protocol):
     """What the storage writer needs of Tier-2: SLTS (``ChunkedSegmentStorage``) in the segment store."""
 
-    async def create(self, name: str) -> None: ...
+    async def create(self, name: str, rolling_length: int = 0) -> None: ...
     async def get_info(self, name: str) -> StorageSegmentInfo: ...
     async def write(self, name: str, offset: int, data: WriteData) -> None: ...
     async def seal(self, name: str) -> None: ...
@@ -69,6 +69,9 @@ class StorageWriterConfig:
     flush_size: int = 4 * 1024 * 1024  # a segment with this many bytes waiting is flushed at once
     flush_interval: float = 2.0  # seconds: older waiting bytes are flushed however few they are
     max_write_size: int = 128 * 1024 * 1024  # bytes per Tier-2 write (one fsync each)
+    # Table segments' Tier-2 chunks roll over at this size (at most the storage's chunk size), so that the head
+    # chunks a compaction truncates are freed: the bytes a table keeps in Tier-2 follow its live entries.
+    table_chunk_size: int = 4 * 1024 * 1024
     concurrency: int = 4  # segments flushed at the same time
     operation_timeout: float = 60.0  # a Tier-2 call slower than this counts as failed
     # Pauses between failed passes (Tier-2 down): no bound on attempts, appends go on meanwhile.
@@ -104,11 +107,12 @@ class _Work:
     """What Tier-2 still has to do for one segment, and what Tier-2 is known to hold of it."""
 
     __slots__ = ("name", "data", "items", "known", "exists", "storage_length", "sealed", "merged", "finished",
-                 "lock", "waiting_bytes", "predecessor")
+                 "lock", "waiting_bytes", "predecessor", "rolling_length")
 
-    def __init__(self, segment: SegmentMetadata):
+    def __init__(self, segment: SegmentMetadata, rolling_length: int = 0):
         self.name = segment.name
         self.data = segment.data
+        self.rolling_length = rolling_length  # its Tier-2 chunk size if not the storage's (0)
         self.items: deque[_Item] = deque()
         self.known = False  # whether exists / storage_length / sealed were read from Tier-2
         self.exists = False
@@ -158,7 +162,8 @@ class StorageWriter(StateObserver):
     def _work(self, segment: SegmentMetadata) -> _Work:
         work = self._works.get(segment.segment_id)
         if work is None:
-            work = self._works[segment.segment_id] = _Work(segment)
+            work = self._works[segment.segment_id] = _Work(
+                segment, self.config.table_chunk_size if segment.table is not None else 0)
             previous = self._by_name.get(work.name)
             if previous is not None and not previous.finished:  # a re-created name waits for the old one's
                 work.predecessor = previous  # deletion in Tier-2
@@ -371,7 +376,7 @@ class StorageWriter(StateObserver):
 
     async def _create(self, work: _Work) -> None:
         try:
-            await self._call(self.storage.create(work.name))
+            await self._call(self.storage.create(work.name, work.rolling_length))
         except storage_errors.SegmentExists:
             pass
         work.exists = True

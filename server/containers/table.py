@@ -47,6 +47,7 @@ class Entry(NamedTuple):
     key: bytes
     value: BytesLike | None  # None for a removal
     size: int  # bytes the record takes
+    offset: int  # where the record lies in the segment (its version, unless re-written by compaction)
 
 
 def key_hash(key: bytes) -> bytes:
@@ -88,14 +89,15 @@ def parse_entries(data: BytesLike, base_offset: int) -> Iterator[Entry]:
         _, key_length, value_length, explicit_version = ENTRY_HEADER.unpack_from(view, position)
         key_start = position + ENTRY_HEADER_SIZE
         key = bytes(view[key_start:key_start + key_length])
-        version = base_offset + position if explicit_version == NO_VERSION else explicit_version
+        offset = base_offset + position
+        version = offset if explicit_version == NO_VERSION else explicit_version
         if value_length == REMOVAL:
             size = ENTRY_HEADER_SIZE + key_length
-            yield Entry(version, key, None, size)
+            yield Entry(version, key, None, size, offset)
         else:
             value_start = key_start + key_length
             size = ENTRY_HEADER_SIZE + key_length + value_length
-            yield Entry(version, key, view[value_start:value_start + value_length], size)
+            yield Entry(version, key, view[value_start:value_start + value_length], size, offset)
         if position + size > len(view):
             raise ValueError("table entry runs past the end of its batch")
         position += size
@@ -235,7 +237,7 @@ def delta_page(data: BytesLike, base: int, end: int, max_entries: int, max_bytes
     for entry in parse_entries(data, base):
         if len(page) >= max_entries or page_bytes >= max_bytes:
             break
-        following = entry.version + entry.size
+        following = entry.offset + entry.size  # not the version: a re-written record keeps an older one
         last_position, reached_end = following, following >= end
         if entry.value is None:
             page.pop(entry.key, None)

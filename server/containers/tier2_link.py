@@ -67,14 +67,14 @@ class Tier2Link:
 
     def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState,
                  pipeline: OperationPipeline, *,
-                 log_backlog_target: int, table_compaction_threshold: int, checkpoint_interval: float,
+                 log_backlog_target: int, tables: table_maintenance.TableCompactor, checkpoint_interval: float,
                  on_fatal: Callable[[BaseException], None], clock: Callable[[], float] = time.monotonic):
         self._container_id = container_id = container.container_id
         self.metadata_name = storage_metadata_segment(container_id)
         self._state = state
         self._pipeline = pipeline
         self._log_backlog_target = log_backlog_target
-        self._table_compaction_threshold = table_compaction_threshold
+        self._tables = tables
         self._checkpoint_interval = checkpoint_interval
         self._clock = clock
         self._checkpoint_at = clock()  # when the newest checkpoint was logged or asked for
@@ -167,13 +167,11 @@ class Tier2Link:
             return []
 
     async def _after_writer_pass(self) -> None:
-        """Compacts the storage metadata table once its dead records outweigh its live ones (and a threshold);
-        asks for a checkpoint once the newest one is old (the pass's log truncation needs one to move)."""
+        """Compacts the container's bloated table segments (``TableCompactor``: dead records outweigh live ones and a
+        threshold); asks for a checkpoint once the newest one is old (the pass's log truncation needs one to move)."""
         if self._pipeline.status is not ContainerStatus.RUNNING:
             return
-        await table_maintenance.compact_if_bloated(self._container_id, self._pipeline,
-                                                   self._state.by_name.get(self.metadata_name),
-                                                   self._table_compaction_threshold)
+        await self._tables.maintain()
         now = self._clock()
         if checkpoint_due_by_age(now, self._checkpoint_at, self._checkpoint_interval,
                                  self._pipeline.operations_after_checkpoint()):

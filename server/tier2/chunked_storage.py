@@ -105,14 +105,21 @@ class ChunkedSegmentStorage:
         """Stops the collector (queued tasks are dropped; the next start's sweep finds them). Idempotent."""
         await self._context.collector.stop()
 
-    async def create(self, name: str) -> None:
-        """Raises SegmentExists, StorageNotPrimary; transient errors."""
+    async def create(self, name: str, rolling_length: int = 0) -> None:
+        """Creates ``name``, its chunks rolling over at ``rolling_length`` bytes if that is positive and below the
+        configured chunk size (system segments: always the configured size).
+
+        Raises SegmentExists, StorageNotPrimary; transient errors."""
         async with self._serialized(name):
             transaction = self._begin(name)
             if await transaction.segment(name) is not None:
                 raise SegmentExists(name)
-            flags = SegmentFlags.ACTIVE | (SegmentFlags.SYSTEM if name in self._system_segments else 0)
-            transaction.put(stamped(SegmentRecord(name, max_rolling_length=self._context.config.max_chunk_size,
+            system = name in self._system_segments
+            flags = SegmentFlags.ACTIVE | (SegmentFlags.SYSTEM if system else 0)
+            rolling = self._context.config.max_chunk_size
+            if rolling_length > 0 and not system:
+                rolling = min(rolling, rolling_length)
+            transaction.put(stamped(SegmentRecord(name, max_rolling_length=rolling,
                                                   owner_epoch=self.epoch, flags=flags)))
             await transaction.commit()
 
