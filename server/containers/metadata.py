@@ -34,7 +34,7 @@ class SegmentMetadata:
                  cache: CacheManager | None = None):
         self.segment_id = segment_id
         self.name = name
-        self.segment_type = SegmentType(segment_type)
+        self.segment_type = segment_type if type(segment_type) is SegmentType else SegmentType(segment_type)
         self.sealed = False
         self.attributes = dict(attributes)
         self.last_modified = last_modified

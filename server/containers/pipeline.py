@@ -171,7 +171,7 @@ class OperationPipeline:
                                      for segment in self._state.by_id.values()):
                 raise InconsistentState("the log begins with a checkpoint whose bytes are in Tier-2, "
                                         "but no Tier-2 is configured")
-        elif self._state.describe() != self._state.describe_snapshot(checkpoint.snapshot):
+        elif not self._state.matches_snapshot(checkpoint.snapshot):
             raise InconsistentState("replayed state differs from a checkpoint in the log")
 
     def open(self) -> None:

@@ -13,13 +13,14 @@ start (``boundaries.py``, for LocateOffset).
 from __future__ import annotations
 
 import struct
+import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
-from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, decode_attributes, encode_attributes
+from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, encode_attributes
 from .read_index import Redirect
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ _MERGED_SOURCES_REMEMBERED = 10_000
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")
 _SEGMENT_FIXED = struct.Struct(">qBqqBqH")
+_ATTRIBUTE = struct.Struct(">16sq")
 
 
 class InconsistentState(Exception):
@@ -182,39 +184,79 @@ class ContainerState:
         and the appends that follow in the log. Table segments restored with bytes are
         marked ``table_incomplete``: their key index is rebuilt once Tier-2 is up.
         """
-        view = memoryview(snapshot)
-        _, self.next_segment_id, self.last_sequence, _ = _SNAPSHOT_HEADER.unpack_from(view, 0)
-        for name, (segment_id, segment_type, start, length, sealed, attributes) in (
-                self.describe_snapshot(snapshot).items()):
-            segment = SegmentMetadata(segment_id, name, SegmentType(segment_type), attributes, 0, start, length,
-                                      cache=self.cache)
+        _, self.next_segment_id, self.last_sequence, _ = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
+        by_name, by_id, cache = self.by_name, self.by_id, self.cache
+        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
+            segment = SegmentMetadata(segment_id, name, segment_type, attributes, 0, start, length, cache=cache)
             segment.sealed = sealed
             segment.table_incomplete = segment.table is not None and length > start
-            self.by_name[name] = segment
-            self.by_id[segment_id] = segment
+            by_name[name] = segment
+            by_id[segment_id] = segment
+
+    def matches_snapshot(self, snapshot: bytes) -> bool:
+        """Whether this state holds exactly the segments of ``snapshot`` (a later checkpoint met in a replay):
+        one pass over the snapshot, nothing re-encoded."""
+        _, next_segment_id, _, count = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
+        if count != len(self.by_id):
+            return False
+        by_id = self.by_id
+        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
+            segment = by_id.get(segment_id)
+            if (segment is None or segment.name != name or segment.segment_type != segment_type
+                    or segment.start_offset != start or segment.length != length or segment.sealed != sealed
+                    or segment.attributes != attributes):
+                return False
+        return True
 
     @staticmethod
     def describe_snapshot(snapshot: bytes) -> dict:
         """Decodes a snapshot to {name: (id, type, start, length, sealed, attributes)} (for checks)."""
-        view = memoryview(snapshot)
-        version, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
-        if version not in (0, SNAPSHOT_VERSION):
-            raise InconsistentState(f"unknown snapshot version {version}")
-        count_format = ATTRIBUTE_COUNT if version else ATTRIBUTE_COUNT_V0
-        position = _SNAPSHOT_HEADER.size
-        segments = {}
-        for _ in range(count):
-            segment_id, segment_type, start, length, sealed, _, name_length = _SEGMENT_FIXED.unpack_from(
-                view, position)
-            position += _SEGMENT_FIXED.size
-            name = bytes(view[position:position + name_length]).decode("utf-8", "surrogatepass")
-            attributes, position = decode_attributes(view, position + name_length, count_format)
-            segments[name] = (segment_id, segment_type, start, length, bool(sealed), attributes)
-        return segments
+        return {name: (segment_id, segment_type, start, length, sealed, attributes)
+                for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot)}
 
     def describe(self) -> dict:
         """This state in the form of :meth:`describe_snapshot`."""
         return self.describe_snapshot(self.snapshot())
+
+
+_SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
+_CORE_ATTRIBUTE_PREFIX = b"\x80" + bytes(7)  # core attribute ids repeat in every segment: made once each
+_core_attribute_ids: dict[bytes, uuid.UUID] = {}
+
+
+def _snapshot_records(snapshot: bytes):
+    """Yields (segment_id, SegmentType, start, length, sealed, name, attributes) of every segment of a snapshot.
+
+    Raises InconsistentState: an unknown snapshot version."""
+    view = memoryview(snapshot)
+    version, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+    if version not in (0, SNAPSHOT_VERSION):
+        raise InconsistentState(f"unknown snapshot version {version}")
+    count_format = ATTRIBUTE_COUNT if version else ATTRIBUTE_COUNT_V0
+    count_size, fixed, fixed_size = count_format.size, _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size
+    attribute, core_ids, core_prefix, make_id = _ATTRIBUTE.unpack_from, _core_attribute_ids, _CORE_ATTRIBUTE_PREFIX, \
+        uuid.UUID
+    types = _SEGMENT_TYPES
+    position = _SNAPSHOT_HEADER.size
+    for _ in range(count):
+        segment_id, segment_type, start, length, sealed, _, name_length = fixed(view, position)
+        position += fixed_size
+        name = str(view[position:position + name_length], "utf-8", "surrogatepass")
+        position += name_length
+        (attribute_count,) = count_format.unpack_from(view, position)
+        position += count_size
+        attributes = {}
+        for _ in range(attribute_count):
+            key, value = attribute(view, position)
+            position += 24
+            if key[:8] == core_prefix:
+                attribute_id = core_ids.get(key)
+                if attribute_id is None:
+                    attribute_id = core_ids[key] = make_id(bytes=key)
+            else:
+                attribute_id = make_id(bytes=key)
+            attributes[attribute_id] = value
+        yield segment_id, types[segment_type], start, length, bool(sealed), name, attributes
 
 
 def wake_readers(segment: SegmentMetadata) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.containers import operations as ops
+from server.containers.metadata import SegmentType
 from server.containers.state import ContainerState
 
 I64 = st.integers(-(2**63), 2**63 - 1)
@@ -89,3 +90,27 @@ def test_a_version_zero_snapshot_is_still_read():
     snapshot = (struct.pack(">BqqI", 0, 5, 77, 1) + struct.pack(">qBqqBqH", 4, 0, 10, 20, 1, 123, len(name)) + name
                 + struct.pack(">H", 1) + uuid.UUID(int=1).bytes + struct.pack(">q", 7))
     assert ContainerState.describe_snapshot(snapshot) == {"scope/stream/0.#epoch.0": (4, 0, 10, 20, True, attributes)}
+
+
+def test_a_later_checkpoint_is_checked_against_the_replayed_state():
+    """Replay compares each later checkpoint with the state the operations before it built (one pass over the
+    snapshot): a segment of another length, another attribute or one too many is a mismatch."""
+    state = ContainerState()
+    writer = uuid.UUID(int=9)
+    state.apply(ops.CreateSegment(1, SegmentType.STREAM, "s/a/0.#epoch.0", {writer: 3}), 1, 1)
+    state.apply(ops.CreateSegment(2, SegmentType.TABLE, "s/_tables/t", {}), 1, 2)
+    state.apply(ops.Append(1, 0, b"abc", {writer: 4}), 1, 3)
+    assert state.matches_snapshot(state.snapshot())
+    other = ContainerState()
+    other.restore(state.snapshot())
+    assert other.matches_snapshot(state.snapshot())
+    other.apply(ops.Append(1, 3, b"d", {}), 1, 4)
+    assert not other.matches_snapshot(state.snapshot())  # another length
+    again = ContainerState()
+    again.restore(state.snapshot())
+    again.apply(ops.UpdateAttributes(1, {writer: 5}), 1, 4)
+    assert not again.matches_snapshot(state.snapshot())  # another attribute value
+    again = ContainerState()
+    again.restore(state.snapshot())
+    again.apply(ops.CreateSegment(3, SegmentType.STREAM, "s/b/0.#epoch.0", {}), 1, 4)
+    assert not again.matches_snapshot(state.snapshot())  # one too many
