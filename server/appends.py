@@ -102,8 +102,20 @@ class AppendProcessor:
             last = container.get_attribute(command.segment, command.writer_id)
         except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
             return append_error_reply(error, command.writer_id, command.request_id, command.segment)
+        self._forget_writer(command.writer_id)
         self._writers[command.writer_id] = WriterState(command.writer_id, command.segment, container, last)
+        container.writer_attached(command.segment, command.writer_id)
         return wc.AppendSetup(command.request_id, command.segment, command.writer_id, last)
+
+    def _forget_writer(self, writer_id: uuid.UUID) -> None:
+        state = self._writers.pop(writer_id, None)
+        if state is not None:
+            state.container.writer_detached(state.segment, writer_id)
+
+    def close(self) -> None:
+        """The connection is gone: its writers are no longer set up (their attributes may expire)."""
+        for writer_id in list(self._writers):
+            self._forget_writer(writer_id)
 
     def append_block_end(self, command: wc.AppendBlockEnd) -> int:
         return self._append(command.writer_id, command.last_event_number, command.num_events, command.data,
@@ -204,4 +216,5 @@ class AppendProcessor:
             raise CloseConnection(f"writer {state.writer_id} does not own its event numbers on {state.segment}")
         else:  # the writer must set up again
             state.failed = True
-            self._writers.pop(state.writer_id, None)
+            if self._writers.get(state.writer_id) is state:
+                self._forget_writer(state.writer_id)

@@ -22,6 +22,9 @@ class SegmentStoreConfig:
     write_buffer_high: int = 8 * 1024 * 1024  # per connection unsent output, before reading pauses
     tail_read_timeout: float = 60.0  # a read parked at the tail longer than this closes its connection
     transient_idle_seconds: float = 600.0  # unmerged transient segments idle this long are deleted
+    # A writer's attribute (its last event number: deduplication after it reconnects) is removed once the writer
+    # has not appended for this long and no connection has it set up (0: never; SegmentContainer.expire_writers).
+    writer_retention_seconds: float = 86_400.0
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's

@@ -144,6 +144,7 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def connection_lost(self, error: Exception | None) -> None:
         self._closed = True
+        self._appends.close()
         if self._outbox is not None:
             self._outbox.close()
         for task in self._tasks:

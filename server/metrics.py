@@ -75,6 +75,7 @@ APPEND_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # an append block's arrival ->
 READ_BYTES = FastCounter()
 READ_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # a read request's arrival -> its reply (tail reads wait)
 REPLAY_BOUND_HOLDS = FastCounter()  # times a container's log passed its replay bound (appends waited)
+WRITERS_EXPIRED = FastCounter()  # writer attributes removed after the writer retention
 CACHE_HIT = FastCounter()
 CACHE_MISS = FastCounter()
 LOCAL_GROUP_BYTES, LOCAL_SYNC_SECONDS = FastHistogram(_SIZE_BUCKETS), FastHistogram(_LATENCY_BUCKETS)
@@ -154,6 +155,12 @@ class SegmentStoreCollector:
                                   "again from their log", value=service.container_failures)
         yield GaugeMetricFamily("tributary_segmentstore_connections", "Open client connections",
                                 value=service.connection_count)
+        yield GaugeMetricFamily("tributary_segmentstore_writer_attributes",
+                                "Writer attributes (writer id -> last event number) the containers keep",
+                                value=service.writer_attribute_count())
+        yield CounterMetricFamily("tributary_segmentstore_writer_attributes_expired",
+                                  "Writer attributes removed after the writer retention (--writer-retention)",
+                                  value=WRITERS_EXPIRED.value)
         backlogs = [container.replay_backlog() for container in list(service.containers.values())]
         yield GaugeMetricFamily("tributary_tier1_replay_backlog_bytes",
                                 "Bytes the containers' logs hold to replay at a restart (checkpoints aside)",

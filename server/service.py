@@ -137,6 +137,8 @@ class SegmentStoreService:
         self.port = self._server.sockets[0].getsockname()[1]
         await self._join_cluster()
         self._supervise("transient-segment expiry", self._expire_transients_forever)
+        if self.config.writer_retention_seconds > 0:
+            self._supervise("writer-attribute expiry", self._expire_writers_forever)
         log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
                                                     "containers": self.config.container_count})
 
@@ -334,7 +336,8 @@ class SegmentStoreService:
                                      checkpoint_every_bytes=self.config.checkpoint_every_bytes,
                                      checkpoint_interval_seconds=self.config.checkpoint_interval_seconds,
                                      table_compaction_threshold=self.config.table_compaction_threshold,
-                                     tier2=self._tier2_settings(container_id), load=self.config.load)
+                                     tier2=self._tier2_settings(container_id), load=self.config.load,
+                                     writer_retention_seconds=self.config.writer_retention_seconds)
         self.containers[container_id] = container
         await container.start()
 
@@ -462,6 +465,17 @@ class SegmentStoreService:
                     await asyncio.sleep(next(delays))
 
         self._spawn(forever(), name)
+
+    def writer_attribute_count(self) -> int:
+        """Writer attributes kept by the containers (their expiry: SegmentContainer.expire_writers)."""
+        return sum(container.writer_attribute_count() for container in list(self.containers.values()))
+
+    async def _expire_writers_forever(self) -> None:
+        period = min(60.0, max(0.05, self.config.writer_retention_seconds / 4))
+        while True:
+            await asyncio.sleep(period)
+            for container in list(self.containers.values()):
+                await container.expire_writers()
 
     async def _expire_transients_forever(self) -> None:
         idle_ms = int(self.config.transient_idle_seconds * 1000)

@@ -96,6 +96,10 @@ def _segment_store_options(function):
                           "Tier-2 catches up (a checkpoint is logged and the log truncated). Bounds recovery time."),
         click.option("--replay-max-operations", "replay_operations_max", default=250_000, show_default=True,
                      type=click.IntRange(1), help="Operations a container's log may hold to replay (as --replay-max)."),
+        click.option("--writer-retention", default=86_400.0, show_default=True, type=click.FloatRange(0),
+                     help="Seconds after which the attribute of a writer that stopped appending (its last event "
+                          "number, for deduplication when it reconnects) is removed, unless a connection has it set "
+                          "up; bounds what writer ids that come and go cost (0: kept forever)."),
         click.option("--log-spare-files", default=2, show_default=True, type=click.IntRange(0),
                      help="Tier-1 log files freed by truncation that each container keeps for reuse (local "
                           "Tier-1); the others are deleted."),
@@ -146,10 +150,11 @@ def _segment_store_options(function):
 
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
                           s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, checkpoint_mib, checkpoint_interval,
-                          replay_mib, replay_operations_max, log_spare_files, max_chunk_mib, gc_delay, auto_scale,
-                          auto_scale_windows, auto_scale_cooldown, auto_scale_mute, auto_scale_tick,
-                          auto_scale_report_interval, tier1, zk_hosts, zk_root, zk_session_timeout, log_quorum,
-                          ledger_mib, cluster, token_key_file, tls_cert, tls_key, token_key: bytes | None = None):
+                          replay_mib, replay_operations_max, writer_retention, log_spare_files, max_chunk_mib,
+                          gc_delay, auto_scale, auto_scale_windows, auto_scale_cooldown, auto_scale_mute,
+                          auto_scale_tick, auto_scale_report_interval, tier1, zk_hosts, zk_root, zk_session_timeout,
+                          log_quorum, ledger_mib, cluster, token_key_file, tls_cert, tls_key,
+                          token_key: bytes | None = None):
     from server.config import SegmentStoreConfig
 
     if cluster and not zk_hosts:
@@ -166,6 +171,7 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   checkpoint_interval_seconds=checkpoint_interval, log_spare_files=log_spare_files,
                                   replay_bytes_max=replay_mib * 1024 * 1024,
                                   replay_operations_max=replay_operations_max,
+                                  writer_retention_seconds=writer_retention,
                                   max_chunk_size=max_chunk_mib * 1024 * 1024, gc_delay_seconds=gc_delay, tier1=tier1,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,
                                   log_quorum=_quorum(log_quorum), ledger_size_max=ledger_mib * 1024 * 1024,

@@ -17,6 +17,7 @@ Its methods are the package's public surface: purpose-named, they return values
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -27,7 +28,7 @@ from wire import naming
 from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
 from wire.fields import BytesLike
 
-from .. import errors
+from .. import errors, metrics
 from ..tier1 import DurableDataLog
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.records import ChunkLayout
@@ -61,7 +62,8 @@ class SegmentContainer:
                  table_compaction_threshold: int = 1024 * 1024,
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
-                 load: LoadSettings | None = None):
+                 load: LoadSettings | None = None,
+                 writer_retention_seconds: float = 86_400.0):
         self.container_id = container_id
         self.epoch = 0
         self.storage_metadata_name = storage_metadata_segment(container_id)
@@ -92,6 +94,9 @@ class SegmentContainer:
         self.load = LoadReporter(container_id, load or LoadSettings(enabled=False), wall_clock_ms,
                                  self.append, self.create_segment)
         self._record_load = self.load.meter.record
+        # Writer attributes idle this long, of writers set up on no connection, are removed (0: never).
+        self.writer_retention_ms = int(writer_retention_seconds * 1000)
+        self._attached_writers: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
 
     @property
     def status(self) -> ContainerStatus:
@@ -264,6 +269,72 @@ class SegmentContainer:
     async def compact_table(self, name: str) -> None:
         """Re-writes the table's live entries at its end (versions kept) and truncates everything before."""
         await self._tables.compact(self._segment(name))
+
+    # ------------------------------------------------------------------ writer attributes
+
+    def writer_attached(self, name: str, writer_id: uuid.UUID) -> None:
+        """A connection set ``writer_id`` up on ``name``: its attribute does not expire until it is detached."""
+        key = (name, writer_id)
+        self._attached_writers[key] = self._attached_writers.get(key, 0) + 1
+
+    def writer_detached(self, name: str, writer_id: uuid.UUID) -> None:
+        key = (name, writer_id)
+        count = self._attached_writers.get(key, 0) - 1
+        if count > 0:
+            self._attached_writers[key] = count
+        else:
+            self._attached_writers.pop(key, None)
+
+    def writer_attribute_count(self) -> int:
+        """Writer attributes this container keeps (those of deleted segments until the expiry passes them)."""
+        return len(self._state.writers)
+
+    async def expire_writers(self, now_ms: int | None = None, limit: int = 100_000) -> int:
+        """Removes the attributes of writers that have not appended for the retention and are set up on no
+        connection of this store; returns how many (at most ``limit`` looked at per call).
+
+        A writer's attribute is its last event number, what deduplicates a writer that sets up again after a
+        lost connection and resends what it has not seen acknowledged. One that comes back after the retention
+        starts afresh (a resend of an event acknowledged before would be written again), so the retention is
+        the longest a writer may stay away with appends in doubt. Without expiry every writer id that ever
+        appended stays in memory and in every checkpoint (the SDK makes one per segment writer). The removal
+        is logged (an attribute update to NULL), conditional on the value the expiry saw."""
+        if self.writer_retention_ms <= 0 or self.status is not ContainerStatus.RUNNING:
+            return 0
+        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.writer_retention_ms
+        by_id, attached, writers = self._state.by_id, self._attached_writers, self._state.writers
+        due: dict[int, dict[uuid.UUID, int]] = {}
+        stale = []
+        for looked, ((segment_id, attribute_id), last_used) in enumerate(writers.items()):
+            if last_used > cutoff or looked >= limit:
+                break
+            segment = by_id.get(segment_id)
+            value = None if segment is None else segment.attributes.get(attribute_id)
+            if segment is None or value is None:
+                stale.append((segment_id, attribute_id))
+            elif (segment.name, attribute_id) not in attached:
+                due.setdefault(segment_id, {})[attribute_id] = value
+        for key in stale:
+            del writers[key]
+        submitted = []
+        per_operation = max(1, (self._pipeline.max_operation_bytes - 64) // 24)  # 24 bytes per attribute logged
+        for segment_id, expected in due.items():
+            name = by_id[segment_id].name
+            items = list(expected.items())
+            for start in range(0, len(items), per_operation):
+                submitted.append(self._pipeline.submit(
+                    functools.partial(PendingState.expire_attributes, name=name,
+                                      expected=dict(items[start:start + per_operation]))))
+        expired = 0
+        for future in submitted:
+            try:
+                expired += await future
+            except errors.SegmentStoreError:
+                pass  # changed or deleted meanwhile, or the container stopped
+        if expired:
+            metrics.WRITERS_EXPIRED.inc(expired)
+            log.info("idle writers' attributes expired", extra={"container": self.container_id, "count": expired})
+        return expired
 
     # ------------------------------------------------------------------ queries
 

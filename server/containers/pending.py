@@ -189,6 +189,20 @@ class PendingState:
         view.attributes.update(decided)
         return Decision(ops.UpdateAttributes(view.segment_id, decided), self._touch(view))
 
+    def expire_attributes(self, name: str, expected: dict[uuid.UUID, int]) -> Decision:
+        """Decides the removal of attributes still holding their ``expected`` values (sealed segments too): the
+        expiry of idle writers' attributes, which must not undo a change decided meanwhile (that one is kept).
+        The result is how many are removed.
+
+        Raises BadAttributeUpdate if every one of them changed (nothing to remove)."""
+        view = self._existing(name)
+        removed = {attribute_id: NULL_ATTRIBUTE_VALUE for attribute_id, value in expected.items()
+                   if view.attribute(attribute_id) == value}
+        if not removed:
+            raise errors.BadAttributeUpdate(name, next(iter(expected)), "an unchanged value", "a new one")
+        view.attributes.update(removed)
+        return Decision(ops.UpdateAttributes(view.segment_id, removed), self._touch(view), len(removed))
+
     def merge(self, target_name: str, source_name: str, updates: Iterable[attrs.AttributeUpdate] = (),
               header: BytesLike = b"") -> Decision:
         """Decides a merge (sealing the source); the result is the target's length after it."""

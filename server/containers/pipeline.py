@@ -174,10 +174,15 @@ class OperationPipeline:
         elif not self._state.matches_snapshot(checkpoint.snapshot):
             raise InconsistentState("replayed state differs from a checkpoint in the log")
 
+    @property
+    def max_operation_bytes(self) -> int:
+        """The largest operation a frame (one log record) takes."""
+        return self._max_frame_bytes - FRAME_HEADROOM
+
     def open(self) -> None:
         """Starts accepting mutations after the recovered state."""
         self._next_sequence = self._state.last_sequence + 1
-        self._pending = PendingState(self._state, self._max_frame_bytes - FRAME_HEADROOM)
+        self._pending = PendingState(self._state, self.max_operation_bytes)
         self.status = ContainerStatus.RUNNING
 
     async def close(self) -> None:
@@ -452,4 +457,6 @@ def _operation_size(operation: ops.Operation) -> int:
         return len(operation.header) + 96 + 24 * len(operation.attributes)
     if isinstance(operation, ops.CreateSegment):
         return len(operation.name) * 3 + 64 + 24 * len(operation.attributes)
+    if isinstance(operation, ops.UpdateAttributes):
+        return 32 + 24 * len(operation.attributes)
     return 32

@@ -17,6 +17,8 @@ import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from wire.constants import NULL_ATTRIBUTE_VALUE
+
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
@@ -27,10 +29,13 @@ if TYPE_CHECKING:
     from .cache import CacheManager
 
 _MERGED_SOURCES_REMEMBERED = 10_000
-# Snapshot: version:u8 next_segment_id:i64 last_sequence:i64 count:u32, then per segment _SEGMENT_FIXED, the
-# name, and its attributes as operations encode them (version 0: a u16 attribute count; 1: u32).
-SNAPSHOT_VERSION = 1
+# Snapshot: version:u8 next_segment_id:i64 last_sequence:i64 count:u32, then (version 2) writers:u32 and as many
+# _WRITER records (the writer attributes' last use, oldest first), then per segment _SEGMENT_FIXED, the name,
+# and its attributes as operations encode them (version 0: a u16 attribute count; 1 and 2: u32).
+SNAPSHOT_VERSION = 2
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")
+_WRITER_COUNT = struct.Struct(">I")
+_WRITER = struct.Struct(">q16sq")  # segment id, attribute id, last use (ms)
 _SEGMENT_FIXED = struct.Struct(">qBqqBqH")
 _ATTRIBUTE = struct.Struct(">16sq")
 
@@ -66,6 +71,11 @@ class ContainerState:
         self.merged_sources: OrderedDict[str, str] = OrderedDict()
         # Ids of table segments appended to since table maintenance last looked (its compaction candidates).
         self.tables_changed: set[int] = set()
+        # Writer attributes (extended attributes set by appends: a writer id -> its last event number), by
+        # (segment id, attribute id) -> when an append last set it (ms, the logged time), least recently used
+        # first, for their expiry (``SegmentContainer.expire_writers``). Advisory: entries of deleted segments
+        # linger until the expiry walks past them, and a later checkpoint met in a replay is not compared on it.
+        self.writers: dict[tuple[int, uuid.UUID], int] = {}
 
     def segment(self, segment_id: int) -> SegmentMetadata:
         try:
@@ -88,7 +98,15 @@ class ContainerState:
             if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
                 self.tables_changed.add(segment.segment_id)
-            segment.attributes.update(operation.attributes)
+            if operation.attributes:
+                self._set_attributes(segment, operation.attributes)
+                writers, segment_id = self.writers, segment.segment_id
+                for attribute_id in operation.attributes:
+                    if attribute_id.int >> 64 != _CORE_MSB:
+                        key = (segment_id, attribute_id)
+                        writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
+                        if segment.attributes.get(attribute_id) is not None:
+                            writers[key] = timestamp_ms
             segment.last_modified = timestamp_ms
             self.observer.appended(segment, operation.offset, len(operation.data), sequence)
             return segment
@@ -105,7 +123,7 @@ class ContainerState:
             return self._merge(operation, timestamp_ms, sequence)
         if kind is ops.UpdateAttributes:
             segment = self.segment(operation.segment_id)
-            segment.attributes.update(operation.attributes)
+            self._set_attributes(segment, operation.attributes)
             return None
         if kind is ops.Truncate:
             segment = self.segment(operation.segment_id)
@@ -147,7 +165,7 @@ class ContainerState:
         target.data.append_index(source.data)
         if target.length > merged_at:  # until Tier-2 concatenates, uncached source bytes are read from the source
             target.data.redirects.append(Redirect(merged_at, target.length, source.name))
-        target.attributes.update(operation.attributes)
+        self._set_attributes(target, operation.attributes)
         target.last_modified = timestamp_ms
         self._remove(source)
         self.merged_sources[source.name] = target.name
@@ -156,6 +174,15 @@ class ContainerState:
         wake_readers(source)
         self.observer.merged(target, source, sequence)
         return target
+
+    def _set_attributes(self, segment: SegmentMetadata, values: dict[uuid.UUID, int]) -> None:
+        """Sets attribute values; a value of NULL_ATTRIBUTE_VALUE removes the attribute (and its writer entry)."""
+        segment.attributes.update(values)
+        if NULL_ATTRIBUTE_VALUE in values.values():
+            for attribute_id, value in values.items():
+                if value == NULL_ATTRIBUTE_VALUE:
+                    del segment.attributes[attribute_id]
+                    self.writers.pop((segment.segment_id, attribute_id), None)
 
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
@@ -167,8 +194,13 @@ class ContainerState:
 
     def snapshot(self) -> bytes:
         """The metadata (not the data) of every segment, for a Checkpoint operation."""
-        parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(self.by_id))]
-        for segment in self.by_id.values():
+        by_id = self.by_id
+        writers = [_WRITER.pack(segment_id, attribute_id.bytes, last_used)
+                   for (segment_id, attribute_id), last_used in self.writers.items()
+                   if segment_id in by_id and attribute_id in by_id[segment_id].attributes]
+        parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(by_id)),
+                 _WRITER_COUNT.pack(len(writers)), *writers]
+        for segment in by_id.values():
             name = segment.name.encode("utf-8", "surrogatepass")
             parts.append(_SEGMENT_FIXED.pack(segment.segment_id, segment.segment_type, segment.start_offset,
                                              segment.length, segment.sealed, segment.last_modified, len(name)))
@@ -192,10 +224,11 @@ class ContainerState:
             segment.table_incomplete = segment.table is not None and length > start
             by_name[name] = segment
             by_id[segment_id] = segment
+        self.writers = dict(_snapshot_writers(snapshot))
 
     def matches_snapshot(self, snapshot: bytes) -> bool:
         """Whether this state holds exactly the segments of ``snapshot`` (a later checkpoint met in a replay):
-        one pass over the snapshot, nothing re-encoded."""
+        one pass over the snapshot, nothing re-encoded (the writers' last use is advisory: not compared)."""
         _, next_segment_id, _, count = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
         if count != len(self.by_id):
             return False
@@ -219,6 +252,7 @@ class ContainerState:
         return self.describe_snapshot(self.snapshot())
 
 
+_CORE_MSB = 0x8000000000000000  # attributes.is_core, inlined on the append path
 _SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
 _CORE_ATTRIBUTE_PREFIX = b"\x80" + bytes(7)  # core attribute ids repeat in every segment: made once each
 _core_attribute_ids: dict[bytes, uuid.UUID] = {}
@@ -230,14 +264,12 @@ def _snapshot_records(snapshot: bytes):
     Raises InconsistentState: an unknown snapshot version."""
     view = memoryview(snapshot)
     version, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
-    if version not in (0, SNAPSHOT_VERSION):
-        raise InconsistentState(f"unknown snapshot version {version}")
     count_format = ATTRIBUTE_COUNT if version else ATTRIBUTE_COUNT_V0
     count_size, fixed, fixed_size = count_format.size, _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size
     attribute, core_ids, core_prefix, make_id = _ATTRIBUTE.unpack_from, _core_attribute_ids, _CORE_ATTRIBUTE_PREFIX, \
         uuid.UUID
     types = _SEGMENT_TYPES
-    position = _SNAPSHOT_HEADER.size
+    position = _segments_position(view)
     for _ in range(count):
         segment_id, segment_type, start, length, sealed, _, name_length = fixed(view, position)
         position += fixed_size
@@ -255,8 +287,30 @@ def _snapshot_records(snapshot: bytes):
                     attribute_id = core_ids[key] = make_id(bytes=key)
             else:
                 attribute_id = make_id(bytes=key)
-            attributes[attribute_id] = value
+            if value != NULL_ATTRIBUTE_VALUE:  # older versions kept removed attributes as NULL
+                attributes[attribute_id] = value
         yield segment_id, types[segment_type], start, length, bool(sealed), name, attributes
+
+
+def _segments_position(view: memoryview) -> int:
+    """Where a snapshot's segment records start. Raises InconsistentState: an unknown snapshot version."""
+    version = view[0]
+    if version > SNAPSHOT_VERSION:
+        raise InconsistentState(f"unknown snapshot version {version}")
+    if version < 2:
+        return _SNAPSHOT_HEADER.size
+    (writers,) = _WRITER_COUNT.unpack_from(view, _SNAPSHOT_HEADER.size)
+    return _SNAPSHOT_HEADER.size + _WRITER_COUNT.size + writers * _WRITER.size
+
+
+def _snapshot_writers(snapshot: bytes):
+    """Yields ((segment id, attribute id), last use ms) of a snapshot's writer attributes, least recently used first."""
+    if snapshot[0] < 2:
+        return
+    (count,) = _WRITER_COUNT.unpack_from(snapshot, _SNAPSHOT_HEADER.size)
+    for segment_id, attribute_id, last_used in _WRITER.iter_unpack(
+            memoryview(snapshot)[_SNAPSHOT_HEADER.size + _WRITER_COUNT.size:][:count * _WRITER.size]):
+        yield (segment_id, uuid.UUID(bytes=attribute_id)), last_used
 
 
 def wake_readers(segment: SegmentMetadata) -> None:

@@ -62,7 +62,7 @@ class Submission:
 
 class FakeContainer:
     """What the connection layer uses of a container: get_attribute, get_info, submit_event_append,
-    flush_if_idle, delete_soon."""
+    flush_if_idle, delete_soon, writer_attached/writer_detached."""
 
     def __init__(self):
         self.attributes: dict = {}  # (segment, attribute id) -> value
@@ -71,6 +71,16 @@ class FakeContainer:
         self.submissions: list[Submission] = []
         self.deleted: list[str] = []
         self.flushes = 0  # calls of flush_if_idle: the connection hands a read's appends over at once
+        self.attached: dict = {}  # (segment, writer id) -> connections that have the writer set up
+
+    def writer_attached(self, segment: str, writer_id) -> None:
+        self.attached[(segment, writer_id)] = self.attached.get((segment, writer_id), 0) + 1
+
+    def writer_detached(self, segment: str, writer_id) -> None:
+        self.attached[(segment, writer_id)] -= 1
+        assert self.attached[(segment, writer_id)] >= 0
+        if not self.attached[(segment, writer_id)]:
+            del self.attached[(segment, writer_id)]
 
     def get_attribute(self, segment: str, attribute_id) -> int:
         if segment in self.failures:

@@ -96,6 +96,22 @@ async def test_setup_errors_without_a_reply_close(appends, error):
         appends.setup()
 
 
+async def test_a_writer_is_attached_while_set_up_on_the_connection(appends):
+    """The container hears which writers a connection has set up (their attributes do not expire meanwhile):
+    once per writer however often it sets up again, until its append fails or the connection closes."""
+    appends.setup()
+    appends.setup()
+    appends.setup(OTHER_WRITER)
+    assert appends.container.attached == {(SEGMENT, WRITER): 1, (SEGMENT, OTHER_WRITER): 1}
+    appends.append(event_number=1)
+    appends.container.submissions[0].fail(errors.NoSuchSegment(SEGMENT))
+    await settle()
+    assert appends.container.attached == {(SEGMENT, OTHER_WRITER): 1}
+    appends.setup()
+    appends.processor.close()
+    assert appends.container.attached == {}
+
+
 # ---------------------------------------------------------------- acknowledgements
 
 
