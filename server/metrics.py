@@ -161,6 +161,7 @@ class SegmentStoreCollector:
         yield CounterMetricFamily("tributary_segmentstore_writer_attributes_expired",
                                   "Writer attributes removed after the writer retention (--writer-retention)",
                                   value=WRITERS_EXPIRED.value)
+        yield from _recovery_metrics(service)
         backlogs = [container.replay_backlog() for container in list(service.containers.values())]
         yield GaugeMetricFamily("tributary_tier1_replay_backlog_bytes",
                                 "Bytes the containers' logs hold to replay at a restart (checkpoints aside)",
@@ -191,6 +192,28 @@ class SegmentStoreCollector:
             yield GaugeMetricFamily("tributary_tier2_flush_lag_bytes",
                                     "Bytes in Tier-1 not yet in Tier-2, over every running container",
                                     value=service.unflushed_bytes())
+
+
+def _recovery_metrics(service: SegmentStoreService) -> Iterator[Metric]:
+    """Each container's replay: records read of those its log held, and the seconds it should still take."""
+    records = GaugeMetricFamily("tributary_segmentstore_recovery_records",
+                                "Log records a container's recovery has replayed", labels=["container"])
+    total = GaugeMetricFamily("tributary_segmentstore_recovery_records_total",
+                              "Log records a container's recovery has to replay", labels=["container"])
+    eta = GaugeMetricFamily("tributary_segmentstore_recovery_eta_seconds",
+                            "Seconds a container's recovery should still take (0 once done)", labels=["container"])
+    for container_id, container in sorted(service.containers.items()):
+        progress = container.recovery_progress()
+        if progress is None:
+            continue
+        label = [str(container_id)]
+        records.add_metric(label, progress.records)
+        if progress.records_total is not None:
+            total.add_metric(label, max(progress.records_total, progress.records))
+        seconds = progress.eta_seconds()
+        if seconds is not None:
+            eta.add_metric(label, seconds)
+    yield from (records, total, eta)
 
 
 def register_segment_store(service: SegmentStoreService) -> SegmentStoreCollector:

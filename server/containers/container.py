@@ -40,6 +40,7 @@ from .load_reporter import LoadReporter
 from .metadata import SegmentMetadata, SegmentType
 from .pending import Decision, PendingState
 from .pipeline import OperationPipeline
+from .recovery_progress import RecoveryProgress
 from .segment_reader import SegmentReader
 from .state import ContainerState
 from .storage_metadata import storage_metadata_segment
@@ -403,6 +404,10 @@ class SegmentContainer:
     def replay_backlog(self) -> tuple[int, int]:
         """(bytes, operations) a recovery of this container would replay from its log now."""
         return self._pipeline.logged_since_first_checkpoint(), self._pipeline.operations_since_first_checkpoint()
+
+    def recovery_progress(self) -> RecoveryProgress | None:
+        """How far this container's replay has come (None before it started)."""
+        return self._pipeline.recovery
 
     def unflushed_bytes(self) -> int:
         """Bytes of this container's segments that only Tier-1 holds (not yet in Tier-2): its flush lag."""

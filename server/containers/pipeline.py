@@ -43,6 +43,7 @@ from .. import errors
 from ..tier1 import DurableDataLog, LogAddress, LogError
 from . import operations as ops
 from .pending import Decision, PendingState
+from .recovery_progress import RecoveryProgress
 from .state import ContainerState, InconsistentState, wake_readers
 from .views import ContainerStatus
 
@@ -127,16 +128,18 @@ class OperationPipeline:
         self.checkpoints_logged = 0  # by this instance (not replayed ones)
         # (sequence, address, logged bytes before it) of each checkpoint still in the log
         self.checkpoints: deque[tuple[int, LogAddress, int]] = deque()
+        self.recovery: RecoveryProgress | None = None  # the replay's, once it started
 
     # ------------------------------------------------------------------ recovery and lifecycle
 
     async def replay(self, has_tier2: bool) -> bool:
         """Replays the log into the committed state. Returns whether a checkpoint was found."""
-        started, records, operations_replayed = time.monotonic(), 0, 0
+        progress = self.recovery = RecoveryProgress(self._log.readable_records())
         found_checkpoint = False
         parts = _CheckpointParts()
         async for address, record in self._log.read():
-            records += 1
+            progress.records += 1
+            progress.bytes += len(record)
             timestamp_ms, first_sequence, operations = ops.decode_frame(record)
             for index, operation in enumerate(operations):
                 sequence = first_sequence + index
@@ -152,16 +155,14 @@ class OperationPipeline:
                     self._snapshot_bytes = len(operation.snapshot)
                 elif found_checkpoint and not isinstance(operation, ops.CheckpointPart):
                     self._state.apply(operation, timestamp_ms, sequence)
-                    operations_replayed += 1
+                    progress.operations += 1
                 self._state.last_sequence = sequence
             if not _is_checkpoint(operations[0]):
                 self.logged_bytes += len(record)
-            if records % 10_000 == 0:
-                log.info("recovery progress", extra={"container": self._container_id, "records": records,
-                                                      "operations": operations_replayed})
-        log.info("recovery done", extra={"container": self._container_id, "records": records,
-                                          "operations": operations_replayed,
-                                          "seconds": round(time.monotonic() - started, 3)})
+            if progress.due_for_log():
+                log.info("recovery progress", extra={"container": self._container_id, **progress.fields()})
+        progress.finished = time.monotonic()
+        log.info("recovery done", extra={"container": self._container_id, **progress.fields()})
         return found_checkpoint
 
     def _replay_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool, has_tier2: bool) -> None:

@@ -109,6 +109,11 @@ class DurableDataLog(abc.ABC):
         Idempotent; never raises for a log that already failed.
         """
 
+    def readable_records(self) -> int | None:
+        """How many records ``read()`` from the start would yield now (after the truncation point), for
+        progress reports; None if the log cannot tell."""
+        return None
+
     @property
     @abc.abstractmethod
     def truncation_address(self) -> LogAddress | None:

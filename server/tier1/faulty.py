@@ -266,6 +266,9 @@ class FaultyDurableDataLog(DurableDataLog):
     def truncation_address(self) -> LogAddress | None:
         return self.inner.truncation_address
 
+    def readable_records(self) -> int | None:
+        return self.inner.readable_records()
+
     async def open(self) -> int:
         return await self.inner.open()
 

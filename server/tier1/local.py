@@ -112,6 +112,9 @@ class LocalDurableDataLog(DurableDataLog):
             raise LogClosed(f"log {self.directory} was never opened")
         return self._epoch
 
+    def readable_records(self) -> int | None:
+        return max(0, self._acknowledged_sequence - self._truncation_sequence)
+
     @property
     def truncation_address(self) -> LogAddress | None:
         return LogAddress(self._truncation_sequence) if self._truncation_sequence else None

@@ -202,6 +202,9 @@ class ReplicatedDurableDataLog(DurableDataLog):
             raise LogClosed("the log was never opened")
         return self._chain.epoch
 
+    def readable_records(self) -> int | None:
+        return max(0, self._last_sequence - self._chain.truncation)  # ledgers' sequences follow on
+
     @property
     def truncation_address(self) -> LogAddress | None:
         return LogAddress(self._chain.truncation) if self._chain.truncation else None

@@ -53,6 +53,12 @@ def test_metrics_move_with_a_load_run(tmp_path):
         assert grew("tributary_controller_rpcs_total", method="createStream", code="OK") >= 1
         assert value(after, "tributary_segmentstore_containers", status="running") == 4
         assert value(after, "tributary_segmentstore_cache_budget_bytes") > 0
+        assert value(after, "tributary_segmentstore_writer_attributes") >= 2  # the load run's writers, kept
+        for container in "0123":  # every container's recovery is over: all of its (new, empty) log replayed
+            assert ("tributary_segmentstore_recovery_records_total", (("container", container),)) in after
+            assert value(after, "tributary_segmentstore_recovery_records", container=container) == \
+                value(after, "tributary_segmentstore_recovery_records_total", container=container)
+            assert value(after, "tributary_segmentstore_recovery_eta_seconds", container=container) == 0
         deadline = time.monotonic() + 30  # the storage writer moves the data to Tier-2 within seconds
         while value(scrape(metrics_port), "tributary_tier2_written_bytes_total") < written * 512:
             assert time.monotonic() < deadline, "Tier-2 did not receive the data"
