@@ -25,6 +25,9 @@ class SegmentStoreConfig:
     # A writer's attribute (its last event number: deduplication after it reconnects) is removed once the writer
     # has not appended for this long and no connection has it set up (0: never; SegmentContainer.expire_writers).
     writer_retention_seconds: float = 86_400.0
+    # Segments one container may hold (its own and the controller's _system segments aside): every segment's
+    # metadata stays in memory (~1.2 KB idle), so this bounds a store's memory; creations past it are refused.
+    max_segments_per_container: int = 500_000
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's
@@ -110,6 +113,8 @@ class SegmentStoreConfig:
             raise ValueError("checkpoint_interval_seconds must be positive")
         if self.replay_bytes_max <= 0 or self.replay_operations_max <= 0:
             raise ValueError("the replay bounds must be positive")
+        if self.max_segments_per_container <= 0:
+            raise ValueError("max_segments_per_container must be positive")
         if self.log_spare_files < 0:
             raise ValueError("log_spare_files must not be negative")
         if self.gc_delay_seconds < 0:

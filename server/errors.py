@@ -84,6 +84,16 @@ class IllegalArgument(SegmentStoreError):
     """A request argument is invalid (answered with ErrorMessage, code 0)."""
 
 
+class TooManySegments(SegmentStoreError):
+    """A container holds its limit of segments: a new one is refused (answered with ErrorMessage, code -1)."""
+
+    def __init__(self, segment: str, container_id: int, limit: int):
+        super().__init__(segment, f"cannot create {segment}: container {container_id} holds its limit of {limit:,} "
+                                  "segments (--max-segments-per-container); delete segments or streams, or run "
+                                  "more containers")
+        self.limit = limit
+
+
 class ContainerUnavailable(SegmentStoreError):
     """The container is recovering, stopped or failed; the client should retry (the connection closes)."""
 

@@ -76,6 +76,7 @@ READ_BYTES = FastCounter()
 READ_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # a read request's arrival -> its reply (tail reads wait)
 REPLAY_BOUND_HOLDS = FastCounter()  # times a container's log passed its replay bound (appends waited)
 WRITERS_EXPIRED = FastCounter()  # writer attributes removed after the writer retention
+SEGMENT_LIMIT_REJECTIONS = FastCounter()  # segment creations refused at a container's segment limit
 CACHE_HIT = FastCounter()
 CACHE_MISS = FastCounter()
 LOCAL_GROUP_BYTES, LOCAL_SYNC_SECONDS = FastHistogram(_SIZE_BUCKETS), FastHistogram(_LATENCY_BUCKETS)
@@ -162,6 +163,14 @@ class SegmentStoreCollector:
                                   "Writer attributes removed after the writer retention (--writer-retention)",
                                   value=WRITERS_EXPIRED.value)
         yield from _recovery_metrics(service)
+        segments = GaugeMetricFamily("tributary_segmentstore_segments",
+                                     "Segments a container holds (metadata in memory)", labels=["container"])
+        for container_id, container in sorted(service.containers.items()):
+            segments.add_metric([str(container_id)], container.segment_count())
+        yield segments
+        yield CounterMetricFamily("tributary_segmentstore_segment_limit_rejections",
+                                  "Segment creations refused because a container held --max-segments-per-container",
+                                  value=SEGMENT_LIMIT_REJECTIONS.value)
         backlogs = [container.replay_backlog() for container in list(service.containers.values())]
         yield GaugeMetricFamily("tributary_tier1_replay_backlog_bytes",
                                 "Bytes the containers' logs hold to replay at a restart (checkpoints aside)",

@@ -54,6 +54,8 @@ def error_reply(error: errors.SegmentStoreError, request_id: int, segment: str, 
         return wc.OperationUnsupported(request_id, operation or error.operation, "")
     if isinstance(error, errors.BadAttributeUpdate):
         return wc.SegmentAttributeUpdated(request_id, False)
+    if isinstance(error, errors.TooManySegments):
+        return wc.ErrorMessage(request_id, segment, _ascii(str(error)), wc.ErrorMessage.UNSPECIFIED)
     if isinstance(error, errors.IllegalArgument):
         return wc.ErrorMessage(request_id, segment, _ascii(str(error)), wc.ErrorMessage.ILLEGAL_ARGUMENT)
     raise CloseConnection(repr(error))

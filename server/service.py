@@ -337,7 +337,8 @@ class SegmentStoreService:
                                      checkpoint_interval_seconds=self.config.checkpoint_interval_seconds,
                                      table_compaction_threshold=self.config.table_compaction_threshold,
                                      tier2=self._tier2_settings(container_id), load=self.config.load,
-                                     writer_retention_seconds=self.config.writer_retention_seconds)
+                                     writer_retention_seconds=self.config.writer_retention_seconds,
+                                     max_segments=self.config.max_segments_per_container)
         self.containers[container_id] = container
         await container.start()
 

@@ -64,7 +64,8 @@ class SegmentContainer:
                  wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
                  load: LoadSettings | None = None,
-                 writer_retention_seconds: float = 86_400.0):
+                 writer_retention_seconds: float = 86_400.0,
+                 max_segments: int | None = None):
         self.container_id = container_id
         self.epoch = 0
         self.storage_metadata_name = storage_metadata_segment(container_id)
@@ -76,6 +77,10 @@ class SegmentContainer:
         self._pipeline = OperationPipeline(
             container_id, durable_log, self._state, checkpoint_every_operations=checkpoint_every_operations,
             checkpoint_every_bytes=checkpoint_every_bytes, wall_clock_ms=wall_clock_ms, on_failure=self._fail)
+        # Every segment's metadata stays in memory (idle ones are not evicted): this bounds what they cost. The
+        # container's and the controller's own segments (the _system scope) are not counted, nor refused.
+        self._pipeline.segment_limit = max_segments
+        self._limit_logged_at = 0.0
         # Table compactions: on request, and of bloated tables after each storage-writer pass (with a Tier-2).
         self._tables = table_maintenance.TableCompactor(container_id, self._pipeline, self._state,
                                                         table_compaction_threshold, first=self.storage_metadata_name)
@@ -169,6 +174,9 @@ class SegmentContainer:
             return pending.create(name, segment_type, values)
         try:
             await self._pipeline.submit(decide)
+        except errors.TooManySegments as error:
+            self._segment_limit_reached(error)
+            raise
         except errors.SegmentAlreadyExists:
             if self._committed(name) is not None:
                 raise
@@ -178,6 +186,19 @@ class SegmentContainer:
             await self._pipeline.submit(decide)
         if segment_type == SegmentType.STREAM:
             self.load.policy_known(name, values)
+
+    def _segment_limit_reached(self, error: errors.TooManySegments) -> None:
+        metrics.SEGMENT_LIMIT_REJECTIONS.inc()
+        now = time.monotonic()
+        if now - self._limit_logged_at >= 60.0:  # one line a minute at most
+            self._limit_logged_at = now
+            log.warning("segment creation refused: the container holds its limit of segments",
+                        extra={"container": self.container_id, "limit": error.limit,
+                               "segments": len(self._state.by_id)})
+
+    def segment_count(self) -> int:
+        """Segments this container holds that count towards its limit (those outside the _system scope)."""
+        return self._state.counted_segments
 
     async def create_transient_segment(self, parent: str, writer_id: uuid.UUID) -> str:
         name = naming.transient_segment_name(parent, writer_id, uuid.uuid4())
@@ -306,13 +327,14 @@ class SegmentContainer:
         by_id, attached, writers = self._state.by_id, self._attached_writers, self._state.writers
         due: dict[int, dict[uuid.UUID, int]] = {}
         stale = []
-        for looked, ((segment_id, attribute_id), last_used) in enumerate(writers.items()):
+        for looked, ((segment_id, attribute_number), last_used) in enumerate(writers.items()):
             if last_used > cutoff or looked >= limit:
                 break
             segment = by_id.get(segment_id)
+            attribute_id = uuid.UUID(int=attribute_number)
             value = None if segment is None else segment.attributes.get(attribute_id)
             if segment is None or value is None:
-                stale.append((segment_id, attribute_id))
+                stale.append((segment_id, attribute_number))
             elif (segment.name, attribute_id) not in attached:
                 due.setdefault(segment_id, {})[attribute_id] = value
         for key in stale:

@@ -27,7 +27,7 @@ from . import attributes as attrs
 from . import operations as ops
 from . import table
 from .metadata import SegmentMetadata, SegmentType
-from .state import ContainerState
+from .state import SYSTEM_PREFIX, ContainerState
 
 if TYPE_CHECKING:
     from wire.fields import BytesLike
@@ -89,9 +89,13 @@ class Decision(NamedTuple):
 
 
 class PendingState:
-    def __init__(self, state: ContainerState, max_operation_bytes: int):
+    def __init__(self, state: ContainerState, max_operation_bytes: int, container_id: int = 0,
+                 segment_limit: int | None = None):
         self._state = state
         self._max_operation_bytes = max_operation_bytes
+        self._container_id = container_id
+        self.segment_limit = segment_limit  # segments the container may hold (its own system segments aside)
+        self._creating = 0  # creations decided, not yet committed
         self._overlays: dict[str, PendingSegment] = {}
         self._next_segment_id = state.next_segment_id
 
@@ -119,6 +123,9 @@ class PendingState:
 
     def release(self, decision: Decision) -> None:
         """Called once the decision's operation is committed (or the container failed)."""
+        operation = decision.operation
+        if type(operation) is ops.CreateSegment and not operation.name.startswith(SYSTEM_PREFIX):
+            self._creating -= 1
         for view in decision.touched:
             view.inflight -= 1
             if view.inflight == 0 and self._overlays.get(view.name) is view:
@@ -131,8 +138,13 @@ class PendingState:
     # ------------------------------------------------------------------ segment lifecycle
 
     def create(self, name: str, segment_type: SegmentType, attributes: dict[uuid.UUID, int]) -> Decision:
+        """Decides a creation; at the segment limit one outside the _system scope is refused (TooManySegments)."""
         if self._view(name) is not None:
             raise errors.SegmentAlreadyExists(name)
+        if not name.startswith(SYSTEM_PREFIX):
+            if self.segment_limit is not None and self._state.counted_segments + self._creating >= self.segment_limit:
+                raise errors.TooManySegments(name, self._container_id, self.segment_limit)
+            self._creating += 1
         segment_id = max(self._next_segment_id, self._state.next_segment_id)
         self._next_segment_id = segment_id + 1
         view = PendingSegment(segment_id, name, segment_type, None)

@@ -129,6 +129,7 @@ class OperationPipeline:
         # (sequence, address, logged bytes before it) of each checkpoint still in the log
         self.checkpoints: deque[tuple[int, LogAddress, int]] = deque()
         self.recovery: RecoveryProgress | None = None  # the replay's, once it started
+        self.segment_limit: int | None = None  # segments the container may hold (PendingState.create)
 
     # ------------------------------------------------------------------ recovery and lifecycle
 
@@ -183,7 +184,7 @@ class OperationPipeline:
     def open(self) -> None:
         """Starts accepting mutations after the recovered state."""
         self._next_sequence = self._state.last_sequence + 1
-        self._pending = PendingState(self._state, self.max_operation_bytes)
+        self._pending = PendingState(self._state, self.max_operation_bytes, self._container_id, self.segment_limit)
         self.status = ContainerStatus.RUNNING
 
     async def close(self) -> None:

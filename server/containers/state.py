@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from wire.constants import NULL_ATTRIBUTE_VALUE
+from wire.naming import INTERNAL_SCOPE
 
 from . import operations as ops
 from .boundaries import SegmentBoundaries
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .cache import CacheManager
 
 _MERGED_SOURCES_REMEMBERED = 10_000
+SYSTEM_PREFIX = INTERNAL_SCOPE + "/"  # the container's and the controller's segments: not counted by the limit
 # Snapshot: version:u8 next_segment_id:i64 last_sequence:i64 count:u32, then (version 2) writers:u32 and as many
 # _WRITER records (the writer attributes' last use, oldest first), then per segment _SEGMENT_FIXED, the name,
 # and its attributes as operations encode them (version 0: a u16 attribute count; 1 and 2: u32).
@@ -75,7 +77,8 @@ class ContainerState:
         # (segment id, attribute id) -> when an append last set it (ms, the logged time), least recently used
         # first, for their expiry (``SegmentContainer.expire_writers``). Advisory: entries of deleted segments
         # linger until the expiry walks past them, and a later checkpoint met in a replay is not compared on it.
-        self.writers: dict[tuple[int, uuid.UUID], int] = {}
+        self.writers: dict[tuple[int, int], int] = {}  # keys: (segment id, attribute id as an int)
+        self.counted_segments = 0  # segments outside the _system scope (what the segment limit counts)
 
     def segment(self, segment_id: int) -> SegmentMetadata:
         try:
@@ -98,15 +101,20 @@ class ContainerState:
             if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
                 self.tables_changed.add(segment.segment_id)
-            if operation.attributes:
-                self._set_attributes(segment, operation.attributes)
-                writers, segment_id = self.writers, segment.segment_id
-                for attribute_id in operation.attributes:
-                    if attribute_id.int >> 64 != _CORE_MSB:
-                        key = (segment_id, attribute_id)
-                        writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
-                        if segment.attributes.get(attribute_id) is not None:
-                            writers[key] = timestamp_ms
+            attributes = operation.attributes
+            if attributes:  # (on the hot path: UUID hashing is Python code, so writers are keyed by ints)
+                segment.attributes.update(attributes)
+                writers = self.writers
+                for attribute_id, value in attributes.items():
+                    number = attribute_id.int
+                    if _CORE_LOW <= number < _CORE_HIGH:
+                        continue
+                    key = (segment.segment_id, number)
+                    writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
+                    if value != NULL_ATTRIBUTE_VALUE:
+                        writers[key] = timestamp_ms
+                    else:
+                        del segment.attributes[attribute_id]
             segment.last_modified = timestamp_ms
             self.observer.appended(segment, operation.offset, len(operation.data), sequence)
             return segment
@@ -148,6 +156,7 @@ class ContainerState:
                                   operation.attributes, timestamp_ms, cache=self.cache)
         self.by_name[segment.name] = segment
         self.by_id[segment.segment_id] = segment
+        self.counted_segments += not segment.name.startswith(SYSTEM_PREFIX)
         self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
         self.merged_sources.pop(segment.name, None)
 
@@ -182,11 +191,12 @@ class ContainerState:
             for attribute_id, value in values.items():
                 if value == NULL_ATTRIBUTE_VALUE:
                     del segment.attributes[attribute_id]
-                    self.writers.pop((segment.segment_id, attribute_id), None)
+                    self.writers.pop((segment.segment_id, attribute_id.int), None)
 
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
         del self.by_id[segment.segment_id]
+        self.counted_segments -= not segment.name.startswith(SYSTEM_PREFIX)
         self.tables_changed.discard(segment.segment_id)
         self.boundaries.removed(segment)
 
@@ -195,9 +205,9 @@ class ContainerState:
     def snapshot(self) -> bytes:
         """The metadata (not the data) of every segment, for a Checkpoint operation."""
         by_id = self.by_id
-        writers = [_WRITER.pack(segment_id, attribute_id.bytes, last_used)
+        writers = [_WRITER.pack(segment_id, attribute_id.to_bytes(16, "big"), last_used)
                    for (segment_id, attribute_id), last_used in self.writers.items()
-                   if segment_id in by_id and attribute_id in by_id[segment_id].attributes]
+                   if segment_id in by_id and uuid.UUID(int=attribute_id) in by_id[segment_id].attributes]
         parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(by_id)),
                  _WRITER_COUNT.pack(len(writers)), *writers]
         for segment in by_id.values():
@@ -224,6 +234,7 @@ class ContainerState:
             segment.table_incomplete = segment.table is not None and length > start
             by_name[name] = segment
             by_id[segment_id] = segment
+        self.counted_segments = sum(not name.startswith(SYSTEM_PREFIX) for name in by_name)
         self.writers = dict(_snapshot_writers(snapshot))
 
     def matches_snapshot(self, snapshot: bytes) -> bool:
@@ -252,7 +263,7 @@ class ContainerState:
         return self.describe_snapshot(self.snapshot())
 
 
-_CORE_MSB = 0x8000000000000000  # attributes.is_core, inlined on the append path
+_CORE_LOW, _CORE_HIGH = 0x8000000000000000 << 64, 0x8000000000000001 << 64  # core attribute ids (is_core, inlined)
 _SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
 _CORE_ATTRIBUTE_PREFIX = b"\x80" + bytes(7)  # core attribute ids repeat in every segment: made once each
 _core_attribute_ids: dict[bytes, uuid.UUID] = {}
@@ -304,13 +315,14 @@ def _segments_position(view: memoryview) -> int:
 
 
 def _snapshot_writers(snapshot: bytes):
-    """Yields ((segment id, attribute id), last use ms) of a snapshot's writer attributes, least recently used first."""
+    """Yields ((segment id, attribute id as an int), last use ms) of a snapshot's writer attributes, least recently
+    used first."""
     if snapshot[0] < 2:
         return
     (count,) = _WRITER_COUNT.unpack_from(snapshot, _SNAPSHOT_HEADER.size)
     for segment_id, attribute_id, last_used in _WRITER.iter_unpack(
             memoryview(snapshot)[_SNAPSHOT_HEADER.size + _WRITER_COUNT.size:][:count * _WRITER.size]):
-        yield (segment_id, uuid.UUID(bytes=attribute_id)), last_used
+        yield (segment_id, int.from_bytes(attribute_id, "big")), last_used
 
 
 def wake_readers(segment: SegmentMetadata) -> None:
