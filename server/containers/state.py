@@ -205,9 +205,9 @@ class ContainerState:
     def snapshot(self) -> bytes:
         """The metadata (not the data) of every segment, for a Checkpoint operation."""
         by_id = self.by_id
-        writers = [_WRITER.pack(segment_id, attribute_id.to_bytes(16, "big"), last_used)
-                   for (segment_id, attribute_id), last_used in self.writers.items()
-                   if segment_id in by_id and uuid.UUID(int=attribute_id) in by_id[segment_id].attributes]
+        writers = [_WRITER.pack(segment_id, attribute_id.to_bytes(16, "big"), last_used)  # (a removed attribute's
+                   for (segment_id, attribute_id), last_used in self.writers.items()  # entry goes with it)
+                   if segment_id in by_id]
         parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(by_id)),
                  _WRITER_COUNT.pack(len(writers)), *writers]
         for segment in by_id.values():
