@@ -512,7 +512,7 @@ async def first_reads(store: Store, probes: dict[int, str], timeout: float) -> d
             try:
                 while True:
                     reply = await connection.request(c.ReadSegment(name, 0, 4096, "", next_request_id()), timeout=60)
-                    if isinstance(reply, c.SegmentRead) and bytes(reply.data) == EVENT:
+                    if isinstance(reply, c.SegmentRead) and bytes(reply.data[:len(EVENT)]) == EVENT:
                         answered[container] = time.monotonic() - store.started
                         return
                     await asyncio.sleep(0.02)  # an error reply: not served yet
