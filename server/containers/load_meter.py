@@ -145,6 +145,7 @@ class LoadMeter:
         tick = settings.tick_seconds
         self._alphas = tuple(1.0 - math.exp(-tick / window) for window in settings.windows_seconds)
         self._tick_ms = max(1, int(tick * 1000))
+        self._last_tick_ms: int | None = None  # when the meter last ticked (ticks run late on a busy host)
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -207,6 +208,8 @@ class LoadMeter:
         Returns the reports to append, UP and DOWN, in the order decided.
         """
         reports: list[LoadReport] = []
+        previous_tick_ms = self._last_tick_ms if self._last_tick_ms is not None else now_ms - self._tick_ms
+        self._last_tick_ms = now_ms
         touched, self._touched = self._touched, []
         for load in touched:
             load.touched = False
@@ -215,7 +218,7 @@ class LoadMeter:
             if load.idle:
                 load.restart(now_ms)  # traffic after a silent report: as Pravega re-creates the aggregates
                 load.last_tick_ms = now_ms - self._tick_ms
-            self._fold(load, now_ms)
+            self._fold(load, now_ms, previous_tick_ms)
             load.last_traffic_ms = now_ms
             self._by_last_traffic[load.name] = load
             self._by_last_traffic.move_to_end(load.name)
@@ -227,12 +230,15 @@ class LoadMeter:
         reports += self._gone_idle(now_ms)
         return reports
 
-    def _fold(self, load: SegmentLoad, now_ms: int) -> None:
-        """Folds ``load.count`` into the rates: silent ticks since the last fold decay them first."""
-        age_ms = max(1, now_ms - load.last_tick_ms)
-        silent_ticks = max(0, round(age_ms / self._tick_ms) - 1)
-        duration = (age_ms - silent_ticks * self._tick_ms) / 1000 if silent_ticks else age_ms / 1000
-        instant = load.count / max(duration, 0.001)
+    def _fold(self, load: SegmentLoad, now_ms: int, previous_tick_ms: int) -> None:
+        """Folds ``load.count`` into the rates: silent ticks since the last fold decay them first.
+
+        The count came since the meter's previous tick (or the segment's last fold, if later): the meter's ticks
+        that found no traffic of it are its silent ones. A tick that runs late (a busy event loop) spreads the
+        count over the time that really passed, instead of taking the lateness for a silent tick."""
+        silent_ticks = max(0, round((previous_tick_ms - load.last_tick_ms) / self._tick_ms))
+        duration = max(1, now_ms - max(previous_tick_ms, load.last_tick_ms)) / 1000
+        instant = load.count / duration
         rates = load.rates
         for index, alpha in enumerate(self._alphas):
             rate = rates[index] * (1.0 - alpha) ** silent_ticks

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import signal
 import socket
@@ -270,8 +271,9 @@ def start_redis(scratch: pathlib.Path) -> tuple[subprocess.Popen, int]:
 def start_standalone(scratch: pathlib.Path) -> tuple[subprocess.Popen, int]:
     store_port, controller_port = free_port(), free_port()
     log = (scratch / "standalone.log").open("wb")
+    extra = shlex.split(os.environ.get("TRIBUTARY_BENCH_STANDALONE_ARGS", ""))  # e.g. "--replay-max 1024"
     process = subprocess.Popen([sys.executable, "-m", "tributary", "standalone", "--data-dir", str(scratch / "data"),
-                                "--port", str(store_port), "--controller-port", str(controller_port)],
+                                "--port", str(store_port), "--controller-port", str(controller_port), *extra],
                                stdout=log, stderr=log, cwd=ROOT)
     wait_listening(controller_port)
     wait_listening(store_port)

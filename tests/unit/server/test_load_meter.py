@@ -214,3 +214,15 @@ def test_reports_follow_the_rules_for_any_traffic(rates):
     for second, _, report in found:
         if report.silent:
             assert all(rate == 0 for rate in rates[max(0, second - 20):second])
+
+
+def test_a_late_tick_spreads_the_count_over_the_time_that_passed():
+    """On a busy host a tick can run late; the count of a steady 50 events/s is then that of the longer interval
+    (not a silent tick plus a short one, which read 133 events/s and split a segment under its target)."""
+    meter = meter_with(SEGMENT)
+    run(meter, {SEGMENT: 50}, 0, 10)
+    meter.record(SEGMENT, 80 * 100, 80)  # 1.6 s of traffic at 50/s
+    meter.tick(11_600)
+    load = meter.load(SEGMENT)
+    assert load is not None
+    assert meter.rates(load).short == pytest.approx(50)
