@@ -76,10 +76,10 @@ class SegmentContainer:
         self._state = ContainerState(tier2.cache if tier2 is not None else None)
         self._pipeline = OperationPipeline(
             container_id, durable_log, self._state, checkpoint_every_operations=checkpoint_every_operations,
-            checkpoint_every_bytes=checkpoint_every_bytes, wall_clock_ms=wall_clock_ms, on_failure=self._fail)
-        # Every segment's metadata stays in memory (idle ones are not evicted): this bounds what they cost. The
-        # container's and the controller's own segments (the _system scope) are not counted, nor refused.
-        self._pipeline.segment_limit = max_segments
+            checkpoint_every_bytes=checkpoint_every_bytes, wall_clock_ms=wall_clock_ms, on_failure=self._fail,
+            # Every segment's metadata stays in memory (idle ones are not evicted): this bounds what they cost. The
+            # container's and the controller's own segments (the _system scope) are not counted, nor refused.
+            segment_limit=max_segments)
         self._limit_logged_at = 0.0
         # Table compactions: on request, and of bloated tables after each storage-writer pass (with a Tier-2).
         self._tables = table_maintenance.TableCompactor(container_id, self._pipeline, self._state,
@@ -129,7 +129,7 @@ class SegmentContainer:
         self.load.start({segment.name: segment.attributes for segment in self._state.by_id.values()
                          if segment.segment_type == SegmentType.STREAM and not segment.sealed})
         log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
-                                             "segments": len(self._state.by_id)})
+                                             "segments": self._state.counted_segments})
 
     async def stop(self) -> None:
         """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""

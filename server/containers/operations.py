@@ -187,17 +187,29 @@ def _encode_operation(operation: Operation, parts: list[BytesLike]) -> None:
 # --------------------------------------------------------------------------- decoding
 
 
+_CORE_PREFIX = b"\x80" + bytes(7)  # core attribute ids repeat in every segment and operation: made once each
+_core_ids: dict[bytes, uuid.UUID] = {}
+
+
 def decode_attributes(view: memoryview, position: int, count_format: struct.Struct = ATTRIBUTE_COUNT
                       ) -> tuple[dict[uuid.UUID, int], int]:
     """(attributes, the position after them); ``count_format`` is the count's (version 0: u16)."""
     (count,) = count_format.unpack_from(view, position)
     position += count_format.size
     attributes: dict[uuid.UUID, int] = {}
-    for _ in range(count):
-        key, value = _ATTR.unpack_from(view, position)
-        attributes[uuid.UUID(bytes=key)] = value
-        position += 24
-    return attributes, position
+    end = position + 24 * count
+    if end > len(view):
+        raise struct.error(f"{count} attributes need {end - position} bytes, {len(view) - position} are left")
+    core_ids, make_id = _core_ids, uuid.UUID
+    for key, value in _ATTR.iter_unpack(view[position:end]):
+        if key[:8] == _CORE_PREFIX:
+            attribute_id = core_ids.get(key)
+            if attribute_id is None:
+                attribute_id = core_ids[key] = make_id(bytes=key)
+        else:
+            attribute_id = make_id(bytes=key)
+        attributes[attribute_id] = value
+    return attributes, end
 
 
 def decode_frame(record: BytesLike) -> tuple[int, int, list[Operation]]:

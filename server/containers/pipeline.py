@@ -100,8 +100,9 @@ class OperationPipeline:
                  checkpoint_every_operations: int, checkpoint_every_bytes: int,
                  wall_clock_ms: Callable[[], int], on_failure: Callable[[BaseException], None],
                  on_checkpoint_logged: Callable[[], None] = lambda: None,
-                 on_log_changed: Callable[[], None] = lambda: None):
+                 on_log_changed: Callable[[], None] = lambda: None, segment_limit: int | None = None):
         self._container_id = container_id
+        self._segment_limit = segment_limit  # segments the container may hold (PendingState.create)
         self._log = durable_log
         self._state = state
         self._checkpoint_every = checkpoint_every_operations
@@ -129,7 +130,6 @@ class OperationPipeline:
         # (sequence, address, logged bytes before it) of each checkpoint still in the log
         self.checkpoints: deque[tuple[int, LogAddress, int]] = deque()
         self.recovery: RecoveryProgress | None = None  # the replay's, once it started
-        self.segment_limit: int | None = None  # segments the container may hold (PendingState.create)
 
     # ------------------------------------------------------------------ recovery and lifecycle
 
@@ -184,7 +184,7 @@ class OperationPipeline:
     def open(self) -> None:
         """Starts accepting mutations after the recovered state."""
         self._next_sequence = self._state.last_sequence + 1
-        self._pending = PendingState(self._state, self.max_operation_bytes, self._container_id, self.segment_limit)
+        self._pending = PendingState(self._state, self.max_operation_bytes, self._container_id, self._segment_limit)
         self.status = ContainerStatus.RUNNING
 
     async def close(self) -> None:

@@ -23,7 +23,7 @@ from wire.naming import INTERNAL_SCOPE
 from . import operations as ops
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
-from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, encode_attributes
+from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, decode_attributes, encode_attributes
 from .read_index import Redirect
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ _SNAPSHOT_HEADER = struct.Struct(">BqqI")
 _WRITER_COUNT = struct.Struct(">I")
 _WRITER = struct.Struct(">q16sq")  # segment id, attribute id, last use (ms)
 _SEGMENT_FIXED = struct.Struct(">qBqqBqH")
-_ATTRIBUTE = struct.Struct(">16sq")
 
 
 class InconsistentState(Exception):
@@ -101,20 +100,8 @@ class ContainerState:
             if segment.table is not None and not segment.table_incomplete:
                 segment.table.index_batch(operation.data, operation.offset)
                 self.tables_changed.add(segment.segment_id)
-            attributes = operation.attributes
-            if attributes:  # (on the hot path: UUID hashing is Python code, so writers are keyed by ints)
-                segment.attributes.update(attributes)
-                writers = self.writers
-                for attribute_id, value in attributes.items():
-                    number = attribute_id.int
-                    if _CORE_LOW <= number < _CORE_HIGH:
-                        continue
-                    key = (segment.segment_id, number)
-                    writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
-                    if value != NULL_ATTRIBUTE_VALUE:
-                        writers[key] = timestamp_ms
-                    else:
-                        del segment.attributes[attribute_id]
+            if operation.attributes:
+                self._set_attributes(segment, operation.attributes, timestamp_ms)
             segment.last_modified = timestamp_ms
             self.observer.appended(segment, operation.offset, len(operation.data), sequence)
             return segment
@@ -184,14 +171,23 @@ class ContainerState:
         self.observer.merged(target, source, sequence)
         return target
 
-    def _set_attributes(self, segment: SegmentMetadata, values: dict[uuid.UUID, int]) -> None:
-        """Sets attribute values; a value of NULL_ATTRIBUTE_VALUE removes the attribute (and its writer entry)."""
+    def _set_attributes(self, segment: SegmentMetadata, values: dict[uuid.UUID, int],
+                        appended_at: int | None = None) -> None:
+        """Sets attribute values; NULL_ATTRIBUTE_VALUE removes an attribute (and its writer entry). Set by an
+        append (``appended_at``: its logged time), extended attributes are writers': their last use is noted.
+
+        On the append path: UUID hashing is Python code, so ``writers`` is keyed by the ids' ints."""
         segment.attributes.update(values)
-        if NULL_ATTRIBUTE_VALUE in values.values():
-            for attribute_id, value in values.items():
-                if value == NULL_ATTRIBUTE_VALUE:
-                    del segment.attributes[attribute_id]
-                    self.writers.pop((segment.segment_id, attribute_id.int), None)
+        writers, segment_id = self.writers, segment.segment_id
+        for attribute_id, value in values.items():
+            number = attribute_id.int
+            if value == NULL_ATTRIBUTE_VALUE:
+                del segment.attributes[attribute_id]
+                writers.pop((segment_id, number), None)
+            elif appended_at is not None and not _CORE_LOW <= number < _CORE_HIGH:
+                key = (segment_id, number)
+                writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
+                writers[key] = appended_at
 
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
@@ -265,8 +261,6 @@ class ContainerState:
 
 _CORE_LOW, _CORE_HIGH = 0x8000000000000000 << 64, 0x8000000000000001 << 64  # core attribute ids (is_core, inlined)
 _SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
-_CORE_ATTRIBUTE_PREFIX = b"\x80" + bytes(7)  # core attribute ids repeat in every segment: made once each
-_core_attribute_ids: dict[bytes, uuid.UUID] = {}
 
 
 def _snapshot_records(snapshot: bytes):
@@ -276,52 +270,45 @@ def _snapshot_records(snapshot: bytes):
     view = memoryview(snapshot)
     version, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
     count_format = ATTRIBUTE_COUNT if version else ATTRIBUTE_COUNT_V0
-    count_size, fixed, fixed_size = count_format.size, _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size
-    attribute, core_ids, core_prefix, make_id = _ATTRIBUTE.unpack_from, _core_attribute_ids, _CORE_ATTRIBUTE_PREFIX, \
-        uuid.UUID
-    types = _SEGMENT_TYPES
+    fixed, fixed_size, types = _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size, _SEGMENT_TYPES
+    kept_nulls = version < 2  # older versions kept removed attributes as NULL
     position = _segments_position(view)
     for _ in range(count):
         segment_id, segment_type, start, length, sealed, _, name_length = fixed(view, position)
         position += fixed_size
         name = str(view[position:position + name_length], "utf-8", "surrogatepass")
         position += name_length
-        (attribute_count,) = count_format.unpack_from(view, position)
-        position += count_size
-        attributes = {}
-        for _ in range(attribute_count):
-            key, value = attribute(view, position)
-            position += 24
-            if key[:8] == core_prefix:
-                attribute_id = core_ids.get(key)
-                if attribute_id is None:
-                    attribute_id = core_ids[key] = make_id(bytes=key)
-            else:
-                attribute_id = make_id(bytes=key)
-            if value != NULL_ATTRIBUTE_VALUE:  # older versions kept removed attributes as NULL
-                attributes[attribute_id] = value
+        attributes, position = decode_attributes(view, position, count_format)
+        if kept_nulls and NULL_ATTRIBUTE_VALUE in attributes.values():
+            attributes = {key: value for key, value in attributes.items() if value != NULL_ATTRIBUTE_VALUE}
         yield segment_id, types[segment_type], start, length, bool(sealed), name, attributes
 
 
-def _segments_position(view: memoryview) -> int:
-    """Where a snapshot's segment records start. Raises InconsistentState: an unknown snapshot version."""
+def _writer_records(view: memoryview) -> tuple[int, int]:
+    """(where a snapshot's writer records start, how many: none before version 2).
+
+    Raises InconsistentState: an unknown snapshot version."""
     version = view[0]
     if version > SNAPSHOT_VERSION:
         raise InconsistentState(f"unknown snapshot version {version}")
     if version < 2:
-        return _SNAPSHOT_HEADER.size
-    (writers,) = _WRITER_COUNT.unpack_from(view, _SNAPSHOT_HEADER.size)
-    return _SNAPSHOT_HEADER.size + _WRITER_COUNT.size + writers * _WRITER.size
+        return _SNAPSHOT_HEADER.size, 0
+    (count,) = _WRITER_COUNT.unpack_from(view, _SNAPSHOT_HEADER.size)
+    return _SNAPSHOT_HEADER.size + _WRITER_COUNT.size, count
+
+
+def _segments_position(view: memoryview) -> int:
+    """Where a snapshot's segment records start (after its writer records)."""
+    start, count = _writer_records(view)
+    return start + count * _WRITER.size
 
 
 def _snapshot_writers(snapshot: bytes):
     """Yields ((segment id, attribute id as an int), last use ms) of a snapshot's writer attributes, least recently
     used first."""
-    if snapshot[0] < 2:
-        return
-    (count,) = _WRITER_COUNT.unpack_from(snapshot, _SNAPSHOT_HEADER.size)
-    for segment_id, attribute_id, last_used in _WRITER.iter_unpack(
-            memoryview(snapshot)[_SNAPSHOT_HEADER.size + _WRITER_COUNT.size:][:count * _WRITER.size]):
+    view = memoryview(snapshot)
+    start, count = _writer_records(view)
+    for segment_id, attribute_id, last_used in _WRITER.iter_unpack(view[start:start + count * _WRITER.size]):
         yield (segment_id, int.from_bytes(attribute_id, "big")), last_used
 
 
