@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -45,18 +45,20 @@ sys.path.insert(0, str(ROOT))
 from clients.connection import WireConnection, next_request_id  # noqa: E402
 from tests.perf.bars import Bars, Figures  # noqa: E402
 from tests.perf.bench_scale import (  # noqa: E402
+    EVENT,
     LogScan,
     MiB,
     Progress,
     Store,
+    append_event,
     code_under_test,
     container_dirs,
     first_reads,
     flush,
     load_average,
+    pipelined,
     process_memory,
     remove_tree,
-    reply_check,
     run_async,
     say,
     store_metrics,
@@ -69,7 +71,6 @@ from wire.naming import container_of  # noqa: E402
 Found = dict[str, Any]
 CONTAINERS = 4
 BUSY = "bench/busy/0.#epoch.0"
-EVENT = envelope(b"e" * 64)  # bench_scale's event: what first_reads expects to read back
 REPLAY_MAX_MIB = 256  # the store's default --replay-max
 CONNECTION_IN_FLIGHT_MIB = 64  # SegmentStoreConfig.append_bytes_outstanding_max
 
@@ -80,44 +81,12 @@ CONNECTION_IN_FLIGHT_MIB = 64  # SegmentStoreConfig.append_bytes_outstanding_max
 async def churn_writers(store: Store, writers: int, per_connection: int, window: int, progress: Progress) -> None:
     """``writers`` fresh ids, each SetupAppend + one event on BUSY; a connection closes after ``per_connection``
     of them (its writers go away); two connections at a time."""
-    failures: list[BaseException] = []
+    def writer_ids(first: int) -> Callable[[int, int], Iterable[int]]:
+        return lambda k, _: range(first + k * per_connection, min(writers, first + (k + 1) * per_connection))
 
-    async def batch(first: int) -> None:
-        connection = await WireConnection.connect("127.0.0.1", store.port)
-        slots = asyncio.Semaphore(window)
-
-        def done(error: BaseException | None) -> None:
-            slots.release()
-            progress.done += 1
-            if error is not None and len(failures) < 10:
-                failures.append(error)
-        try:
-            for _ in range(first, min(writers, first + per_connection)):
-                await slots.acquire()
-                writer = uuid.uuid4()
-
-                def append(writer: uuid.UUID = writer) -> None:
-                    request_id = next_request_id()
-                    connection.expect(request_id).add_done_callback(reply_check(c.DataAppended, None, done))
-                    connection.send(c.AppendBlockEnd(writer, len(EVENT), EVENT, 1, 1, request_id))
-                setup = c.SetupAppend(next_request_id(), writer, BUSY, "")
-                connection.expect(setup.request_id).add_done_callback(reply_check(c.AppendSetup, append, done))
-                connection.send(setup)
-                await connection.drain()
-            for _ in range(window):
-                await slots.acquire()
-        finally:
-            await connection.close()
-
-    reporter = asyncio.create_task(progress.report())
-    try:
-        starts = list(range(0, writers, per_connection))
-        for index in range(0, len(starts), 2):
-            await asyncio.gather(*(batch(first) for first in starts[index:index + 2]))
-            if failures:
-                raise RuntimeError(f"{len(failures)}+ appends failed, first: {failures[0]!r}")
-    finally:
-        reporter.cancel()
+    for first in range(0, writers, 2 * per_connection):  # pipelined closes its connections when they are done
+        await pipelined(store, progress, writer_ids(first), lambda connection, _, done: append_event(
+            connection, BUSY, done), 2, window)
 
 
 async def one_more_append(store: Store) -> float:

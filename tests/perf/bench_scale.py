@@ -397,8 +397,12 @@ def create_one(connection: WireConnection, index: int, done: Callable[[BaseExcep
 
 
 def append_one(connection: WireConnection, index: int, done: Callable[[BaseException | None], None]) -> None:
+    append_event(connection, segment_name(index), done)
+
+
+def append_event(connection: WireConnection, name: str, done: Callable[[BaseException | None], None]) -> None:
     """SetupAppend with a fresh writer id, then one event (as a short-lived writer does)."""
-    writer, name = uuid.uuid4(), segment_name(index)
+    writer = uuid.uuid4()
 
     def append() -> None:
         request_id = next_request_id()

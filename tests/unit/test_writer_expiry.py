@@ -51,15 +51,21 @@ async def write_once(owner: SegmentContainer, numbers) -> None:
                            for number in numbers))
 
 
+async def started(tmp_path) -> tuple[SegmentContainer, Clock, InMemoryChunkStorage]:
+    """A started container holding SEGMENT, its clock, and its Tier-2 (for restarts on the same log)."""
+    clock, chunks = Clock(), InMemoryChunkStorage()
+    owner = container(tmp_path, chunks, clock)
+    await owner.start()
+    await owner.create_segment(SEGMENT)
+    return owner, clock, chunks
+
+
 def snapshot_size(owner: SegmentContainer) -> int:
     return len(owner._state.snapshot())  # white box: what the next checkpoint writes
 
 
 async def test_writers_that_went_away_expire_and_their_checkpoint_cost_goes_with_them(tmp_path):
-    clock, chunks = Clock(), InMemoryChunkStorage()
-    owner = container(tmp_path, chunks, clock)
-    await owner.start()
-    await owner.create_segment(SEGMENT)
+    owner, clock, chunks = await started(tmp_path)
     empty = snapshot_size(owner)
     for start in range(0, WRITERS, 5_000):
         await write_once(owner, range(start, start + 5_000))
@@ -93,10 +99,7 @@ async def test_writers_that_went_away_expire_and_their_checkpoint_cost_goes_with
 
 
 async def test_a_writer_set_up_on_a_connection_keeps_its_attribute_however_idle(tmp_path):
-    clock, chunks = Clock(), InMemoryChunkStorage()
-    owner = container(tmp_path, chunks, clock)
-    await owner.start()
-    await owner.create_segment(SEGMENT)
+    owner, clock, chunks = await started(tmp_path)
     await write_once(owner, [1, 2])
     owner.writer_attached(SEGMENT, writer(1))
     owner.writer_attached(SEGMENT, writer(1))  # two connections
@@ -116,10 +119,7 @@ async def test_a_writer_set_up_on_a_connection_keeps_its_attribute_however_idle(
 async def test_the_last_use_of_writers_survives_a_restart(tmp_path):
     """A restart neither forgets writers' idle time (they expire when due, not a retention after the restart) nor
     expires anything early; the removal is logged, so a restart after it replays it."""
-    clock, chunks = Clock(), InMemoryChunkStorage()
-    owner = container(tmp_path, chunks, clock)
-    await owner.start()
-    await owner.create_segment(SEGMENT)
+    owner, clock, chunks = await started(tmp_path)
     await write_once(owner, range(10))
     clock.now_ms += RETENTION_MS // 2
     await write_once(owner, range(10, 20))
@@ -143,10 +143,7 @@ async def test_the_last_use_of_writers_survives_a_restart(tmp_path):
 async def test_attributes_set_by_attribute_updates_never_expire_and_a_null_update_removes_one(tmp_path):
     """Only writers' attributes (set by appends) expire: an application's own (UpdateSegmentAttribute, e.g. a
     revisioned stream client's mark) stays. Setting any attribute to NULL removes it from memory and snapshots."""
-    clock, chunks = Clock(), InMemoryChunkStorage()
-    owner = container(tmp_path, chunks, clock)
-    await owner.start()
-    await owner.create_segment(SEGMENT)
+    owner, clock, chunks = await started(tmp_path)
     mark, other = uuid.UUID(int=77), uuid.UUID(int=78)
     await owner.update_attributes(SEGMENT, [attrs.AttributeUpdate(mark, attrs.REPLACE, 5),
                                             attrs.AttributeUpdate(other, attrs.REPLACE, 6)])
@@ -162,10 +159,7 @@ async def test_attributes_set_by_attribute_updates_never_expire_and_a_null_updat
 
 async def test_an_append_decided_after_the_expiry_looked_keeps_its_writer(tmp_path):
     """The expiry is conditional on the value it saw: a writer that appends meanwhile is not removed."""
-    clock, chunks = Clock(), InMemoryChunkStorage()
-    owner = container(tmp_path, chunks, clock)
-    await owner.start()
-    await owner.create_segment(SEGMENT)
+    owner, clock, chunks = await started(tmp_path)
     await write_once(owner, [1, 2])
     clock.now_ms += RETENTION_MS + 1
     racing = owner.submit_event_append(SEGMENT, b"e", writer(1), 1, 0, 1)  # decided, not yet durable
