@@ -28,6 +28,9 @@ class SegmentStoreConfig:
     # Segments one container may hold (its own and the controller's _system segments aside): every segment's
     # metadata stays in memory (~1.2 KB idle), so this bounds a store's memory; creations past it are refused.
     max_segments_per_container: int = 500_000
+    # A segment neither changed for this long nor read meanwhile goes dormant: its metadata is kept packed (~0.3 KB
+    # instead of ~1 KB) until it is used again (0: never; SegmentContainer.make_idle_segments_dormant).
+    segment_idle_seconds: float = 300.0
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's
@@ -115,6 +118,8 @@ class SegmentStoreConfig:
             raise ValueError("the replay bounds must be positive")
         if self.max_segments_per_container <= 0:
             raise ValueError("max_segments_per_container must be positive")
+        if self.segment_idle_seconds < 0:
+            raise ValueError("segment_idle_seconds must not be negative")
         if self.log_spare_files < 0:
             raise ValueError("log_spare_files must not be negative")
         if self.gc_delay_seconds < 0:

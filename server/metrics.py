@@ -77,6 +77,8 @@ READ_LATENCY = FastHistogram(_LATENCY_BUCKETS)  # a read request's arrival -> it
 REPLAY_BOUND_HOLDS = FastCounter()  # times a container's log passed its replay bound (appends waited)
 WRITERS_EXPIRED = FastCounter()  # writer attributes removed after the writer retention
 SEGMENT_LIMIT_REJECTIONS = FastCounter()  # segment creations refused at a container's segment limit
+SEGMENTS_MADE_DORMANT = FastCounter()  # idle segments whose metadata was packed (ContainerState.make_dormant)
+SEGMENTS_WOKEN = FastCounter()  # dormant segments made live again by a use
 CACHE_HIT = FastCounter()
 CACHE_MISS = FastCounter()
 LOCAL_GROUP_BYTES, LOCAL_SYNC_SECONDS = FastHistogram(_SIZE_BUCKETS), FastHistogram(_LATENCY_BUCKETS)
@@ -168,6 +170,16 @@ class SegmentStoreCollector:
         for container_id, container in sorted(service.containers.items()):
             segments.add_metric([str(container_id)], container.segment_count())
         yield segments
+        dormant = GaugeMetricFamily("tributary_segmentstore_dormant_segments",
+                                    "Segments of a container whose metadata is kept packed until used (idle for "
+                                    "--segment-idle)", labels=["container"])
+        for container_id, container in sorted(service.containers.items()):
+            dormant.add_metric([str(container_id)], container.dormant_segment_count())
+        yield dormant
+        yield CounterMetricFamily("tributary_segmentstore_segments_made_dormant",
+                                  "Idle segments whose metadata was packed", value=SEGMENTS_MADE_DORMANT.value)
+        yield CounterMetricFamily("tributary_segmentstore_segments_woken",
+                                  "Dormant segments made live again by a use", value=SEGMENTS_WOKEN.value)
         yield CounterMetricFamily("tributary_segmentstore_segment_limit_rejections",
                                   "Segment creations refused because a container held --max-segments-per-container",
                                   value=SEGMENT_LIMIT_REJECTIONS.value)

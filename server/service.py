@@ -139,6 +139,8 @@ class SegmentStoreService:
         self._supervise("transient-segment expiry", self._expire_transients_forever)
         if self.config.writer_retention_seconds > 0:
             self._supervise("writer-attribute expiry", self._expire_writers_forever)
+        if self.config.segment_idle_seconds > 0:
+            self._supervise("idle segments", self._make_idle_segments_dormant_forever)
         log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
                                                     "containers": self.config.container_count})
 
@@ -338,7 +340,8 @@ class SegmentStoreService:
                                      table_compaction_threshold=self.config.table_compaction_threshold,
                                      tier2=self._tier2_settings(container_id), load=self.config.load,
                                      writer_retention_seconds=self.config.writer_retention_seconds,
-                                     max_segments=self.config.max_segments_per_container)
+                                     max_segments=self.config.max_segments_per_container,
+                                     segment_idle_seconds=self.config.segment_idle_seconds)
         self.containers[container_id] = container
         await container.start()
 
@@ -477,6 +480,13 @@ class SegmentStoreService:
             await asyncio.sleep(period)
             for container in list(self.containers.values()):
                 await container.expire_writers()
+
+    async def _make_idle_segments_dormant_forever(self) -> None:
+        period = min(60.0, max(0.05, self.config.segment_idle_seconds / 2))
+        while True:
+            await asyncio.sleep(period)
+            for container in list(self.containers.values()):
+                await container.make_idle_segments_dormant()
 
     async def _expire_transients_forever(self) -> None:
         idle_ms = int(self.config.transient_idle_seconds * 1000)

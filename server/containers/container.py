@@ -65,7 +65,8 @@ class SegmentContainer:
                  on_failure: Callable[[SegmentContainer, BaseException], None] | None = None,
                  load: LoadSettings | None = None,
                  writer_retention_seconds: float = 86_400.0,
-                 max_segments: int | None = None):
+                 max_segments: int | None = None,
+                 segment_idle_seconds: float = 300.0):
         self.container_id = container_id
         self.epoch = 0
         self.storage_metadata_name = storage_metadata_segment(container_id)
@@ -77,7 +78,7 @@ class SegmentContainer:
         self._pipeline = OperationPipeline(
             container_id, durable_log, self._state, checkpoint_every_operations=checkpoint_every_operations,
             checkpoint_every_bytes=checkpoint_every_bytes, wall_clock_ms=wall_clock_ms, on_failure=self._fail,
-            # Every segment's metadata stays in memory (idle ones are not evicted): this bounds what they cost. The
+            # Every segment's metadata stays in memory (a dormant one's packed): this bounds what they cost. The
             # container's and the controller's own segments (the _system scope) are not counted, nor refused.
             segment_limit=max_segments)
         self._limit_logged_at = 0.0
@@ -103,6 +104,8 @@ class SegmentContainer:
         # Writer attributes idle this long, of writers set up on no connection, are removed (0: never).
         self.writer_retention_ms = int(writer_retention_seconds * 1000)
         self._attached_writers: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
+        # Segments neither changed for this long nor read since the previous look go dormant (0: never).
+        self.segment_idle_ms = int(segment_idle_seconds * 1000)
 
     @property
     def status(self) -> ContainerStatus:
@@ -110,7 +113,7 @@ class SegmentContainer:
 
     def __repr__(self) -> str:
         return (f"<SegmentContainer {self.container_id} {self.status.value} epoch={self.epoch} "
-                f"segments={len(self._state.by_id)}>")
+                f"segments={self._state.segment_count}>")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -126,8 +129,7 @@ class SegmentContainer:
             await self._pipeline.write_checkpoint()
         if self._tier2 is not None:
             await self._tier2.start(lambda: self.create_segment(self.storage_metadata_name, SegmentType.TABLE))
-        self.load.start({segment.name: segment.attributes for segment in self._state.by_id.values()
-                         if segment.segment_type == SegmentType.STREAM and not segment.sealed})
+        self.load.start(dict(self._state.policy_candidates()))
         log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
                                              "segments": self._state.counted_segments})
 
@@ -194,7 +196,7 @@ class SegmentContainer:
             self._limit_logged_at = now
             log.warning("segment creation refused: the container holds its limit of segments",
                         extra={"container": self.container_id, "limit": error.limit,
-                               "segments": len(self._state.by_id)})
+                               "segments": self._state.segment_count})
 
     def segment_count(self) -> int:
         """Segments this container holds that count towards its limit (those outside the _system scope)."""
@@ -249,7 +251,7 @@ class SegmentContainer:
     async def update_attributes(self, name: str, attribute_updates: Iterable[attrs.AttributeUpdate]) -> None:
         attribute_updates = tuple(attribute_updates)
         await self._pipeline.submit(lambda pending: pending.update_attributes(name, attribute_updates))
-        segment = self._state.by_name.get(name)
+        segment = self._state.get(name)
         if (segment is not None and segment.segment_type == SegmentType.STREAM and not segment.sealed
                 and any(update.attribute_id in _POLICY for update in attribute_updates)):
             self.load.policy_known(name, segment.attributes)
@@ -260,9 +262,9 @@ class SegmentContainer:
 
         A retried merge whose source was already merged into ``target`` answers the target's length.
         """
-        if source not in self._state.by_name and self._state.merged_sources.get(source) == target:
+        if not self._state.exists(source) and self._state.merged_sources.get(source) == target:
             return self.get_info(target).length
-        merged = self._state.by_name.get(source)
+        merged = self._state.get(source)
         length: int = await self._pipeline.submit(
             lambda pending: pending.merge(target, source, attribute_updates, header))
         self.load.forget(source)
@@ -324,13 +326,13 @@ class SegmentContainer:
         if self.writer_retention_ms <= 0 or self.status is not ContainerStatus.RUNNING:
             return 0
         cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.writer_retention_ms
-        by_id, attached, writers = self._state.by_id, self._attached_writers, self._state.writers
+        state, attached, writers = self._state, self._attached_writers, self._state.writers
         due: dict[int, dict[uuid.UUID, int]] = {}
         stale = []
         for looked, ((segment_id, attribute_number), last_used) in enumerate(writers.items()):
             if last_used > cutoff or looked >= limit:
                 break
-            segment = by_id.get(segment_id)
+            segment = state.get_by_id(segment_id)  # (made live if dormant: its attribute is about to change)
             attribute_id = uuid.UUID(int=attribute_number)
             value = None if segment is None else segment.attributes.get(attribute_id)
             if segment is None or value is None:
@@ -342,7 +344,7 @@ class SegmentContainer:
         submitted = []
         per_operation = max(1, (self._pipeline.max_operation_bytes - 64) // 24)  # 24 bytes per attribute logged
         for segment_id, expected in due.items():
-            name = by_id[segment_id].name
+            name = state.by_id[segment_id].name
             items = list(expected.items())
             for start in range(0, len(items), per_operation):
                 submitted.append(self._pipeline.submit(
@@ -359,6 +361,40 @@ class SegmentContainer:
             log.info("idle writers' attributes expired", extra={"container": self.container_id, "count": expired})
         return expired
 
+    # ------------------------------------------------------------------ dormant segments
+
+    async def make_idle_segments_dormant(self, now_ms: int | None = None, batch: int = 5_000) -> int:
+        """Makes dormant (``ContainerState.make_dormant``: metadata kept packed, made live again on first use)
+        the segments not changed for the idle time and not read since the previous call, whose bytes are all in
+        Tier-2, with nothing in flight on them; returns how many. Without a Tier-2 nothing goes dormant (the
+        cache holds the only copy of the bytes). Walks ``batch`` segments per turn of the event loop."""
+        if self.segment_idle_ms <= 0 or self._tier2 is None or self.status is not ContainerStatus.RUNNING:
+            return 0
+        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.segment_idle_ms
+        state, pipeline, writer = self._state, self._pipeline, self._tier2.writer
+        segments = list(state.by_id.values())
+        made = 0
+        for start in range(0, len(segments), batch):
+            if start:
+                await asyncio.sleep(0)
+                if self.status is not ContainerStatus.RUNNING:
+                    break
+            for segment in segments[start:start + batch]:
+                if segment.used:
+                    segment.used = False
+                elif (segment.last_modified <= cutoff and segment.segment_type is SegmentType.STREAM
+                      and not pipeline.has_pending(segment.name) and not writer.has_work(segment.segment_id)
+                      and state.make_dormant(segment)):
+                    made += 1
+        if made:
+            metrics.SEGMENTS_MADE_DORMANT.inc(made)
+            log.debug("idle segments made dormant", extra={"container": self.container_id, "count": made,
+                                                           "dormant": len(state.dormant)})
+        return made
+
+    def dormant_segment_count(self) -> int:
+        return len(self._state.dormant)
+
     # ------------------------------------------------------------------ queries
 
     def _check_running(self) -> None:
@@ -371,8 +407,9 @@ class SegmentContainer:
         if self._pipeline.status is not ContainerStatus.RUNNING:
             self._check_running()
         segment = self._state.by_name.get(name)
-        if segment is None:
+        if segment is None and (segment := self._state.get(name)) is None:
             raise errors.NoSuchSegment(name)
+        segment.used = True
         return segment
 
     def _table(self, name: str, operation: str) -> table_format.TableIndex:
@@ -383,7 +420,7 @@ class SegmentContainer:
 
     def _committed(self, name: str) -> SegmentMetadata | None:
         """The committed state of ``name`` whatever the container's status (for its own storage metadata)."""
-        return self._state.by_name.get(name)
+        return self._state.get(name)
 
     def get_info(self, name: str) -> SegmentInfo:
         return SegmentInfo(self._segment(name))
@@ -421,7 +458,7 @@ class SegmentContainer:
         return await self._reader.read_table_delta(name, from_position, max_count, max_bytes)
 
     def segment_names(self) -> list[str]:
-        return list(self._state.by_name)
+        return self._state.names()
 
     def replay_backlog(self) -> tuple[int, int]:
         """(bytes, operations) a recovery of this container would replay from its log now."""

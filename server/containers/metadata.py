@@ -27,7 +27,7 @@ class SegmentMetadata:
     """One segment as made durable by the log: identity, lengths, flags, attributes, bytes."""
 
     __slots__ = ("segment_id", "name", "segment_type", "sealed", "attributes", "last_modified", "data", "table",
-                 "waiters", "table_incomplete")
+                 "waiters", "table_incomplete", "used")
 
     def __init__(self, segment_id: int, name: str, segment_type: SegmentType, attributes: Mapping[uuid.UUID, int],
                  last_modified: int, start_offset: int = 0, length: int | None = None,
@@ -43,6 +43,7 @@ class SegmentMetadata:
         self.data = ReadIndex(start_offset, length, cache)
         self.waiters: list[asyncio.Future[None]] = []  # futures of reads parked at the tail
         self.table_incomplete = False  # restored with bytes in Tier-2 that its key index does not hold yet
+        self.used = False  # read (or asked about) since the container's last look for idle segments
 
     def __repr__(self) -> str:
         flags = " sealed" if self.sealed else ""

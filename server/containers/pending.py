@@ -105,7 +105,7 @@ class PendingState:
         overlay = self._overlays.get(name)
         if overlay is not None:
             return None if overlay.deleted else overlay
-        segment = self._state.by_name.get(name)
+        segment = self._state.get(name)
         return None if segment is None else PendingSegment.of(segment)
 
     def _existing(self, name: str) -> PendingSegment:
@@ -134,6 +134,10 @@ class PendingState:
     @property
     def overlay_count(self) -> int:
         return len(self._overlays)
+
+    def has_overlay(self, name: str) -> bool:
+        """Whether an operation decided on ``name`` is not committed yet."""
+        return name in self._overlays
 
     # ------------------------------------------------------------------ segment lifecycle
 

@@ -168,9 +168,7 @@ class OperationPipeline:
 
     def _replay_checkpoint(self, checkpoint: ops.Checkpoint, found_before: bool, has_tier2: bool) -> None:
         if not found_before:
-            self._state.restore(checkpoint.snapshot)
-            if not has_tier2 and any(segment.length != segment.start_offset
-                                     for segment in self._state.by_id.values()):
+            if self._state.restore(checkpoint.snapshot) and not has_tier2:
                 raise InconsistentState("the log begins with a checkpoint whose bytes are in Tier-2, "
                                         "but no Tier-2 is configured")
         elif not self._state.matches_snapshot(checkpoint.snapshot):
@@ -186,6 +184,10 @@ class OperationPipeline:
         self._next_sequence = self._state.last_sequence + 1
         self._pending = PendingState(self._state, self.max_operation_bytes, self._container_id, self._segment_limit)
         self.status = ContainerStatus.RUNNING
+
+    def has_pending(self, name: str) -> bool:
+        """Whether a mutation of ``name`` is decided and not committed yet."""
+        return self._pending.has_overlay(name)
 
     async def close(self) -> None:
         """Refuses new mutations and waits for the frames in flight."""

@@ -4,6 +4,14 @@
 durable and, identically, when recovery replays the log. So the state after a
 restart is, by construction, the state that was acknowledged before it.
 
+Segments whose metadata nobody used for a while are *dormant*: kept as their packed snapshot record
+(``dormant``, ~300 bytes with the indexes, against ~1 KB for a live ``SegmentMetadata`` with its read
+index), made live again (``get``, ``segment``) by whatever touches them. Dormancy is a representation, not a
+state change: nothing is logged, a snapshot holds dormant records verbatim, and a restore leaves every stream
+segment dormant, so a restarted container's memory and start time follow the segments used, not all of them.
+Only a segment with nothing to lose may go dormant (``make_dormant``: a stream segment whose bytes are all in
+Tier-2, with no reader parked on it); the container decides when (``SegmentContainer.make_idle_segments_dormant``).
+
 An ``observer`` (the storage writer) is told of every applied change that Tier-2
 must follow, with its sequence number, in the same order. ``boundaries`` hears of
 appends, merges, truncations and removals too, to keep its hints of where events
@@ -20,7 +28,9 @@ from typing import TYPE_CHECKING
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.naming import INTERNAL_SCOPE
 
+from .. import metrics
 from . import operations as ops
+from .attributes import SCALE_POLICY_TYPE
 from .boundaries import SegmentBoundaries
 from .metadata import SegmentMetadata, SegmentType
 from .operations import ATTRIBUTE_COUNT, ATTRIBUTE_COUNT_V0, decode_attributes, encode_attributes
@@ -78,12 +88,74 @@ class ContainerState:
         # linger until the expiry walks past them, and a later checkpoint met in a replay is not compared on it.
         self.writers: dict[tuple[int, int], int] = {}  # keys: (segment id, attribute id as an int)
         self.counted_segments = 0  # segments outside the _system scope (what the segment limit counts)
+        # Dormant segments (not in by_name/by_id): name -> the segment's snapshot record; id -> name.
+        self.dormant: dict[str, bytes] = {}
+        self.dormant_ids: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ lookups (dormant segments wake)
+
+    def get(self, name: str) -> SegmentMetadata | None:
+        """The segment ``name`` (made live if dormant), or None."""
+        segment = self.by_name.get(name)
+        if segment is None and name in self.dormant:
+            segment = self._wake(name)
+        return segment
+
+    def get_by_id(self, segment_id: int) -> SegmentMetadata | None:
+        """The segment of ``segment_id`` (made live if dormant), or None."""
+        segment = self.by_id.get(segment_id)
+        if segment is None:
+            name = self.dormant_ids.get(segment_id)
+            if name is not None:
+                segment = self._wake(name)
+        return segment
 
     def segment(self, segment_id: int) -> SegmentMetadata:
-        try:
-            return self.by_id[segment_id]
-        except KeyError:
-            raise InconsistentState(f"operation on unknown segment id {segment_id}") from None
+        segment = self.by_id.get(segment_id)
+        if segment is None and (segment := self.get_by_id(segment_id)) is None:
+            raise InconsistentState(f"operation on unknown segment id {segment_id}")
+        return segment
+
+    def exists(self, name: str) -> bool:
+        return name in self.by_name or name in self.dormant
+
+    def names(self) -> list[str]:
+        """Every segment's name, live and dormant."""
+        return [*self.by_name, *self.dormant]
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.by_id) + len(self.dormant)
+
+    def _wake(self, name: str) -> SegmentMetadata:
+        record = self.dormant.pop(name)
+        segment_id, segment_type, start, length, sealed, last_modified, _, attributes = _unpack_record(record)
+        del self.dormant_ids[segment_id]
+        segment = SegmentMetadata(segment_id, name, segment_type, attributes, last_modified, start, length,
+                                  cache=self.cache)
+        segment.sealed = sealed
+        self.by_name[name] = segment
+        self.by_id[segment_id] = segment
+        metrics.SEGMENTS_WOKEN.inc()
+        return segment
+
+    def make_dormant(self, segment: SegmentMetadata) -> bool:
+        """Keeps only ``segment``'s packed record, if it has nothing to lose: a live stream segment whose bytes
+        are all in Tier-2 (none only cached), no merge redirect, no reader parked. Its cached blocks are
+        dropped, and its event boundary hints. Returns whether it went dormant.
+
+        The caller knows the rest: nothing decided on it is in flight, the storage writer has no work on it."""
+        data = segment.data
+        if (segment.segment_type is not SegmentType.STREAM or segment.waiters or data.storage_length < data.length
+                or data.redirects or self.by_id.get(segment.segment_id) is not segment):
+            return False
+        data.release()
+        self.boundaries.removed(segment)
+        del self.by_name[segment.name]
+        del self.by_id[segment.segment_id]
+        self.dormant[segment.name] = _record(segment)
+        self.dormant_ids[segment.segment_id] = segment.name
+        return True
 
     # ------------------------------------------------------------------ apply
 
@@ -137,7 +209,8 @@ class ContainerState:
         raise InconsistentState(f"unknown operation {operation!r}")
 
     def _create(self, operation: ops.CreateSegment, timestamp_ms: int) -> None:
-        if operation.name in self.by_name or operation.segment_id in self.by_id:
+        if (self.exists(operation.name) or operation.segment_id in self.by_id
+                or operation.segment_id in self.dormant_ids):
             raise InconsistentState(f"create of existing segment {operation.name!r}")
         segment = SegmentMetadata(operation.segment_id, operation.name, SegmentType(operation.segment_type),
                                   operation.attributes, timestamp_ms, cache=self.cache)
@@ -199,54 +272,100 @@ class ContainerState:
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
-        """The metadata (not the data) of every segment, for a Checkpoint operation."""
-        by_id = self.by_id
+        """The metadata (not the data) of every segment, for a Checkpoint operation (dormant ones verbatim)."""
+        by_id, dormant_ids = self.by_id, self.dormant_ids
         writers = [_WRITER.pack(segment_id, attribute_id.to_bytes(16, "big"), last_used)  # (a removed attribute's
                    for (segment_id, attribute_id), last_used in self.writers.items()  # entry goes with it)
-                   if segment_id in by_id]
-        parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence, len(by_id)),
+                   if segment_id in by_id or segment_id in dormant_ids]
+        parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence,
+                                       self.segment_count),
                  _WRITER_COUNT.pack(len(writers)), *writers]
-        for segment in by_id.values():
-            name = segment.name.encode("utf-8", "surrogatepass")
-            parts.append(_SEGMENT_FIXED.pack(segment.segment_id, segment.segment_type, segment.start_offset,
-                                             segment.length, segment.sealed, segment.last_modified, len(name)))
-            parts.append(name)
-            parts.append(encode_attributes(segment.attributes))
+        parts.extend(_record(segment) for segment in by_id.values())
+        parts.extend(self.dormant.values())
         return b"".join(parts)
 
-    def restore(self, snapshot: bytes) -> None:
-        """Loads the metadata of a snapshot into an empty state (the first checkpoint of a replay).
+    def restore(self, snapshot: bytes) -> bool:
+        """Loads the metadata of a snapshot into an empty state (the first checkpoint of a replay); returns
+        whether any segment holds bytes. Stream segments stay dormant (version 2 snapshots) until used.
 
         Segment bytes are not in snapshots: the log is truncated only before a checkpoint
         whose segments' bytes are all in Tier-2, so a restored segment's bytes are in Tier-2
         and the appends that follow in the log. Table segments restored with bytes are
         marked ``table_incomplete``: their key index is rebuilt once Tier-2 is up.
         """
-        _, self.next_segment_id, self.last_sequence, _ = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
-        by_name, by_id, cache = self.by_name, self.by_id, self.cache
-        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
-            segment = SegmentMetadata(segment_id, name, segment_type, attributes, 0, start, length, cache=cache)
-            segment.sealed = sealed
-            segment.table_incomplete = segment.table is not None and length > start
-            by_name[name] = segment
-            by_id[segment_id] = segment
-        self.counted_segments = sum(not name.startswith(SYSTEM_PREFIX) for name in by_name)
+        view = memoryview(snapshot)
+        version, self.next_segment_id, self.last_sequence, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+        holds_bytes = False
+        if version < 2:  # older records differ (u16 counts, NULL values kept): every segment made live
+            for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
+                self._restore_live(segment_id, segment_type, start, length, sealed, 0, name, attributes)
+                holds_bytes = holds_bytes or length != start
+        else:
+            dormant, dormant_ids = self.dormant, self.dormant_ids
+            fixed, fixed_size, count_size = _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size, ATTRIBUTE_COUNT.size
+            count_of, stream, size = ATTRIBUTE_COUNT.unpack_from, int(SegmentType.STREAM), len(view)
+            position = _segments_position(view)
+            for _ in range(count):
+                segment_id, segment_type, start, length, _, _, name_length = fixed(view, position)
+                name_at = position + fixed_size
+                name = str(view[name_at:name_at + name_length], "utf-8", "surrogatepass")
+                (attribute_count,) = count_of(view, name_at + name_length)
+                end = name_at + name_length + count_size + 24 * attribute_count
+                if end > size:
+                    raise InconsistentState("a snapshot record runs past the end of its snapshot")
+                holds_bytes = holds_bytes or length != start
+                if segment_type == stream:
+                    dormant[name] = bytes(view[position:end])
+                    dormant_ids[segment_id] = name
+                else:
+                    self._restore_live(*_unpack_record(view[position:end]))
+                position = end
+        self.counted_segments = sum(not name.startswith(SYSTEM_PREFIX) for name in self.names())
         self.writers = dict(_snapshot_writers(snapshot))
+        return holds_bytes
+
+    def _restore_live(self, segment_id: int, segment_type: SegmentType, start: int, length: int, sealed: bool,
+                      last_modified: int, name: str, attributes: dict[uuid.UUID, int]) -> None:
+        segment = SegmentMetadata(segment_id, name, segment_type, attributes, last_modified, start, length,
+                                  cache=self.cache)
+        segment.sealed = sealed
+        segment.table_incomplete = segment.table is not None and length > start
+        self.by_name[name] = segment
+        self.by_id[segment_id] = segment
 
     def matches_snapshot(self, snapshot: bytes) -> bool:
         """Whether this state holds exactly the segments of ``snapshot`` (a later checkpoint met in a replay):
         one pass over the snapshot, nothing re-encoded (the writers' last use is advisory: not compared)."""
         _, next_segment_id, _, count = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
-        if count != len(self.by_id):
+        if count != self.segment_count:
             return False
-        by_id = self.by_id
+        by_id, dormant, dormant_ids = self.by_id, self.dormant, self.dormant_ids
         for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
             segment = by_id.get(segment_id)
-            if (segment is None or segment.name != name or segment.segment_type != segment_type
-                    or segment.start_offset != start or segment.length != length or segment.sealed != sealed
-                    or segment.attributes != attributes):
+            if segment is not None:
+                found = (segment.name, segment.segment_type, segment.start_offset, segment.length, segment.sealed,
+                         segment.attributes)
+            elif dormant_ids.get(segment_id) == name:
+                _, found_type, found_start, found_length, found_sealed, _, found_name, found_attributes = \
+                    _unpack_record(dormant[name])
+                found = (found_name, found_type, found_start, found_length, found_sealed, found_attributes)
+            else:
+                return False
+            if found != (name, segment_type, start, length, sealed, attributes):
                 return False
         return True
+
+    def policy_candidates(self):
+        """(name, attributes) of every unsealed stream segment that may have a scaling policy (for the load
+        meter's start): dormant records are decoded only where they hold the policy attribute's id."""
+        for segment in self.by_id.values():
+            if segment.segment_type is SegmentType.STREAM and not segment.sealed:
+                yield segment.name, segment.attributes
+        for name, record in self.dormant.items():
+            if _SCALE_POLICY_TYPE_BYTES in record:
+                _, segment_type, _, _, sealed, _, _, attributes = _unpack_record(record)
+                if segment_type is SegmentType.STREAM and not sealed:
+                    yield name, attributes
 
     @staticmethod
     def describe_snapshot(snapshot: bytes) -> dict:
@@ -261,6 +380,26 @@ class ContainerState:
 
 _CORE_LOW, _CORE_HIGH = 0x8000000000000000 << 64, 0x8000000000000001 << 64  # core attribute ids (is_core, inlined)
 _SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
+_SCALE_POLICY_TYPE_BYTES = SCALE_POLICY_TYPE.bytes
+
+
+def _record(segment: SegmentMetadata) -> bytes:
+    """A segment's snapshot record: its fixed fields, its name, its attributes."""
+    name = segment.name.encode("utf-8", "surrogatepass")
+    return b"".join((_SEGMENT_FIXED.pack(segment.segment_id, segment.segment_type, segment.start_offset,
+                                         segment.length, segment.sealed, segment.last_modified, len(name)),
+                     name, encode_attributes(segment.attributes)))
+
+
+def _unpack_record(record: bytes | memoryview) -> tuple[int, SegmentType, int, int, bool, int, str,
+                                                       dict[uuid.UUID, int]]:
+    """(segment_id, type, start, length, sealed, last_modified, name, attributes) of a record (version 1 or 2)."""
+    view = memoryview(record)
+    segment_id, segment_type, start, length, sealed, last_modified, name_length = _SEGMENT_FIXED.unpack_from(view, 0)
+    name_at = _SEGMENT_FIXED.size
+    name = str(view[name_at:name_at + name_length], "utf-8", "surrogatepass")
+    attributes, _ = decode_attributes(view, name_at + name_length)
+    return segment_id, _SEGMENT_TYPES[segment_type], start, length, bool(sealed), last_modified, name, attributes
 
 
 def _snapshot_records(snapshot: bytes):

@@ -157,6 +157,10 @@ class StorageWriter(StateObserver):
     def __repr__(self) -> str:
         return f"<StorageWriter container={self.container_id} works={len(self._works)}>"
 
+    def has_work(self, segment_id: int) -> bool:
+        """Whether Tier-2 has yet to follow something of this segment (or has just followed it, this pass)."""
+        return segment_id in self._works
+
     # ------------------------------------------------------------------ observer of the container state
 
     def _work(self, segment: SegmentMetadata) -> _Work:

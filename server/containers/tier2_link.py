@@ -104,7 +104,7 @@ class Tier2Link:
 
     async def start(self, create_metadata_table: Callable[[], Awaitable[None]]) -> None:
         """Once the container accepts mutations: creates the metadata table if new, then starts flushing."""
-        if self.metadata_name not in self._state.by_name:
+        if not self._state.exists(self.metadata_name):
             await create_metadata_table()
         await self.storage.finish_bootstrap()
         self.writer.start()

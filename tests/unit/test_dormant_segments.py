@@ -1,0 +1,246 @@
+"""Dormant segments (issue 25): a segment neither changed for the idle time nor read meanwhile keeps only its packed
+snapshot record, and whatever uses it again (a read, an append, an info request, a seal, a merge, a delete, a
+replayed operation) makes it live with the same metadata and bytes. A restore leaves every stream segment dormant.
+
+Before, every segment a container ever held stayed a live object with its read index (~1 KB each, ~1.2 GB for a
+million) and a restart made all of them again before serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import tracemalloc
+import uuid
+
+import pytest
+
+from server import errors
+from server.containers import attributes as attrs
+from server.containers import operations as ops
+from server.containers.cache import CacheManager
+from server.containers.container import SegmentContainer, Tier2Settings
+from server.containers.metadata import SegmentType
+from server.containers.state import ContainerState
+from server.containers.storage_writer import StorageWriterConfig
+from server.tier1 import LocalDurableDataLog
+from server.tier2.memory import InMemoryChunkStorage
+from tests.unit.test_container_checkpoints import checkpointed, until
+from wire.constants import NULL_ATTRIBUTE_VALUE
+
+IDLE_MS = 60_000
+SEGMENTS = 300
+
+
+class Clock:
+    def __init__(self):
+        self.now_ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def name_of(number: int) -> str:
+    return f"scope/stream-{number}/0.#epoch.0"
+
+
+def container(tmp_path, chunks, clock: Clock, tier2: bool = True) -> SegmentContainer:
+    log = LocalDurableDataLog(tmp_path / "log", file_size=1 << 20, max_append_size=64 * 1024, spare_files_max=0)
+    settings = Tier2Settings(chunks, CacheManager(16 << 20),
+                             writer=StorageWriterConfig(flush_size=1024, flush_interval=0.05)) if tier2 else None
+    return SegmentContainer(0, log, wall_clock_ms=clock, segment_idle_seconds=IDLE_MS / 1000,
+                            checkpoint_interval_seconds=0.2, tier2=settings)
+
+
+async def populated(tmp_path, chunks=None, clock=None) -> tuple[SegmentContainer, Clock, InMemoryChunkStorage]:
+    """A started container holding SEGMENTS stream segments with two events each, in Tier-2, a table and a
+    transient segment; the clock moved past the idle time."""
+    clock, chunks = clock or Clock(), chunks or InMemoryChunkStorage()
+    owner = container(tmp_path, chunks, clock)
+    await owner.start()
+    await asyncio.gather(*(owner.create_segment(name_of(number)) for number in range(SEGMENTS)))
+    await asyncio.gather(*(owner.append(name_of(number), f"first of {number};".encode()) for number in range(SEGMENTS)))
+    await asyncio.gather(*(owner.append(name_of(number), f"second of {number}".encode())
+                           for number in range(SEGMENTS)))
+    await owner.create_segment("scope/table", SegmentType.TABLE)
+    await owner.create_transient_segment(name_of(0), uuid.uuid4())
+    await owner.flush_to_storage()
+    await until(lambda: all(not owner.writer.has_work(segment.segment_id)
+                            for segment in owner._state.by_id.values()), "the storage writer to be idle")
+    clock.now_ms += IDLE_MS + 1
+    return owner, clock, chunks
+
+
+def expected_bytes(number: int) -> bytes:
+    return f"first of {number};second of {number}".encode()
+
+
+async def read_all(owner: SegmentContainer, name: str) -> bytes:
+    info = owner.get_info(name)
+    return await owner._reader.read_range(name, info.start_offset, info.length)  # white box: a whole-range read
+
+
+async def test_idle_segments_go_dormant_and_wake_with_their_metadata_and_bytes(tmp_path):
+    owner, clock, _ = await populated(tmp_path)
+    before = {name_of(number): owner.get_info(name_of(number)) for number in range(SEGMENTS)}
+    for segment in owner._state.by_id.values():
+        segment.used = False  # the infos just read count as uses: forget them
+    assert await owner.make_idle_segments_dormant() == SEGMENTS
+    assert owner.dormant_segment_count() == SEGMENTS
+    assert owner._state.by_name.keys() >= {"scope/table", owner.storage_metadata_name}  # tables stay live
+    assert sum(segment.segment_type is SegmentType.TRANSIENT for segment in owner._state.by_id.values()) == 1
+    assert owner.segment_count() == SEGMENTS + 2  # dormant ones still count
+    assert set(owner.segment_names()) >= set(before)
+
+    for number in range(0, SEGMENTS, 7):  # a read wakes the segment: same bytes, same metadata
+        name = name_of(number)
+        assert await read_all(owner, name) == expected_bytes(number)
+        info = owner.get_info(name)
+        assert (info.length, info.start_offset, info.sealed, info.last_modified) == \
+            (before[name].length, before[name].start_offset, before[name].sealed, before[name].last_modified)
+        assert owner.get_attribute(name, attrs.CREATION_TIME) == before[name].attributes[attrs.CREATION_TIME]
+    woken = len(range(0, SEGMENTS, 7))
+    assert owner.dormant_segment_count() == SEGMENTS - woken
+
+    # Every mutation wakes what it touches.
+    assert await owner.append(name_of(1), b"+more") == before[name_of(1)].length + 5
+    await owner.seal(name_of(2))
+    assert owner.get_info(name_of(2)).sealed
+    await owner.truncate(name_of(3), 5)
+    assert owner.get_info(name_of(3)).start_offset == 5
+    await owner.delete(name_of(4))
+    with pytest.raises(errors.NoSuchSegment):
+        owner.get_info(name_of(4))
+    with pytest.raises(errors.SegmentAlreadyExists):
+        await owner.create_segment(name_of(5))  # a dormant name exists
+    await owner.seal(name_of(6))
+    await owner.merge(name_of(8), name_of(6))
+    assert await read_all(owner, name_of(8)) == expected_bytes(8) + expected_bytes(6)
+    await owner.update_attributes(name_of(9), [attrs.AttributeUpdate(attrs.EVENT_COUNT, attrs.REPLACE, 42)])
+    assert owner.get_attribute(name_of(9), attrs.EVENT_COUNT) == 42
+    await owner.stop()
+
+
+async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
+    owner, clock, _ = await populated(tmp_path)
+    for segment in owner._state.by_id.values():
+        segment.used = False
+    owner.get_info(name_of(0))  # read since the previous look: stays live this time
+    parked = asyncio.ensure_future(owner.read(name_of(1), len(expected_bytes(1)), wait_timeout=30))  # at the tail
+    await asyncio.sleep(0.01)
+    owner._state.by_name[name_of(1)].used = False  # what keeps it live is the parked read
+    owner.writer._wake.clear()  # white box: the next append stays unflushed until the writer is woken
+    fresh = clock.now_ms
+    await owner.append(name_of(2), b"recent")  # changed within the idle time (and not in Tier-2 yet)
+    assert owner._state.by_name[name_of(2)].last_modified >= fresh
+    made = await owner.make_idle_segments_dormant()
+    assert made == SEGMENTS - 3
+    assert {name_of(0), name_of(1), name_of(2)} <= owner._state.by_name.keys()
+
+    await owner.append(name_of(1), b"!")  # the parked read is answered (it was not stranded on a dormant object)
+    assert (await asyncio.wait_for(parked, 5)).data() == b"!"
+    clock.now_ms += IDLE_MS + 1
+    await owner.flush_to_storage()
+    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
+    # 0: its use is a look old now; 2: flushed and idle; 1: read again once the append woke its parked read
+    assert await owner.make_idle_segments_dormant() == 2
+    assert await owner.make_idle_segments_dormant() == 1
+    assert owner.dormant_segment_count() == SEGMENTS
+    await owner.stop()
+
+
+async def test_without_tier2_nothing_goes_dormant(tmp_path):
+    clock = Clock()
+    owner = container(tmp_path, None, clock, tier2=False)
+    await owner.start()
+    await owner.create_segment(name_of(0))
+    await owner.append(name_of(0), b"only in the cache")
+    clock.now_ms += 10 * IDLE_MS
+    assert await owner.make_idle_segments_dormant() == 0
+    assert await read_all(owner, name_of(0)) == b"only in the cache"
+    await owner.stop()
+
+
+async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(tmp_path):
+    owner, clock, chunks = await populated(tmp_path)
+    writer_id = uuid.uuid4()
+    await owner.submit_event_append(name_of(10), b"by a writer", writer_id, 0, NULL_ATTRIBUTE_VALUE, 1)
+    await owner.flush_to_storage()
+    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(10)].segment_id), "the flush")
+    for segment in owner._state.by_id.values():
+        segment.used = False
+    clock.now_ms += IDLE_MS + 1
+    assert await owner.make_idle_segments_dormant() == SEGMENTS
+    await checkpointed(owner)  # a checkpoint of dormant records...
+    await owner.append(name_of(11), b"+after")  # ...then operations on dormant segments, replayed at the restart
+    await owner.seal(name_of(12))
+    await checkpointed(owner)  # a later checkpoint, compared with the replayed state (matches_snapshot)
+    await owner.delete(name_of(13))
+    described = owner._state.describe()
+    durable_log = owner._pipeline._log
+    truncated_at = durable_log.truncation_address
+    await owner.stop()
+
+    again = container(tmp_path, chunks, clock)
+    await again.start()
+    assert again._state.describe() == described
+    live_streams = [segment.name for segment in again._state.by_id.values()
+                    if segment.segment_type is SegmentType.STREAM]
+    assert len(live_streams) <= 3, live_streams  # only what the replay touched (none if the log was truncated)
+    assert again.dormant_segment_count() >= SEGMENTS - 4
+    assert await read_all(again, name_of(11)) == expected_bytes(11) + b"+after"
+    assert again.get_info(name_of(12)).sealed
+    assert again.get_attribute(name_of(10), writer_id) == 0  # the writer's attribute came back with the segment
+    with pytest.raises(errors.NoSuchSegment):
+        again.get_info(name_of(13))
+    for number in range(20, SEGMENTS, 13):
+        assert await read_all(again, name_of(number)) == expected_bytes(number)
+    assert truncated_at is None or again._pipeline.checkpoints  # the log held a checkpoint to restore
+    await again.stop()
+
+
+async def test_writer_expiry_reaches_dormant_segments(tmp_path):
+    clock, chunks = Clock(), InMemoryChunkStorage()
+    owner = container(tmp_path, chunks, clock)
+    owner.writer_retention_ms = IDLE_MS
+    await owner.start()
+    await owner.create_segment(name_of(0))
+    await owner.submit_event_append(name_of(0), b"e", uuid.uuid4(), 0, NULL_ATTRIBUTE_VALUE, 1)
+    await owner.flush_to_storage()
+    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
+    clock.now_ms += IDLE_MS + 1
+    assert await owner.make_idle_segments_dormant() == 1
+    assert await owner.expire_writers() == 1
+    assert owner.writer_attribute_count() == 0
+    assert len(owner.get_info(name_of(0)).attributes) == 3  # creation time, type, event count
+    await owner.stop()
+
+
+def test_a_dormant_segment_costs_a_third_of_a_live_one():
+    """What a million idle segments cost is what one costs times a million: measured, not assumed."""
+    count = 20_000
+    live = ContainerState(CacheManager(1 << 20))
+    tracemalloc.start()
+    try:
+        start = tracemalloc.take_snapshot()
+        for number in range(count):
+            live.apply(ops.CreateSegment(number + 1, 0, name_of(number),
+                                         {attrs.CREATION_TIME: 1_700_000_000_000, attrs.SEGMENT_TYPE: 0}),
+                       1_700_000_000_000, number + 1)
+        gc.collect()
+        live_bytes = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(start, "filename"))
+        snapshot = live.snapshot()
+        del live
+        gc.collect()
+        start = tracemalloc.take_snapshot()
+        restored = ContainerState(CacheManager(1 << 20))
+        restored.restore(snapshot)
+        gc.collect()
+        dormant_bytes = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(start, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert len(restored.dormant) == count and not restored.by_id
+    per_live, per_dormant = live_bytes / count, dormant_bytes / count
+    assert per_dormant < 400, per_dormant
+    assert per_dormant * 2.5 < per_live, (per_live, per_dormant)
+    assert restored.snapshot() == snapshot  # dormant records are written back verbatim
