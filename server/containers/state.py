@@ -301,25 +301,14 @@ class ContainerState:
                 self._restore_live(segment_id, segment_type, start, length, sealed, 0, name, attributes)
                 holds_bytes = holds_bytes or length != start
         else:
-            dormant, dormant_ids = self.dormant, self.dormant_ids
-            fixed, fixed_size, count_size = _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size, ATTRIBUTE_COUNT.size
-            count_of, stream, size = ATTRIBUTE_COUNT.unpack_from, int(SegmentType.STREAM), len(view)
-            position = _segments_position(view)
-            for _ in range(count):
-                segment_id, segment_type, start, length, _, _, name_length = fixed(view, position)
-                name_at = position + fixed_size
-                name = str(view[name_at:name_at + name_length], "utf-8", "surrogatepass")
-                (attribute_count,) = count_of(view, name_at + name_length)
-                end = name_at + name_length + count_size + 24 * attribute_count
-                if end > size:
-                    raise InconsistentState("a snapshot record runs past the end of its snapshot")
+            dormant, dormant_ids, stream = self.dormant, self.dormant_ids, int(SegmentType.STREAM)
+            for segment_id, segment_type, start, length, name, record in _record_spans(view):
                 holds_bytes = holds_bytes or length != start
                 if segment_type == stream:
-                    dormant[name] = bytes(view[position:end])
+                    dormant[name] = bytes(record)
                     dormant_ids[segment_id] = name
                 else:
-                    self._restore_live(*_unpack_record(view[position:end]))
-                position = end
+                    self._restore_live(*_unpack_record(record))
         self.counted_segments = sum(not name.startswith(SYSTEM_PREFIX) for name in self.names())
         self.writers = dict(_snapshot_writers(snapshot))
         return holds_bytes
@@ -339,16 +328,32 @@ class ContainerState:
         _, next_segment_id, _, count = _SNAPSHOT_HEADER.unpack_from(snapshot, 0)
         if count != self.segment_count:
             return False
+        view = memoryview(snapshot)
+        if view[0] < 2:
+            return self._matches_old_snapshot(snapshot)
         by_id, dormant, dormant_ids = self.by_id, self.dormant, self.dormant_ids
-        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
+        for segment_id, _, _, _, name, record in _record_spans(view):
+            if dormant_ids.get(segment_id) == name and dormant[name] == record:
+                continue  # a dormant segment, unchanged: the same bytes (the usual case, and a fast one)
             segment = by_id.get(segment_id)
             if segment is not None:
-                found = (segment.name, segment.segment_type, segment.start_offset, segment.length, segment.sealed,
-                         segment.attributes)
+                found = _fields(segment)
             elif dormant_ids.get(segment_id) == name:
-                _, found_type, found_start, found_length, found_sealed, _, found_name, found_attributes = \
-                    _unpack_record(dormant[name])
-                found = (found_name, found_type, found_start, found_length, found_sealed, found_attributes)
+                found = _record_fields(dormant[name])
+            else:
+                return False
+            if found != _record_fields(record):
+                return False
+        return True
+
+    def _matches_old_snapshot(self, snapshot: bytes) -> bool:
+        """``matches_snapshot`` of a version 0 or 1 snapshot (other record layouts: decoded)."""
+        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
+            segment = self.by_id.get(segment_id)
+            if segment is not None:
+                found = _fields(segment)
+            elif self.dormant_ids.get(segment_id) == name:
+                found = _record_fields(self.dormant[name])
             else:
                 return False
             if found != (name, segment_type, start, length, sealed, attributes):
@@ -362,7 +367,8 @@ class ContainerState:
             if segment.segment_type is SegmentType.STREAM and not segment.sealed:
                 yield segment.name, segment.attributes
         for name, record in self.dormant.items():
-            if _SCALE_POLICY_TYPE_BYTES in record:
+            at = record.rfind(_SCALE_POLICY_TYPE_BYTES)  # (the attributes come last; a false match only costs)
+            if at >= 0 and record[at + 16:at + 24] not in _FIXED_POLICY_VALUES:
                 _, segment_type, _, _, sealed, _, _, attributes = _unpack_record(record)
                 if segment_type is SegmentType.STREAM and not sealed:
                     yield name, attributes
@@ -381,6 +387,7 @@ class ContainerState:
 _CORE_LOW, _CORE_HIGH = 0x8000000000000000 << 64, 0x8000000000000001 << 64  # core attribute ids (is_core, inlined)
 _SEGMENT_TYPES = tuple(SegmentType)  # by value: an IntEnum call per segment is slow at a million segments
 _SCALE_POLICY_TYPE_BYTES = SCALE_POLICY_TYPE.bytes
+_FIXED_POLICY_VALUES = (b"\0" * 8, NULL_ATTRIBUTE_VALUE.to_bytes(8, "big", signed=True))  # no rate policy
 
 
 def _record(segment: SegmentMetadata) -> bytes:
@@ -400,6 +407,39 @@ def _unpack_record(record: bytes | memoryview) -> tuple[int, SegmentType, int, i
     name = str(view[name_at:name_at + name_length], "utf-8", "surrogatepass")
     attributes, _ = decode_attributes(view, name_at + name_length)
     return segment_id, _SEGMENT_TYPES[segment_type], start, length, bool(sealed), last_modified, name, attributes
+
+
+def _fields(segment: SegmentMetadata) -> tuple:
+    """What a replay compares of a live segment: (name, type, start, length, sealed, attributes)."""
+    return (segment.name, segment.segment_type, segment.start_offset, segment.length, segment.sealed,
+            segment.attributes)
+
+
+def _record_fields(record: bytes | memoryview) -> tuple:
+    """``_fields`` of a segment's record."""
+    _, segment_type, start, length, sealed, _, name, attributes = _unpack_record(record)
+    return name, segment_type, start, length, sealed, attributes
+
+
+def _record_spans(view: memoryview):
+    """Yields (segment_id, type as an int, start, length, name, record view) of every segment of a version 2
+    snapshot, without decoding attributes.
+
+    Raises InconsistentState: a record that runs past the snapshot's end."""
+    _, _, _, count = _SNAPSHOT_HEADER.unpack_from(view, 0)
+    fixed, fixed_size, count_size = _SEGMENT_FIXED.unpack_from, _SEGMENT_FIXED.size, ATTRIBUTE_COUNT.size
+    count_of, size = ATTRIBUTE_COUNT.unpack_from, len(view)
+    position = _segments_position(view)
+    for _ in range(count):
+        segment_id, segment_type, start, length, _, _, name_length = fixed(view, position)
+        name_at = position + fixed_size
+        (attribute_count,) = count_of(view, name_at + name_length)
+        end = name_at + name_length + count_size + 24 * attribute_count
+        if end > size:
+            raise InconsistentState("a snapshot record runs past the end of its snapshot")
+        yield (segment_id, segment_type, start, length, str(view[name_at:name_at + name_length], "utf-8",
+                                                             "surrogatepass"), view[position:end])
+        position = end
 
 
 def _snapshot_records(snapshot: bytes):

@@ -46,7 +46,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from . import chunk_names, concat_operation, read_operation, truncate_operation, write_operation
+from . import chunk_index, chunk_names, concat_operation, read_operation, truncate_operation, write_operation
 from .chunk_storage import ChunkRegion, ChunkStorage, WriteData
 from .config import StorageConfig
 from .errors import SegmentExists, StorageNotPrimary
@@ -205,6 +205,7 @@ class ChunkedSegmentStorage:
             chain = await transaction.chain(segment)
             for chunk in chain:
                 transaction.put(dataclasses.replace(chunk, flags=ChunkFlags(0)))
+            await chunk_index.remove_hints(transaction, segment)
             transaction.remove(name)
             await transaction.commit()
         self._context.read_index.forget(name)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from . import chunk_index
 from .defragment import Junction, defragment
 from .errors import BadOffset, SegmentNotSealed, SegmentSealed, SegmentTruncated
+from .metadata_transaction import MetadataTransaction
 from .operation_context import OperationContext, check_owner, load_segment, stamped
 from .records import SegmentFlags, SegmentRecord
 
@@ -49,9 +51,13 @@ async def concat(context: OperationContext, target_name: str, offset: int, sourc
                         predecessor_writable=target.owner_epoch == context.epoch and not target.ownership_changed,
                         start_offset=target.length)
     spliced = _splice(target, source, context.epoch)
+    await chunk_index.remove_hints(transaction, source)
     transaction.remove(source_name)
     with context.collector.new_chunks() as new_chunks:
         spliced, replaced = await defragment(context, transaction, spliced, junction, new_chunks)
+        await chunk_index.chunks_linked(transaction, spliced, junction.predecessor_start_offset
+                                        if junction.predecessor else None,
+                                        await _spliced_chunks(transaction, spliced, junction))
         transaction.put(stamped(spliced))
         await transaction.commit()
     context.read_index.forget(source_name)
@@ -59,6 +65,23 @@ async def concat(context: OperationContext, target_name: str, offset: int, sourc
         context.read_index.remove_range(target_name, junction.predecessor_start_offset, spliced.length)
         context.collector.schedule(replaced)
     return spliced.length
+
+
+async def _spliced_chunks(transaction: MetadataTransaction, spliced: SegmentRecord,
+                          junction: Junction) -> list[tuple[int, str]]:
+    """(start offset, name) of the chunks after the junction, once spliced (and defragmented): they start where
+    the target's last chunk (as it is now: in-place defragmentation grows it) ends."""
+    if junction.predecessor is not None:
+        predecessor = await transaction.linked_chunk(junction.predecessor)
+        name, start = predecessor.next_chunk, junction.predecessor_start_offset + predecessor.length
+    else:
+        name, start = spliced.first_chunk, spliced.first_chunk_start_offset
+    found = []
+    while name is not None:
+        chunk = await transaction.linked_chunk(name)
+        found.append((start, name))
+        name, start = chunk.next_chunk, start + chunk.length
+    return found
 
 
 def _splice(target: SegmentRecord, source: SegmentRecord, epoch: int) -> SegmentRecord:

@@ -16,6 +16,7 @@ O(log chunks) lookup.
 
 from __future__ import annotations
 
+from . import chunk_index
 from .chunk_storage import ChunkRegion
 from .errors import BadOffset, SegmentTruncated, StorageCorrupted
 from .metadata_transaction import MetadataTransaction
@@ -86,7 +87,7 @@ async def _chunk_holding(context: OperationContext, transaction: MetadataTransac
 
     The walk starts at the nearest chunk the index knows and indexes every chunk it passes.
     """
-    chunk_start, chunk = _nearest_chunk(context, segment, offset)
+    chunk_start, chunk = await _nearest_chunk(context, transaction, segment, offset)
     while True:
         record = await transaction.linked_chunk(chunk)
         if offset < chunk_start + record.length:  # chunks before the one holding ``offset`` are only walked past
@@ -104,15 +105,21 @@ def _step(context: OperationContext, segment: SegmentRecord, chunk_start: int, r
     return chunk_start, record.next_chunk
 
 
-def _nearest_chunk(context: OperationContext, segment: SegmentRecord, offset: int) -> tuple[int, str]:
+async def _nearest_chunk(context: OperationContext, transaction: MetadataTransaction, segment: SegmentRecord,
+                         offset: int) -> tuple[int, str]:
     """(start offset, name) of the chunk to walk from: the last chunk if it holds ``offset``, else the
-    indexed chunk nearest below ``offset``, else the first chunk."""
+    indexed chunk nearest below ``offset`` (in memory, or a persisted hint when memory has none within an
+    index block), else the first chunk."""
     first, last = segment.first_chunk, segment.last_chunk
     if first is None or last is None:  # ``offset`` is below the length: some chunk holds it
         raise StorageCorrupted(f"segment {segment.name} has bytes at {offset} but no chunks")
     if offset >= segment.last_chunk_start_offset:
         return segment.last_chunk_start_offset, last
     nearest = context.read_index.floor(segment.name, offset)
-    if nearest is None or nearest[0] < segment.first_chunk_start_offset:
-        return segment.first_chunk_start_offset, first
-    return nearest
+    if nearest is not None and nearest[0] < segment.first_chunk_start_offset:
+        nearest = None
+    if nearest is None or offset - nearest[0] > chunk_index.block_size(segment):
+        hinted = await chunk_index.nearest(transaction, segment, offset)
+        if hinted is not None and (nearest is None or hinted[0] > nearest[0]):
+            nearest = hinted
+    return (segment.first_chunk_start_offset, first) if nearest is None else nearest

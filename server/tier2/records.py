@@ -35,10 +35,12 @@ from .errors import StorageCorrupted
 FORMAT_VERSION = 1
 _KIND_SEGMENT = 1
 _KIND_CHUNK = 2
+_KIND_INDEX_HINT = 3
 
 _HEADER = struct.Struct("<BB")
 _SEGMENT_FIELDS = struct.Struct("<I8Q")
 _CHUNK_FIELDS = struct.Struct("<IQ")
+_INDEX_HINT_FIELDS = struct.Struct("<Q")
 _STRING_LENGTH = struct.Struct("<H")
 
 
@@ -115,7 +117,16 @@ class ChunkRecord:
         return bool(self.flags & ChunkFlags.ACTIVE)
 
 
-Record = SegmentRecord | ChunkRecord
+@dataclasses.dataclass(frozen=True, slots=True)
+class IndexHintRecord:
+    """Where a segment's index block starts to be served from: the first chunk starting in it (``chunk_index``)."""
+
+    name: str  # the hint's key (chunk_index.hint_key)
+    chunk: str
+    start_offset: int
+
+
+Record = SegmentRecord | ChunkRecord | IndexHintRecord
 
 
 def check_chain(segment: SegmentRecord, chain: Iterable[ChunkRecord]) -> None:
@@ -160,10 +171,14 @@ def encode(record: Record) -> bytes:
                                       record.max_rolling_length, record.owner_epoch, record.last_modified)
         strings: tuple[str | None, ...] = (record.name, record.first_chunk, record.last_chunk)
         kind = _KIND_SEGMENT
-    else:
+    elif isinstance(record, ChunkRecord):
         fields = _CHUNK_FIELDS.pack(int(record.flags), record.length)
         strings = (record.name, record.next_chunk)
         kind = _KIND_CHUNK
+    else:
+        fields = _INDEX_HINT_FIELDS.pack(record.start_offset)
+        strings = (record.name, record.chunk)
+        kind = _KIND_INDEX_HINT
     return b"".join([_HEADER.pack(FORMAT_VERSION, kind), fields, *(_encode_string(s) for s in strings)])
 
 
@@ -188,6 +203,12 @@ def decode(data: bytes) -> Record:
             if name is None:
                 raise StorageCorrupted("chunk record without a name")
             return ChunkRecord(name, length, next_chunk, ChunkFlags(flags))
+        if kind == _KIND_INDEX_HINT:
+            (start_offset,) = _INDEX_HINT_FIELDS.unpack_from(view, position)
+            (name, chunk), _ = _decode_strings(view, position + _INDEX_HINT_FIELDS.size, 2)
+            if name is None or chunk is None:
+                raise StorageCorrupted("index hint record without a name or a chunk")
+            return IndexHintRecord(name, chunk, start_offset)
     except (struct.error, UnicodeDecodeError) as error:
         raise StorageCorrupted(f"malformed metadata record: {error}") from error
     raise StorageCorrupted(f"unknown metadata record kind {kind}")

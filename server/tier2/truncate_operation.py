@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from . import chunk_index
 from .errors import BadOffset
 from .operation_context import OperationContext, check_owner, load_segment, stamped
 from .records import ChunkFlags
@@ -45,6 +46,8 @@ async def truncate(context: OperationContext, name: str, offset: int) -> tuple[i
         transaction.put(dataclasses.replace(chunk, flags=ChunkFlags(0)))
         unlinked.append(chunk.name)
         first, first_start = chunk.next_chunk, first_start + chunk.length
+    if unlinked:
+        await chunk_index.remove_hints(transaction, segment, below=first_start)
     segment = dataclasses.replace(segment, start_offset=offset, first_chunk=first, first_chunk_start_offset=first_start,
                                   chunk_count=segment.chunk_count - len(unlinked))
     if first is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import chunk_names
+from . import chunk_index, chunk_names
 from .chunk_storage import InvalidOffset, WriteData, as_parts
 from .errors import BadOffset, SegmentSealed, StorageCorrupted
 from .garbage import NewChunks
@@ -45,6 +45,8 @@ async def write(context: OperationContext, name: str, offset: int, data: WriteDa
     writer = _SegmentWriter(context, transaction, segment, last)
     with context.collector.new_chunks() as new_chunks:
         await writer.write(parts, new_chunks)
+        await chunk_index.chunks_linked(transaction, segment,
+                                        segment.last_chunk_start_offset if segment.last_chunk else None, writer.opened)
         transaction.put(stamped(writer.segment))
         await transaction.commit()
     for start_offset, chunk in writer.opened:

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from server.tier2 import chunk_index
 from server.tier2.chunk_names import journal_prefix, parse_journal_file, parse_segment_chunk
 from server.tier2.chunk_storage import ChunkStorageUnavailable
 from server.tier2.chunked_storage import ChunkedSegmentStorage
@@ -28,6 +29,7 @@ from server.tier2.errors import (BadOffset, SegmentExists, SegmentNotFound, Segm
 from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.memory import InMemoryChunkStorage
 from server.tier2.metadata_store import InMemoryMetadataStore, MetadataStoreUnavailable
+from server.tier2.records import decode
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,6 +60,9 @@ class SltsMachine(RuleBasedStateMachine):
         self.model = {SYSTEM: ModelSegment()}
         self.epoch = 0
         self.storage = None
+        self.hints_seen = 0
+        # Index blocks of two chunks (32 bytes), so that these small segments get chunk index hints.
+        self._block_chunks, chunk_index.BLOCK_CHUNKS = chunk_index.BLOCK_CHUNKS, 2
         self._start()
 
     def run(self, awaitable):
@@ -70,6 +75,7 @@ class SltsMachine(RuleBasedStateMachine):
         self.run(self.storage.finish_bootstrap())
 
     def teardown(self):
+        chunk_index.BLOCK_CHUNKS = self._block_chunks
         self.run(self.storage.close())
         self.loop.close()
 
@@ -204,6 +210,14 @@ class SltsMachine(RuleBasedStateMachine):
             if layout:
                 assert layout[0].start_offset <= segment.start_offset
                 assert layout[-1].start_offset + layout[-1].length == len(segment.data)
+        starts = {name: {chunk.start_offset: chunk.name for chunk in self.run(self.storage.list_chunks(name))}
+                  for name in self.model}
+        for key in self.run(self.metadata.keys()):  # chunk index hints: only of live segments, to linked chunks
+            name, separator, _ = key.rpartition("\0")
+            if separator:
+                hint = decode(self.run(self.metadata.get(key)).value)
+                self.hints_seen += 1
+                assert starts.get(name, {}).get(hint.start_offset) == hint.chunk, (key, hint)
 
 
 class SltsWithoutAppendMachine(SltsMachine):
