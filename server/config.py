@@ -26,7 +26,8 @@ class SegmentStoreConfig:
     # has not appended for this long and no connection has it set up (0: never; SegmentContainer.expire_writers).
     writer_retention_seconds: float = 86_400.0
     # Segments one container may hold (its own and the controller's _system segments aside): every segment's
-    # metadata stays in memory (~1.2 KB idle), so this bounds a store's memory; creations past it are refused.
+    # metadata stays in memory (~1 KB in use, ~0.3 KB dormant), so this bounds a store's memory; creations past it
+    # are refused.
     max_segments_per_container: int = 500_000
     # A segment neither changed for this long nor read meanwhile goes dormant: its metadata is kept packed (~0.3 KB
     # instead of ~1 KB) until it is used again (0: never; SegmentContainer.make_idle_segments_dormant).

@@ -97,8 +97,9 @@ def _segment_store_options(function):
         click.option("--replay-max-operations", "replay_operations_max", default=250_000, show_default=True,
                      type=click.IntRange(1), help="Operations a container's log may hold to replay (as --replay-max)."),
         click.option("--max-segments-per-container", default=500_000, show_default=True, type=click.IntRange(1),
-                     help="Segments a container may hold (every segment's metadata stays in memory, about 1.2 KB "
-                          "when idle); creations past it are refused with a clear error. System segments aside."),
+                     help="Segments a container may hold (every segment's metadata stays in memory: about 1 KB in "
+                          "use, 0.3 KB dormant); creations past it are refused with a clear error. System segments "
+                          "aside."),
         click.option("--segment-idle", default=300.0, show_default=True, type=click.FloatRange(0),
                      help="Seconds after which a segment neither written nor read goes dormant: its metadata is "
                           "kept packed (about 0.3 KB instead of 1 KB) until it is used again (0: never)."),

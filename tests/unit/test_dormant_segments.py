@@ -244,3 +244,47 @@ def test_a_dormant_segment_costs_a_third_of_a_live_one():
     assert per_dormant < 400, per_dormant
     assert per_dormant * 2.5 < per_live, (per_live, per_dormant)
     assert restored.snapshot() == snapshot  # dormant records are written back verbatim
+
+
+def created(state: ContainerState, number: int, policy: int = 0, rate: int = 0) -> None:
+    attributes = {attrs.CREATION_TIME: 1_700_000_000_000, attrs.SEGMENT_TYPE: 0}
+    if policy or rate:
+        attributes.update({attrs.SCALE_POLICY_TYPE: policy, attrs.SCALE_POLICY_RATE: rate})
+    state.apply(ops.CreateSegment(number + 1, 0, name_of(number), attributes), 1_700_000_000_000,
+                state.last_sequence + 1)
+
+
+def test_a_replayed_checkpoint_is_compared_with_dormant_records():
+    """A later checkpoint met in a replay must match the replayed state, dormant segments included: the same
+    records pass, any difference in a dormant or a live segment fails."""
+    source = ContainerState()
+    for number in range(50):
+        created(source, number)
+    snapshot = source.snapshot()
+    replayed = ContainerState()
+    replayed.restore(snapshot)
+    assert len(replayed.dormant) == 50 and replayed.matches_snapshot(snapshot)
+    source.apply(ops.Seal(7, 0), 1_700_000_000_001, source.last_sequence + 1)  # id 7: name_of(6), dormant there
+    assert not replayed.matches_snapshot(source.snapshot())
+    replayed.apply(ops.Seal(7, 0), 1_700_000_000_001, replayed.last_sequence + 1)  # wakes it
+    assert name_of(6) in replayed.by_name and replayed.matches_snapshot(source.snapshot())
+    source.apply(ops.Seal(9, 0), 1_700_000_000_002, source.last_sequence + 1)
+    replayed.get(name_of(8))  # live, but not sealed
+    assert not replayed.matches_snapshot(source.snapshot())
+
+
+def test_the_load_meter_starts_with_the_rate_policies_of_dormant_segments():
+    source = ContainerState()
+    created(source, 0)  # no policy attributes
+    created(source, 1, policy=0, rate=0)  # a fixed number of segments
+    created(source, 2, policy=1, rate=1024)  # by kilobytes
+    created(source, 3, policy=2, rate=100)  # by events
+    created(source, 4, policy=2, rate=100)
+    source.apply(ops.Seal(5, 0), 1_700_000_000_001, source.last_sequence + 1)  # sealed: not metered
+    restored = ContainerState()
+    restored.restore(source.snapshot())
+    assert not restored.by_id
+    candidates = dict(restored.policy_candidates())
+    assert set(candidates) == {name_of(2), name_of(3)}
+    assert candidates[name_of(3)][attrs.SCALE_POLICY_RATE] == 100
+    assert len(restored.dormant) == 5  # looked at, not woken
