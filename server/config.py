@@ -32,6 +32,8 @@ class SegmentStoreConfig:
     # A segment neither changed for this long nor read meanwhile goes dormant: its metadata is kept packed (~0.3 KB
     # instead of ~1 KB) until it is used again (0: never; SegmentContainer.make_idle_segments_dormant).
     segment_idle_seconds: float = 300.0
+    # Past this many live segments in a container, those not used since the previous look go dormant at once.
+    segment_working_set: int = 100_000
     checkpoint_every_operations: int = 50_000
     checkpoint_every_bytes: int = 16 * 1024 * 1024  # logged bytes between checkpoints (the log truncation step)
     # A container whose newest checkpoint is this old logs one if operations followed it: a quiet container's
@@ -121,6 +123,8 @@ class SegmentStoreConfig:
             raise ValueError("max_segments_per_container must be positive")
         if self.segment_idle_seconds < 0:
             raise ValueError("segment_idle_seconds must not be negative")
+        if self.segment_working_set <= 0:
+            raise ValueError("segment_working_set must be positive")
         if self.log_spare_files < 0:
             raise ValueError("log_spare_files must not be negative")
         if self.gc_delay_seconds < 0:

@@ -341,7 +341,8 @@ class SegmentStoreService:
                                      tier2=self._tier2_settings(container_id), load=self.config.load,
                                      writer_retention_seconds=self.config.writer_retention_seconds,
                                      max_segments=self.config.max_segments_per_container,
-                                     segment_idle_seconds=self.config.segment_idle_seconds)
+                                     segment_idle_seconds=self.config.segment_idle_seconds,
+                                     segment_working_set=self.config.segment_working_set)
         self.containers[container_id] = container
         await container.start()
 

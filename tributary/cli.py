@@ -103,6 +103,9 @@ def _segment_store_options(function):
         click.option("--segment-idle", default=300.0, show_default=True, type=click.FloatRange(0),
                      help="Seconds after which a segment neither written nor read goes dormant: its metadata is "
                           "kept packed (about 0.3 KB instead of 1 KB) until it is used again (0: never)."),
+        click.option("--segment-working-set", default=100_000, show_default=True, type=click.IntRange(1),
+                     help="Live segments a container keeps: past it, those not used lately go dormant without "
+                          "waiting for --segment-idle, oldest first."),
         click.option("--writer-retention", default=86_400.0, show_default=True, type=click.FloatRange(0),
                      help="Seconds after which the attribute of a writer that stopped appending (its last event "
                           "number, for deduplication when it reconnects) is removed, unless a connection has it set "
@@ -158,7 +161,7 @@ def _segment_store_options(function):
 def _segment_store_config(data_dir, host, advertise_host, port, container_count, log_file_mib, tier2, tier2_dir,
                           s3_bucket, s3_prefix, s3_endpoint, s3_region, cache_mib, checkpoint_mib, checkpoint_interval,
                           replay_mib, replay_operations_max, max_segments_per_container, writer_retention,
-                          segment_idle,
+                          segment_idle, segment_working_set,
                           log_spare_files, max_chunk_mib,
                           gc_delay, auto_scale, auto_scale_windows, auto_scale_cooldown, auto_scale_mute,
                           auto_scale_tick, auto_scale_report_interval, tier1, zk_hosts, zk_root, zk_session_timeout,
@@ -181,6 +184,7 @@ def _segment_store_config(data_dir, host, advertise_host, port, container_count,
                                   replay_bytes_max=replay_mib * 1024 * 1024,
                                   replay_operations_max=replay_operations_max,
                                   writer_retention_seconds=writer_retention, segment_idle_seconds=segment_idle,
+                                  segment_working_set=segment_working_set,
                                   max_segments_per_container=max_segments_per_container,
                                   max_chunk_size=max_chunk_mib * 1024 * 1024, gc_delay_seconds=gc_delay, tier1=tier1,
                                   zk_hosts=zk_hosts, zk_root=zk_root, zk_session_timeout=zk_session_timeout,

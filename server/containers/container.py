@@ -29,6 +29,7 @@ from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
 from wire.fields import BytesLike
 
 from .. import errors, metrics
+from ..background import cancel_and_wait
 from ..tier1 import DurableDataLog
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.records import ChunkLayout
@@ -66,7 +67,8 @@ class SegmentContainer:
                  load: LoadSettings | None = None,
                  writer_retention_seconds: float = 86_400.0,
                  max_segments: int | None = None,
-                 segment_idle_seconds: float = 300.0):
+                 segment_idle_seconds: float = 300.0,
+                 segment_working_set: int = 100_000):
         self.container_id = container_id
         self.epoch = 0
         self.storage_metadata_name = storage_metadata_segment(container_id)
@@ -106,6 +108,11 @@ class SegmentContainer:
         self._attached_writers: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
         # Segments neither changed for this long nor read since the previous look go dormant (0: never).
         self.segment_idle_ms = int(segment_idle_seconds * 1000)
+        # Past this many live segments, those not used since the previous look go dormant at once, oldest first
+        # (creations and wakes check it; a shrink runs at most once per tenth of it grown).
+        self.segment_working_set = segment_working_set
+        self._shrink_above = segment_working_set
+        self._shrink_task: asyncio.Task[None] | None = None
 
     @property
     def status(self) -> ContainerStatus:
@@ -135,6 +142,7 @@ class SegmentContainer:
 
     async def stop(self) -> None:
         """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
+        await cancel_and_wait(self._shrink_task)
         await self.load.stop()
         if self._tier2 is not None:
             await self._tier2.stop()
@@ -188,6 +196,8 @@ class SegmentContainer:
             await self._pipeline.submit(decide)
         if segment_type == SegmentType.STREAM:
             self.load.policy_known(name, values)
+        if len(self._state.by_id) > self._shrink_above:
+            self._shrink_working_set()
 
     def _segment_limit_reached(self, error: errors.TooManySegments) -> None:
         metrics.SEGMENT_LIMIT_REJECTIONS.inc()
@@ -363,16 +373,19 @@ class SegmentContainer:
 
     # ------------------------------------------------------------------ dormant segments
 
-    async def make_idle_segments_dormant(self, now_ms: int | None = None, batch: int = 5_000) -> int:
+    async def make_idle_segments_dormant(self, now_ms: int | None = None, batch: int = 5_000, *,
+                                         idle_ms: int | None = None, down_to: int = 0) -> int:
         """Makes dormant (``ContainerState.make_dormant``: metadata kept packed, made live again on first use)
-        the segments not changed for the idle time and not read since the previous call, whose bytes are all in
-        Tier-2, with nothing in flight on them; returns how many. Without a Tier-2 nothing goes dormant (the
-        cache holds the only copy of the bytes). Walks ``batch`` segments per turn of the event loop."""
+        the segments not changed for the idle time (``idle_ms``, default ``--segment-idle``) and not read since
+        the previous call, whose bytes are all in Tier-2, with nothing in flight on them, oldest first, until
+        ``down_to`` live segments are left; returns how many. Without a Tier-2 nothing goes dormant (the cache
+        holds the only copy of the bytes). Walks ``batch`` segments per turn of the event loop."""
         if self.segment_idle_ms <= 0 or self._tier2 is None or self.status is not ContainerStatus.RUNNING:
             return 0
-        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.segment_idle_ms
+        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - \
+            (self.segment_idle_ms if idle_ms is None else idle_ms)
         state, pipeline, writer = self._state, self._pipeline, self._tier2.writer
-        segments = list(state.by_id.values())
+        segments = list(state.by_id.values())  # oldest first: in order of creation, or of waking
         made = 0
         for start in range(0, len(segments), batch):
             if start:
@@ -380,6 +393,8 @@ class SegmentContainer:
                 if self.status is not ContainerStatus.RUNNING:
                     break
             for segment in segments[start:start + batch]:
+                if len(state.by_id) <= down_to:
+                    break
                 if segment.used:
                     segment.used = False
                 elif (segment.last_modified <= cutoff and segment.segment_type is SegmentType.STREAM
@@ -391,6 +406,22 @@ class SegmentContainer:
             log.debug("idle segments made dormant", extra={"container": self.container_id, "count": made,
                                                            "dormant": len(state.dormant)})
         return made
+
+    def _shrink_working_set(self) -> None:
+        """Starts making the oldest unused segments dormant (not waiting for the idle time), down to 90% of the
+        working set, unless a shrink is running."""
+        if self._shrink_task is None or self._shrink_task.done():
+            self._shrink_task = asyncio.get_running_loop().create_task(
+                self._shrink(), name=f"working set {self.container_id}")
+
+    async def _shrink(self) -> None:
+        working_set = self.segment_working_set
+        made = await self.make_idle_segments_dormant(idle_ms=0, down_to=working_set * 9 // 10)
+        live = len(self._state.by_id)
+        # Not again before another tenth of the working set is live: segments in use cannot go, and a walk of
+        # every live segment per creation would cost more than they do.
+        self._shrink_above = max(working_set, live + working_set // 10)
+        log.debug("working set shrunk", extra={"container": self.container_id, "made_dormant": made, "live": live})
 
     def dormant_segment_count(self) -> int:
         return len(self._state.dormant)
@@ -407,8 +438,11 @@ class SegmentContainer:
         if self._pipeline.status is not ContainerStatus.RUNNING:
             self._check_running()
         segment = self._state.by_name.get(name)
-        if segment is None and (segment := self._state.get(name)) is None:
-            raise errors.NoSuchSegment(name)
+        if segment is None:
+            if (segment := self._state.get(name)) is None:
+                raise errors.NoSuchSegment(name)
+            if len(self._state.by_id) > self._shrink_above:  # woken: the working set grew
+                self._shrink_working_set()
         segment.used = True
         return segment
 

@@ -44,12 +44,12 @@ def name_of(number: int) -> str:
     return f"scope/stream-{number}/0.#epoch.0"
 
 
-def container(tmp_path, chunks, clock: Clock, tier2: bool = True) -> SegmentContainer:
+def container(tmp_path, chunks, clock: Clock, tier2: bool = True, working_set: int = 100_000) -> SegmentContainer:
     log = LocalDurableDataLog(tmp_path / "log", file_size=1 << 20, max_append_size=64 * 1024, spare_files_max=0)
     settings = Tier2Settings(chunks, CacheManager(16 << 20),
                              writer=StorageWriterConfig(flush_size=1024, flush_interval=0.05)) if tier2 else None
     return SegmentContainer(0, log, wall_clock_ms=clock, segment_idle_seconds=IDLE_MS / 1000,
-                            checkpoint_interval_seconds=0.2, tier2=settings)
+                            checkpoint_interval_seconds=0.2, tier2=settings, segment_working_set=working_set)
 
 
 async def populated(tmp_path, chunks=None, clock=None) -> tuple[SegmentContainer, Clock, InMemoryChunkStorage]:
@@ -146,6 +146,29 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
     assert await owner.make_idle_segments_dormant() == 2
     assert await owner.make_idle_segments_dormant() == 1
     assert owner.dormant_segment_count() == SEGMENTS
+    await owner.stop()
+
+
+async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_for_the_idle_time(tmp_path):
+    """A burst of creations (or of reads waking dormant segments) keeps at most about the working set live,
+    oldest first, the segments in use aside; the idle time plays no part."""
+    clock, chunks = Clock(), InMemoryChunkStorage()
+    owner = container(tmp_path, chunks, clock, working_set=100)
+    await owner.start()
+    for start in range(0, 1_000, 50):
+        await asyncio.gather(*(owner.create_segment(name_of(number)) for number in range(start, start + 50)))
+    await until(lambda: owner._shrink_task is None or owner._shrink_task.done(), "the shrink")
+    live_streams = [segment for segment in owner._state.by_id.values() if segment.segment_type is SegmentType.STREAM]
+    assert len(live_streams) <= 100 + 50, len(live_streams)  # the working set, and what came after the shrink
+    assert owner.segment_count() == 1_000
+    assert name_of(0) in owner._state.dormant and name_of(999) in owner._state.by_name  # the oldest went first
+    for number in range(0, 1_000, 3):  # reads wake them; the working set holds again
+        assert owner.get_info(name_of(number)).length == 0
+        await asyncio.sleep(0)
+    await until(lambda: owner._shrink_task.done(), "the shrink")
+    assert len(owner._state.by_id) <= 100 + 150
+    await owner.append(name_of(500), b"data")
+    assert await read_all(owner, name_of(500)) == b"data"
     await owner.stop()
 
 
