@@ -30,7 +30,7 @@ class SegmentStoreConfig:
     # are refused.
     max_segments_per_container: int = 500_000
     # A segment neither changed for this long nor read meanwhile goes dormant: its metadata is kept packed (~0.3 KB
-    # instead of ~1 KB) until it is used again (0: never; SegmentContainer.make_idle_segments_dormant).
+    # instead of ~1 KB) until it is used again (0: never; server/containers/dormancy.py).
     segment_idle_seconds: float = 300.0
     # Past this many live segments in a container, those not used since the previous look go dormant at once.
     segment_working_set: int = 100_000

@@ -487,7 +487,7 @@ class SegmentStoreService:
         while True:
             await asyncio.sleep(period)
             for container in list(self.containers.values()):
-                await container.make_idle_segments_dormant()
+                await container.dormancy.sweep()
 
     async def _expire_transients_forever(self) -> None:
         idle_ms = int(self.config.transient_idle_seconds * 1000)

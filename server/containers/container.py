@@ -29,13 +29,13 @@ from wire.constants import MAX_READ_SIZE, NULL_ATTRIBUTE_VALUE
 from wire.fields import BytesLike
 
 from .. import errors, metrics
-from ..background import cancel_and_wait
 from ..tier1 import DurableDataLog
 from ..tier2.chunked_storage import ChunkedSegmentStorage
 from ..tier2.records import ChunkLayout
 from . import attributes as attrs
 from . import table as table_format
 from . import table_maintenance
+from .dormancy import Dormancy
 from .load_meter import LoadSettings
 from .load_reporter import LoadReporter
 from .metadata import SegmentMetadata, SegmentType
@@ -106,13 +106,11 @@ class SegmentContainer:
         # Writer attributes idle this long, of writers set up on no connection, are removed (0: never).
         self.writer_retention_ms = int(writer_retention_seconds * 1000)
         self._attached_writers: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
-        # Segments neither changed for this long nor read since the previous look go dormant (0: never).
-        self.segment_idle_ms = int(segment_idle_seconds * 1000)
-        # Past this many live segments, those not used since the previous look go dormant at once, oldest first
-        # (creations and wakes check it; a shrink runs at most once per tenth of it grown).
-        self.segment_working_set = segment_working_set
-        self._shrink_above = segment_working_set
-        self._shrink_task: asyncio.Task[None] | None = None
+        self.dormancy = Dormancy(container_id, self._state, idle_seconds=segment_idle_seconds,
+                                 working_set=segment_working_set, wall_clock_ms=wall_clock_ms,
+                                 running=lambda: self._pipeline.status is ContainerStatus.RUNNING,
+                                 has_pending=self._pipeline.has_pending,
+                                 has_work=self.writer.has_work if self.writer is not None else None)
 
     @property
     def status(self) -> ContainerStatus:
@@ -142,7 +140,7 @@ class SegmentContainer:
 
     async def stop(self) -> None:
         """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
-        await cancel_and_wait(self._shrink_task)
+        await self.dormancy.stop()
         await self.load.stop()
         if self._tier2 is not None:
             await self._tier2.stop()
@@ -196,8 +194,7 @@ class SegmentContainer:
             await self._pipeline.submit(decide)
         if segment_type == SegmentType.STREAM:
             self.load.policy_known(name, values)
-        if len(self._state.by_id) > self._shrink_above:
-            self._shrink_working_set()
+        self.dormancy.check()
 
     def _segment_limit_reached(self, error: errors.TooManySegments) -> None:
         metrics.SEGMENT_LIMIT_REJECTIONS.inc()
@@ -373,56 +370,6 @@ class SegmentContainer:
 
     # ------------------------------------------------------------------ dormant segments
 
-    async def make_idle_segments_dormant(self, now_ms: int | None = None, batch: int = 5_000, *,
-                                         idle_ms: int | None = None, down_to: int = 0) -> int:
-        """Makes dormant (``ContainerState.make_dormant``: metadata kept packed, made live again on first use)
-        the segments not changed for the idle time (``idle_ms``, default ``--segment-idle``) and not read since
-        the previous call, whose bytes are all in Tier-2, with nothing in flight on them, oldest first, until
-        ``down_to`` live segments are left; returns how many. Without a Tier-2 nothing goes dormant (the cache
-        holds the only copy of the bytes). Walks ``batch`` segments per turn of the event loop."""
-        if self.segment_idle_ms <= 0 or self._tier2 is None or self.status is not ContainerStatus.RUNNING:
-            return 0
-        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - \
-            (self.segment_idle_ms if idle_ms is None else idle_ms)
-        state, pipeline, writer = self._state, self._pipeline, self._tier2.writer
-        segments = list(state.by_id.values())  # oldest first: in order of creation, or of waking
-        made = 0
-        for start in range(0, len(segments), batch):
-            if start:
-                await asyncio.sleep(0)
-                if self.status is not ContainerStatus.RUNNING:
-                    break
-            for segment in segments[start:start + batch]:
-                if len(state.by_id) <= down_to:
-                    break
-                if segment.used:
-                    segment.used = False
-                elif (segment.last_modified <= cutoff and segment.segment_type is SegmentType.STREAM
-                      and not pipeline.has_pending(segment.name) and not writer.has_work(segment.segment_id)
-                      and state.make_dormant(segment)):
-                    made += 1
-        if made:
-            metrics.SEGMENTS_MADE_DORMANT.inc(made)
-            log.debug("idle segments made dormant", extra={"container": self.container_id, "count": made,
-                                                           "dormant": len(state.dormant)})
-        return made
-
-    def _shrink_working_set(self) -> None:
-        """Starts making the oldest unused segments dormant (not waiting for the idle time), down to 90% of the
-        working set, unless a shrink is running."""
-        if self._shrink_task is None or self._shrink_task.done():
-            self._shrink_task = asyncio.get_running_loop().create_task(
-                self._shrink(), name=f"working set {self.container_id}")
-
-    async def _shrink(self) -> None:
-        working_set = self.segment_working_set
-        made = await self.make_idle_segments_dormant(idle_ms=0, down_to=working_set * 9 // 10)
-        live = len(self._state.by_id)
-        # Not again before another tenth of the working set is live: segments in use cannot go, and a walk of
-        # every live segment per creation would cost more than they do.
-        self._shrink_above = max(working_set, live + working_set // 10)
-        log.debug("working set shrunk", extra={"container": self.container_id, "made_dormant": made, "live": live})
-
     def dormant_segment_count(self) -> int:
         return len(self._state.dormant)
 
@@ -441,8 +388,7 @@ class SegmentContainer:
         if segment is None:
             if (segment := self._state.get(name)) is None:
                 raise errors.NoSuchSegment(name)
-            if len(self._state.by_id) > self._shrink_above:  # woken: the working set grew
-                self._shrink_working_set()
+            self.dormancy.check()  # woken: the working set grew
         segment.used = True
         return segment
 

@@ -10,7 +10,7 @@ index), made live again (``get``, ``segment``) by whatever touches them. Dormanc
 state change: nothing is logged, a snapshot holds dormant records verbatim, and a restore leaves every stream
 segment dormant, so a restarted container's memory and start time follow the segments used, not all of them.
 Only a segment with nothing to lose may go dormant (``make_dormant``: a stream segment whose bytes are all in
-Tier-2, with no reader parked on it); the container decides when (``SegmentContainer.make_idle_segments_dormant``).
+Tier-2, with no reader parked on it); the container decides when (``dormancy.py``).
 
 An ``observer`` (the storage writer) is told of every applied change that Tier-2
 must follow, with its sequence number, in the same order. ``boundaries`` hears of

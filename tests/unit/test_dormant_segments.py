@@ -85,7 +85,7 @@ async def test_idle_segments_go_dormant_and_wake_with_their_metadata_and_bytes(t
     before = {name_of(number): owner.get_info(name_of(number)) for number in range(SEGMENTS)}
     for segment in owner._state.by_id.values():
         segment.used = False  # the infos just read count as uses: forget them
-    assert await owner.make_idle_segments_dormant() == SEGMENTS
+    assert await owner.dormancy.sweep() == SEGMENTS
     assert owner.dormant_segment_count() == SEGMENTS
     assert owner._state.by_name.keys() >= {"scope/table", owner.storage_metadata_name}  # tables stay live
     assert sum(segment.segment_type is SegmentType.TRANSIENT for segment in owner._state.by_id.values()) == 1
@@ -133,7 +133,7 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
     fresh = clock.now_ms
     await owner.append(name_of(2), b"recent")  # changed within the idle time (and not in Tier-2 yet)
     assert owner._state.by_name[name_of(2)].last_modified >= fresh
-    made = await owner.make_idle_segments_dormant()
+    made = await owner.dormancy.sweep()
     assert made == SEGMENTS - 3
     assert {name_of(0), name_of(1), name_of(2)} <= owner._state.by_name.keys()
 
@@ -143,8 +143,8 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
     await owner.flush_to_storage()
     await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
     # 0: its use is a look old now; 2: flushed and idle; 1: read again once the append woke its parked read
-    assert await owner.make_idle_segments_dormant() == 2
-    assert await owner.make_idle_segments_dormant() == 1
+    assert await owner.dormancy.sweep() == 2
+    assert await owner.dormancy.sweep() == 1
     assert owner.dormant_segment_count() == SEGMENTS
     await owner.stop()
 
@@ -157,7 +157,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     await owner.start()
     for start in range(0, 1_000, 50):
         await asyncio.gather(*(owner.create_segment(name_of(number)) for number in range(start, start + 50)))
-    await until(lambda: owner._shrink_task is None or owner._shrink_task.done(), "the shrink")
+    await until(lambda: owner.dormancy.shrinking is None or owner.dormancy.shrinking.done(), "the shrink")
     live_streams = [segment for segment in owner._state.by_id.values() if segment.segment_type is SegmentType.STREAM]
     assert len(live_streams) <= 100 + 50, len(live_streams)  # the working set, and what came after the shrink
     assert owner.segment_count() == 1_000
@@ -165,7 +165,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     for number in range(0, 1_000, 3):  # reads wake them; the working set holds again
         assert owner.get_info(name_of(number)).length == 0
         await asyncio.sleep(0)
-    await until(lambda: owner._shrink_task.done(), "the shrink")
+    await until(lambda: owner.dormancy.shrinking.done(), "the shrink")
     assert len(owner._state.by_id) <= 100 + 150
     await owner.append(name_of(500), b"data")
     assert await read_all(owner, name_of(500)) == b"data"
@@ -179,7 +179,7 @@ async def test_without_tier2_nothing_goes_dormant(tmp_path):
     await owner.create_segment(name_of(0))
     await owner.append(name_of(0), b"only in the cache")
     clock.now_ms += 10 * IDLE_MS
-    assert await owner.make_idle_segments_dormant() == 0
+    assert await owner.dormancy.sweep() == 0
     assert await read_all(owner, name_of(0)) == b"only in the cache"
     await owner.stop()
 
@@ -193,7 +193,7 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
     for segment in owner._state.by_id.values():
         segment.used = False
     clock.now_ms += IDLE_MS + 1
-    assert await owner.make_idle_segments_dormant() == SEGMENTS
+    assert await owner.dormancy.sweep() == SEGMENTS
     await checkpointed(owner)  # a checkpoint of dormant records...
     await owner.append(name_of(11), b"+after")  # ...then operations on dormant segments, replayed at the restart
     await owner.seal(name_of(12))
@@ -232,7 +232,7 @@ async def test_writer_expiry_reaches_dormant_segments(tmp_path):
     await owner.flush_to_storage()
     await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
     clock.now_ms += IDLE_MS + 1
-    assert await owner.make_idle_segments_dormant() == 1
+    assert await owner.dormancy.sweep() == 1
     assert await owner.expire_writers() == 1
     assert owner.writer_attribute_count() == 0
     assert len(owner.get_info(name_of(0)).attributes) == 3  # creation time, type, event count
