@@ -62,7 +62,11 @@ class SegmentQueries:
         """
         handle = self._stream(scope, stream)
         await require_state(handle)
-        return await store_queries.segments_at_time(handle, 0)
+        try:
+            return await store_queries.segments_at_time(handle, 0)
+        except NotFound:
+            await require_state(handle)  # deleted meanwhile (its metadata table went first): StreamNotFound
+            raise
 
     async def successors(self, scope: str, stream: str, segment_id: int) -> dict[SegmentRecord, list[int]]:
         """The segments that replaced ``segment_id``, each with all its predecessors; empty when none did.
