@@ -138,9 +138,11 @@ class SegmentStoreService:
         await self._join_cluster()
         self._supervise("transient-segment expiry", self._expire_transients_forever)
         if self.config.writer_retention_seconds > 0:
-            self._supervise("writer-attribute expiry", self._expire_writers_forever)
+            self._supervise("writer-attribute expiry", lambda: self._for_each_container_forever(
+                self.config.writer_retention_seconds / 4, lambda container: container.expire_writers()))
         if self.config.segment_idle_seconds > 0:
-            self._supervise("idle segments", self._make_idle_segments_dormant_forever)
+            self._supervise("idle segments", lambda: self._for_each_container_forever(
+                self.config.segment_idle_seconds / 2, lambda container: container.dormancy.sweep()))
         log.info("segment store listening", extra={"host": self.config.host, "port": self.port,
                                                     "containers": self.config.container_count})
 
@@ -475,19 +477,14 @@ class SegmentStoreService:
         """Writer attributes kept by the containers (their expiry: SegmentContainer.expire_writers)."""
         return sum(container.writer_attribute_count() for container in list(self.containers.values()))
 
-    async def _expire_writers_forever(self) -> None:
-        period = min(60.0, max(0.05, self.config.writer_retention_seconds / 4))
+    async def _for_each_container_forever(self, period: float,
+                                          action: Callable[[SegmentContainer], Awaitable[object]]) -> None:
+        """Every ``period`` seconds (bounded to [0.05, 60]), ``action`` on each container in turn."""
+        period = min(60.0, max(0.05, period))
         while True:
             await asyncio.sleep(period)
             for container in list(self.containers.values()):
-                await container.expire_writers()
-
-    async def _make_idle_segments_dormant_forever(self) -> None:
-        period = min(60.0, max(0.05, self.config.segment_idle_seconds / 2))
-        while True:
-            await asyncio.sleep(period)
-            for container in list(self.containers.values()):
-                await container.dormancy.sweep()
+                await action(container)
 
     async def _expire_transients_forever(self) -> None:
         idle_ms = int(self.config.transient_idle_seconds * 1000)

@@ -105,8 +105,10 @@ class PendingState:
         overlay = self._overlays.get(name)
         if overlay is not None:
             return None if overlay.deleted else overlay
-        segment = self._state.get(name)
-        return None if segment is None else PendingSegment.of(segment)
+        segment = self._state.by_name.get(name)  # (the append path: a dormant one is the rare miss)
+        if segment is None and (segment := self._state.get(name)) is None:
+            return None
+        return PendingSegment.of(segment)
 
     def _existing(self, name: str) -> PendingSegment:
         view = self._view(name)

@@ -45,7 +45,7 @@ async def chunks_linked(transaction: MetadataTransaction, segment: SegmentRecord
                         chunks: list[tuple[int, str]]) -> None:
     """Records the hints of chunks just linked at the end of ``segment`` (their (start offset, name), in order);
     ``previous_start`` is the start offset of the chunk before them (None: there was none)."""
-    if not indexed(segment) or not chunks:
+    if not chunks or not indexed(segment):
         return
     size = block_size(segment)
     last_block = -1 if previous_start is None else previous_start // size
@@ -56,6 +56,17 @@ async def chunks_linked(transaction: MetadataTransaction, segment: SegmentRecord
             await transaction.get(key)  # read first: the commit is conditional on what was read
             transaction.put(IndexHintRecord(key, name, start))
             last_block = block
+
+
+def may_start_blocks(segment: SegmentRecord, previous_start: int | None, start: int, end: int) -> bool:
+    """Whether chunks linked over ``[start, end)`` after a chunk starting at ``previous_start`` can be the first
+    of a block (so that ``chunks_linked`` has hints to write): not when the range stays in block 0, or in the
+    block of the chunk before it."""
+    if not indexed(segment) or end <= start:
+        return False
+    size = block_size(segment)
+    last_block = (end - 1) // size
+    return last_block > 0 and not (previous_start is not None and previous_start // size == last_block)
 
 
 async def remove_hints(transaction: MetadataTransaction, segment: SegmentRecord, below: int | None = None) -> None:

@@ -55,9 +55,11 @@ async def concat(context: OperationContext, target_name: str, offset: int, sourc
     transaction.remove(source_name)
     with context.collector.new_chunks() as new_chunks:
         spliced, replaced = await defragment(context, transaction, spliced, junction, new_chunks)
-        await chunk_index.chunks_linked(transaction, spliced, junction.predecessor_start_offset
-                                        if junction.predecessor else None,
-                                        await _spliced_chunks(transaction, spliced, junction))
+        previous_start = junction.predecessor_start_offset if junction.predecessor else None
+        if chunk_index.may_start_blocks(spliced, previous_start, junction.start_offset, spliced.length):
+            # (a walk of the source's chunks: skipped for the usual small merge, inside one block)
+            await chunk_index.chunks_linked(transaction, spliced, previous_start,
+                                            await _spliced_chunks(transaction, spliced, junction))
         transaction.put(stamped(spliced))
         await transaction.commit()
     context.read_index.forget(source_name)

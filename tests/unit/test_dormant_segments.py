@@ -26,18 +26,11 @@ from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
 from server.tier2.memory import InMemoryChunkStorage
 from tests.unit.test_container_checkpoints import checkpointed, until
+from tests.unit.test_writer_expiry import Clock
 from wire.constants import NULL_ATTRIBUTE_VALUE
 
 IDLE_MS = 60_000
 SEGMENTS = 300
-
-
-class Clock:
-    def __init__(self):
-        self.now_ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def name_of(number: int) -> str:
@@ -200,8 +193,6 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
     await checkpointed(owner)  # a later checkpoint, compared with the replayed state (matches_snapshot)
     await owner.delete(name_of(13))
     described = owner._state.describe()
-    durable_log = owner._pipeline._log
-    truncated_at = durable_log.truncation_address
     await owner.stop()
 
     again = container(tmp_path, chunks, clock)
@@ -218,7 +209,6 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
         again.get_info(name_of(13))
     for number in range(20, SEGMENTS, 13):
         assert await read_all(again, name_of(number)) == expected_bytes(number)
-    assert truncated_at is None or again._pipeline.checkpoints  # the log held a checkpoint to restore
     await again.stop()
 
 
