@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from wire.constants import NULL_ATTRIBUTE_VALUE
@@ -329,34 +330,26 @@ class ContainerState:
         if count != self.segment_count:
             return False
         view = memoryview(snapshot)
-        if view[0] < 2:
-            return self._matches_old_snapshot(snapshot)
+        expected: Iterator[tuple[int, str, memoryview | None, tuple | None]]
+        if view[0] < 2:  # older layouts: decoded
+            expected = ((segment_id, name, None, (name, segment_type, start, length, sealed, attributes))
+                        for segment_id, segment_type, start, length, sealed, name, attributes
+                        in _snapshot_records(snapshot))
+        else:
+            expected = ((segment_id, name, record, None) for segment_id, _, _, _, name, record in _record_spans(view))
         by_id, dormant, dormant_ids = self.by_id, self.dormant, self.dormant_ids
-        for segment_id, _, _, _, name, record in _record_spans(view):
-            if dormant_ids.get(segment_id) == name and dormant[name] == record:
+        for segment_id, name, record, fields in expected:
+            dormant_here = dormant_ids.get(segment_id) == name
+            if dormant_here and record is not None and dormant[name] == record:
                 continue  # a dormant segment, unchanged: the same bytes (the usual case, and a fast one)
             segment = by_id.get(segment_id)
             if segment is not None:
                 found = _fields(segment)
-            elif dormant_ids.get(segment_id) == name:
+            elif dormant_here:
                 found = _record_fields(dormant[name])
             else:
                 return False
-            if found != _record_fields(record):
-                return False
-        return True
-
-    def _matches_old_snapshot(self, snapshot: bytes) -> bool:
-        """``matches_snapshot`` of a version 0 or 1 snapshot (other record layouts: decoded)."""
-        for segment_id, segment_type, start, length, sealed, name, attributes in _snapshot_records(snapshot):
-            segment = self.by_id.get(segment_id)
-            if segment is not None:
-                found = _fields(segment)
-            elif self.dormant_ids.get(segment_id) == name:
-                found = _record_fields(self.dormant[name])
-            else:
-                return False
-            if found != (name, segment_type, start, length, sealed, attributes):
+            if found != (fields or _record_fields(record)):
                 return False
         return True
 
