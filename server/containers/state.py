@@ -349,7 +349,7 @@ class ContainerState:
                 found = _record_fields(dormant[name])
             else:
                 return False
-            if found != (fields or _record_fields(record)):
+            if found != (fields if record is None else _record_fields(record)):
                 return False
         return True
 
