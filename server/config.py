@@ -46,8 +46,9 @@ class SegmentStoreConfig:
     replay_operations_max: int = 250_000
     log_file_size: int = 64 * 1024 * 1024
     log_spare_files: int = 2  # local log: files freed by truncation kept for reuse per container; the rest deleted
-    # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default) or "replicated"
-    # (ledgers on `tributary logstore` replicas, metadata in ZooKeeper at zk_hosts; docs/replicated-log.md).
+    # Tier-1: "local" (an fsync'd log per container under the data dir, the embedded default), "replicated"
+    # (ledgers on `tributary logstore` replicas, metadata in ZooKeeper at zk_hosts; docs/replicated-log.md) or
+    # "memory" (kept in this process only, lost when it exits: for tests and embedding; tier1/memory.py).
     tier1: str = "local"
     zk_hosts: str = ""  # "host:port[,host:port][/chroot]"
     zk_root: str = "/tributary"
@@ -100,8 +101,8 @@ class SegmentStoreConfig:
             raise ValueError("cache_size must be at least 16 MiB")
         if self.tier2_dir is not None:
             self.tier2_dir = pathlib.Path(self.tier2_dir)
-        if self.tier1 not in ("local", "replicated"):
-            raise ValueError("tier1 must be local or replicated")
+        if self.tier1 not in ("local", "replicated", "memory"):
+            raise ValueError("tier1 must be local, replicated or memory")
         if self.tier1 == "replicated" and not self.zk_hosts:
             raise ValueError("a replicated tier-1 needs ZooKeeper (zk_hosts)")
         ensemble, write_quorum, ack_quorum = self.log_quorum

@@ -33,7 +33,7 @@ from .auth import TokenChecker
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
 from .containers import CacheManager, ContainerStatus, ReplayBound, SegmentContainer, StorageWriterConfig, Tier2Settings
-from .tier1 import DurableDataLog, LocalDurableDataLog, LogError
+from .tier1 import MEMORY_LOGS, DurableDataLog, InMemoryDurableDataLog, LocalDurableDataLog, LogError
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
@@ -62,6 +62,15 @@ def local_log_factory(config: SegmentStoreConfig, container_id: int) -> LocalDur
                                file_size=config.log_file_size, spare_files_max=config.log_spare_files)
 
 
+def memory_log_factory(config: SegmentStoreConfig, container_id: int) -> InMemoryDurableDataLog:
+    """Tier-1 in this process's memory (``tier1="memory"``): a store started again in the same process finds
+    its records under the same data dir; a process that exits loses them."""
+    return MEMORY_LOGS.log(str(config.data_dir / "tier1" / f"container-{container_id}"))
+
+
+_IN_PROCESS_LOGS = {"local": local_log_factory, "memory": memory_log_factory}  # tier-1s needing no other process
+
+
 def configured_chunk_storage(config: SegmentStoreConfig) -> ChunkStorage | None:
     """The Tier-2 chunk storage the configuration names (None for "none")."""
     if config.tier2 == "filesystem":
@@ -81,7 +90,7 @@ class SegmentStoreService:
         self._zk: ZooKeeper | None = None  # cluster mode: this store's session (registration, map, log owner locks)
         self.member: ClusterMember | None = None  # cluster mode: registration and the containers the map gives us
         if log_factory is None:
-            log_factory = local_log_factory if config.tier1 == "local" else self._replicated_log
+            log_factory = self._replicated_log if config.tier1 == "replicated" else _IN_PROCESS_LOGS[config.tier1]
         self._log_factory = log_factory
         self.chunk_storage = chunk_storage if chunk_storage is not None else configured_chunk_storage(config)
         self.cache = CacheManager(config.cache_size) if self.chunk_storage is not None else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from server.tier1 import MEMORY_LOGS
 from tests.support.s3_server import fresh_bucket, moto_server
 from tests.support.zookeeper import fresh_chroot, zookeeper_server
 
@@ -32,3 +33,10 @@ def zookeeper(tmp_path_factory):
 def zk_hosts(zookeeper) -> str:
     """A connect string with a fresh, empty chroot: the test's own corner of the shared ZooKeeper."""
     return fresh_chroot(zookeeper)
+
+
+@pytest.fixture(autouse=True)
+def _forget_memory_logs():
+    """In-memory Tier-1 logs (the in-process stores' default) live for one test: memory stays bounded."""
+    yield
+    MEMORY_LOGS.forget()

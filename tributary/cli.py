@@ -131,8 +131,10 @@ def _segment_store_options(function):
                      help="Seconds between folds of the counted load into the window rates."),
         click.option("--auto-scale-report-interval", default=120.0, show_default=True, type=click.FloatRange(0),
                      help="Seconds between judgements of a segment with traffic."),
-        click.option("--tier1", default="local", show_default=True, type=click.Choice(["local", "replicated"]),
-                     help="Tier-1 log: local files under --data-dir, or ledgers on `tributary logstore` replicas."),
+        click.option("--tier1", default="local", show_default=True,
+                     type=click.Choice(["local", "replicated", "memory"]),
+                     help="Tier-1 log: local files under --data-dir, ledgers on `tributary logstore` replicas, or "
+                          "this process's memory (not durable: lost when the process exits; for tests)."),
         click.option("--zk", "zk_hosts", default="", help="ZooKeeper HOST:PORT[,HOST:PORT][/chroot] (replicated)."),
         click.option("--zk-root", default="/tributary", show_default=True, help="ZooKeeper path of Tributary's nodes."),
         click.option("--zk-session-timeout", default=10.0, show_default=True, type=click.FloatRange(1, 120),

@@ -1,10 +1,12 @@
-"""Tier-1: the durable data log (design §2) — interface, local fsync'd implementation, fault injection."""
+"""Tier-1: the durable data log (design §2) — interface, local fsync'd and in-memory implementations, fault
+injection."""
 
 from .api import DEFAULT_MAX_APPEND_SIZE, AppendData, DurableDataLog, LogAddress
 from .errors import LogBusy, LogClosed, LogCorrupted, LogError, LogFenced, LogWriteFailed, RecordTooLarge
 from .faulty import FaultyDurableDataLog, FaultyFileOperations, SimulatedCrash
 from .file_operations import FileOperations
 from .local import LocalDurableDataLog
+from .memory import MEMORY_LOGS, InMemoryDurableDataLog, MemoryLogs
 
 __all__ = [
     "DEFAULT_MAX_APPEND_SIZE",
@@ -13,6 +15,7 @@ __all__ = [
     "FaultyDurableDataLog",
     "FaultyFileOperations",
     "FileOperations",
+    "InMemoryDurableDataLog",
     "LocalDurableDataLog",
     "LogAddress",
     "LogBusy",
@@ -21,6 +24,8 @@ __all__ = [
     "LogError",
     "LogFenced",
     "LogWriteFailed",
+    "MEMORY_LOGS",
+    "MemoryLogs",
     "RecordTooLarge",
     "SimulatedCrash",
 ]

@@ -20,8 +20,9 @@ from tests.support.segment_store import TEST_LOG_FILE_SIZE, running_segment_stor
 pytestmark = pytest.mark.timeout(120)
 
 SEGMENT = "scope/stream/0.#epoch.0"
-# One container; checkpoints by size never come within a test (256 MiB), only by age.
-QUIET = {"container_count": 1, "cache_size": 64 * MiB, "flush_size": 1 * MiB, "flush_interval": 0.2,
+# One container with its log in files (what these tests measure); checkpoints by size never come within a
+# test (256 MiB), only by age.
+QUIET = {"tier1": "local", "container_count": 1, "cache_size": 64 * MiB, "flush_size": 1 * MiB, "flush_interval": 0.2,
          "max_chunk_size": 8 * MiB, "checkpoint_every_bytes": 256 * MiB, "checkpoint_interval_seconds": 0.5,
          "log_spare_files": 0}
 

@@ -1,4 +1,9 @@
-"""An in-process segment store with test defaults (loopback, any free port, small log files)."""
+"""An in-process segment store with test defaults (loopback, any free port, Tier-1 in memory).
+
+The Tier-1 log is ``InMemoryDurableDataLog`` (``tier1="memory"``): a store stopped and started again in the
+test's process recovers its records, and no test pays for preallocating and fsyncing log files. A test of
+durability on disk passes ``tier1="local"`` (its log files are then as small as a local log allows).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ def segment_store(data_dir, chunk_storage=None, **config) -> SegmentStoreService
 
     ``chunk_storage`` replaces the configured Tier-2 (e.g. a FaultyChunkStorage for fault tests).
     """
-    config = {"port": 0, "container_count": 2, "log_file_size": TEST_LOG_FILE_SIZE, **config}
+    config = {"port": 0, "container_count": 2, "tier1": "memory", "log_file_size": TEST_LOG_FILE_SIZE, **config}
     return SegmentStoreService(SegmentStoreConfig(data_dir=data_dir, **config), chunk_storage=chunk_storage)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.tier1 import DurableDataLog, FaultyDurableDataLog
+from server.tier1 import DurableDataLog, FaultyDurableDataLog, MemoryLogs
 from tests.support.replicated import replicated_tier1
 
 from .conformance import DurableDataLogConformance
@@ -34,6 +34,13 @@ async def faulty_local_log(home: Path, request) -> AsyncIterator[Factory]:
 
 
 @contextlib.asynccontextmanager
+async def memory_log(home: Path, request) -> AsyncIterator[Factory]:
+    """The in-memory log the fast tests' segment stores use: a registry of its own per test."""
+    logs = MemoryLogs()
+    yield lambda: logs.log(str(home / "log"))
+
+
+@contextlib.asynccontextmanager
 async def replicated_log(home: Path, request) -> AsyncIterator[Factory]:
     """Three in-process log stores (3/3/2), 64 KiB ledgers so that the log rolls often, a real ZooKeeper."""
     async with replicated_tier1(home, request.getfixturevalue("zk_hosts")) as cluster:
@@ -45,6 +52,7 @@ async def replicated_log(home: Path, request) -> AsyncIterator[Factory]:
 LOG_FACTORIES = {
     "local": local_log,
     "faulty(local)": faulty_local_log,
+    "memory": memory_log,
     "replicated": replicated_log,
 }
 
