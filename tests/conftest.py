@@ -1,12 +1,37 @@
-"""Shared fixtures: one moto S3 server and one ZooKeeper per session (each started only if a test needs it)."""
+"""Shared fixtures: one moto S3 server and one ZooKeeper per session (each started only if a test needs it);
+the cost markers of every test (tests/support/costs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from server.tier1 import MEMORY_LOGS
+from tests.support.costs import ProcessGuard, mark_costs
 from tests.support.s3_server import fresh_bucket, moto_server
 from tests.support.zookeeper import fresh_chroot, zookeeper_server
+
+_PROCESS_GUARD = ProcessGuard()
+
+
+def pytest_configure(config):
+    _PROCESS_GUARD.install()
+
+
+def pytest_unconfigure(config):
+    _PROCESS_GUARD.uninstall()
+
+
+def pytest_collection_modifyitems(config, items):
+    mark_costs(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _PROCESS_GUARD.enter(item)
+    try:
+        return (yield)
+    finally:
+        _PROCESS_GUARD.leave()
 
 
 @pytest.fixture(scope="session")

@@ -64,8 +64,8 @@ INJECTIONS = {
     "append failure before the record reached the disk": lambda log: log.fail_next_append(),
 }
 CASES = [("local", inject) for inject in INJECTIONS] + [  # the replicated log has no file seam: log-level faults
-    ("replicated", "append failure after the record reached the disk"),
-    ("replicated", "append failure before the record reached the disk")]
+    pytest.param("replicated", "append failure after the record reached the disk", marks=pytest.mark.zk),
+    pytest.param("replicated", "append failure before the record reached the disk", marks=pytest.mark.zk)]
 
 
 @pytest.mark.parametrize("kind, inject", CASES)

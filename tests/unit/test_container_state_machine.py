@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -315,4 +316,4 @@ class ReplicatedContainerMachine(ReplicatedTier1Machine, ContainerMachine):
 
 ReplicatedContainerMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
                                                         suppress_health_check=[HealthCheck.too_slow])
-TestReplicatedContainerStateMachine = ReplicatedContainerMachine.TestCase
+TestReplicatedContainerStateMachine = pytest.mark.zk(ReplicatedContainerMachine.TestCase)

@@ -6,6 +6,7 @@ committed state, every read, and the state after each restart (log tail + Tier-2
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
@@ -76,4 +77,4 @@ class ReplicatedTier2ContainerMachine(ReplicatedTier1Machine, Tier2ContainerMach
 
 ReplicatedTier2ContainerMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=30, deadline=None,
                                                              suppress_health_check=[HealthCheck.too_slow])
-TestReplicatedContainerTier2StateMachine = ReplicatedTier2ContainerMachine.TestCase
+TestReplicatedContainerTier2StateMachine = pytest.mark.zk(ReplicatedTier2ContainerMachine.TestCase)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tributary.native_log import NativeLine, RateLimiter, parse
 
 HANDSHAKE = ("I1128 00:20:47.595140   14219 ssl_transport_security.cc:2563] Handshake failed with error "
@@ -62,6 +64,7 @@ def test_at_the_end_every_held_back_line_is_flushed():
     assert emitted == [("a0", 0), ("a2", 1)]
 
 
+@pytest.mark.process
 def test_a_process_logs_native_lines_as_json_and_still_shows_its_traceback():
     """What C code writes to fd 2 comes out as JSON records (rate-limited); a Python exception's traceback and
     the command's own messages (sys.stderr) come out as they are."""

@@ -41,12 +41,14 @@ def _report(result: subprocess.CompletedProcess[str]) -> str:
 # ---------------------------------------------------------------------- the project is clean
 
 
+@pytest.mark.static
 def test_ruff_finds_nothing():
     """``ruff check`` over the configured paths (pyproject.toml [tool.ruff]) reports no finding."""
     result = _run("ruff", "check", "--output-format", "concise")
     assert result.returncode == 0, "ruff found problems (fix them, or run `ruff check --fix`):\n" + _report(result)
 
 
+@pytest.mark.static
 def test_mypy_finds_nothing():
     """``mypy`` over the configured files (pyproject.toml [tool.mypy]): strict for wire/ and clients/."""
     result = _run("mypy")
@@ -56,6 +58,7 @@ def test_mypy_finds_nothing():
 # ---------------------------------------------------------------------- the checks can fail
 
 
+@pytest.mark.static
 def test_ruff_reports_a_bad_file(tmp_path):
     """The same configuration, given a file with an unused import and an unsorted import block, fails."""
     bad = tmp_path / "bad_lint.py"
@@ -66,6 +69,7 @@ def test_ruff_reports_a_bad_file(tmp_path):
     assert "F401" in result.stdout and "I001" in result.stdout, _report(result)
 
 
+@pytest.mark.static
 def test_mypy_reports_a_bad_file(tmp_path):
     """The same configuration (strict by default), given an ill-typed and an unannotated function, fails."""
     bad = tmp_path / "bad_types.py"

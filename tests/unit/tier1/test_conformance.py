@@ -57,7 +57,8 @@ LOG_FACTORIES = {
 }
 
 
-@pytest.fixture(params=sorted(LOG_FACTORIES))
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.zk) if name == "replicated" else name
+                        for name in sorted(LOG_FACTORIES)])
 async def make_log(request, tmp_path):
     created: list[DurableDataLog] = []
     async with LOG_FACTORIES[request.param](tmp_path, request) as factory:

@@ -52,7 +52,8 @@ def factory(kind: str, request, tmp_path: Path) -> Callable[[str], ChunkStorage]
     return lambda namespace: s3_storage(endpoint_url, bucket, prefix=f"{namespace}/")
 
 
-@pytest.fixture(params=["memory", "memory(no append)", "faulty(memory)", "filesystem", "s3"])
+@pytest.fixture(params=["memory", "memory(no append)", "faulty(memory)", "filesystem",
+                        pytest.param("s3", marks=pytest.mark.s3)])
 def make_storage(request, tmp_path):
     make = factory(request.param, request, tmp_path)
     return lambda namespace="main": make(namespace)
