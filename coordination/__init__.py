@@ -6,6 +6,6 @@
 * :mod:`coordination.retry` -- the one retry policy (``Backoff``) and runner (``retry``) of every process;
 * :mod:`coordination.tls_files` -- TLS files (PEM) read and checked before a listener or a client uses them.
 
-It imports ``wire`` (the sans-IO codec and the byte formats) and nothing above it: ``server``, ``clients``,
+It may import ``wire`` (the sans-IO codec and the byte formats) and nothing above it: ``server``, ``clients``,
 ``controller`` and ``tributary`` import it (tests/unit/test_layering.py holds the order).
 """
