@@ -16,7 +16,7 @@ The SDK in one breath::
 See ``docs/sdk.md`` for the guide.
 """
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from . import errors
 from .batch import BatchClient, EventBatch, SegmentSlice

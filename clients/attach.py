@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 
-from wire.retry import Backoff, is_retriable
+from coordination.retry import Backoff, is_retriable
 
 from .connection import ConnectionFactory, EndpointResolver, Flow, WireConnection
 from .errors import ConnectionFailed, TributaryError

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from coordination.retry import Backoff
 from wire.constants import MAX_EVENT_SIZE, MAX_READ_SIZE
-from wire.retry import Backoff
 
 from .errors import InvalidArgument
 

@@ -1,6 +1,6 @@
 """The Controller gRPC API as typed async calls (grpcio aio), with one retry policy.
 
-Every call runs under :func:`wire.retry.retry`: gRPC codes that mean "try
+Every call runs under :func:`coordination.retry.retry`: gRPC codes that mean "try
 again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, FAILED_PRECONDITION,
 RESOURCE_EXHAUSTED, ABORTED) and status enums that mean the same (``FAILURE``)
 are retried with backoff; the rest become typed errors at once (controller
@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar, cast, overload
 import grpc
 from google.protobuf.message import Message
 
-from wire.retry import Backoff, retry
+from coordination.retry import Backoff, retry
 
 from . import controller_probe
 from .errors import (

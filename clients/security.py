@@ -20,7 +20,8 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 
-from wire import naming, tls_files
+from coordination import tls_files
+from wire import naming
 
 from .errors import InvalidArgument, TributaryError
 

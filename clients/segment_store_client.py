@@ -14,11 +14,11 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeAlias, TypeVar
 
+from coordination.retry import Backoff, retry
 from wire import commands as wc
 from wire.base import Reply, Request
 from wire.constants import NO_VERSION
 from wire.fields import BytesLike
-from wire.retry import Backoff, retry
 
 from . import errors
 from .connection import ConnectionCache, Endpoint, WireConnection, next_request_id

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+from coordination.retry import Backoff
 from wire import naming
-from wire.retry import Backoff
 
 from .connection import ConnectionCache, Endpoint, WireConnection
 from .controller_client import Controller

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from clients.segment_store_client import SegmentStoreClient
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from .endpoints import Endpoint, SegmentLocator
 from .grpc_server import DEFAULT_PORT, GrpcStartupError, start_grpc_server
@@ -102,7 +102,7 @@ class ControllerApp:
             GrpcStartupError: the gRPC port is busy or not available (everything started is stopped).
             ContainerCountMismatch: the segment store runs another number of containers.
             clients.errors.ClientError: the segment store cannot be reached.
-            wire.tls_files.TlsFileError: a certificate, key or trust file is bad (checked before anything starts).
+            coordination.tls_files.TlsFileError: a bad certificate, key or trust file (checked before anything starts).
         """
         if self.tls is not None:
             self.tls.check()

@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from wire import auth, naming, tls_files
+from coordination import tls_files
+from wire import auth, naming
 from wire.auth import Acl, Permission
 
 READ, UPDATE = Permission.READ, Permission.READ_UPDATE
@@ -47,7 +48,7 @@ class TlsFiles:
     """The controller's TLS: its certificate chain and key (PEM files) for the gRPC and REST listeners, and
     the certificates it trusts when it connects to segment stores over TLS (None: the system's).
 
-    Every file is checked by ``wire.tls_files`` as it is loaded: a bad one raises ``TlsFileError``, one line
+    Every file is checked by ``coordination.tls_files`` as it is loaded: a bad one raises ``TlsFileError``, one line
     naming the file and what is wrong with it (grpcio and OpenSSL would say ``PEM lib`` or nothing)."""
 
     certificate: pathlib.Path

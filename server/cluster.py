@@ -26,8 +26,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from wire.cluster import ClusterPaths, ContainerMap, StoreRegistration
-from wire.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from coordination.cluster import ClusterPaths, ContainerMap, StoreRegistration
+from coordination.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 log = logging.getLogger("tributary.cluster")
 

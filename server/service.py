@@ -25,8 +25,8 @@ import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from coordination.retry import Backoff
 from wire import naming
-from wire.retry import Backoff
 
 from . import errors
 from .auth import TokenChecker
@@ -40,7 +40,7 @@ from .tier2.metadata_store import MetadataStoreError
 from .tls import TlsConfigurationError, server_tls_context
 
 if TYPE_CHECKING:
-    from wire.zookeeper import ZooKeeper
+    from coordination.zookeeper import ZooKeeper
 
     from .cluster import ClusterMember
     from .tier1.replicated import ReplicatedTier1
@@ -183,8 +183,8 @@ class SegmentStoreService:
         """Cluster mode: this store's ZooKeeper session, and the cluster's settings agreed."""
         if not self.config.cluster:
             return
-        from wire.cluster import ClusterMismatch, ClusterPaths, agree_on_settings
-        from wire.zookeeper import ZooKeeper, ZooKeeperUnavailable
+        from coordination.cluster import ClusterMismatch, ClusterPaths, agree_on_settings
+        from coordination.zookeeper import ZooKeeper, ZooKeeperUnavailable
 
         zk = ZooKeeper(self.config.zk_hosts, session_timeout=self.config.zk_session_timeout)
         try:
@@ -199,8 +199,8 @@ class SegmentStoreService:
         """Cluster mode: registers this store (listening by now) and starts following the container map."""
         if self._zk is None:
             return
-        from wire.cluster import ClusterPaths
-        from wire.zookeeper import ZooKeeperUnavailable
+        from coordination.cluster import ClusterPaths
+        from coordination.zookeeper import ZooKeeperUnavailable
 
         from .cluster import ClusterMember
 
@@ -253,7 +253,7 @@ class SegmentStoreService:
     async def _start_replicated_tier1(self) -> None:
         if self.config.tier1 != "replicated":
             return
-        from wire.zookeeper import ZooKeeperUnavailable
+        from coordination.zookeeper import ZooKeeperUnavailable
 
         from .tier1.replicated import ReplicatedTier1, ReplicationSettings
 

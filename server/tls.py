@@ -1,5 +1,5 @@
 """TLS for the segment store's listener (docs/security.md): a server context from a certificate chain and its
-private key (PEM files), modern protocol versions only. The files are checked by ``wire.tls_files``, so a
+private key (PEM files), modern protocol versions only. The files are checked by ``coordination.tls_files``, so a
 bad one is refused with one line naming it and what is wrong (OpenSSL alone says ``[SSL] PEM lib``)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pathlib
 import ssl
 
-from wire.tls_files import TlsFileError, load_server_chain
+from coordination.tls_files import TlsFileError, load_server_chain
 
 
 class TlsConfigurationError(Exception):

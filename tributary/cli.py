@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import click
 
-from wire.retry import Backoff, retry
+from coordination.retry import Backoff, retry
 
 from . import __version__, logs
 
@@ -250,7 +250,7 @@ def _controller_security(password_file, token_key_file, token_ttl, tls_cert, tls
 def _check_tls_files(tls) -> None:
     """A bad certificate, key or trust file stops the command before anything starts: one line naming the
     file and what is wrong with it, exit status 1."""
-    from wire.tls_files import TlsFileError
+    from coordination.tls_files import TlsFileError
 
     try:
         tls.check()
@@ -603,9 +603,9 @@ async def _serve_segment_store(config, metrics_port) -> None:
 
 async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
                           journal_file_size: int, metrics_port) -> None:
+    from coordination.zookeeper import ZooKeeperUnavailable
     from server.tier1.logstore.journal_format import JournalCorrupted
     from server.tier1.logstore.service import LogStoreService
-    from wire.zookeeper import ZooKeeperUnavailable
 
     service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
                               root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
@@ -663,8 +663,8 @@ async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root,
     from controller.cluster.zk import ControllerCluster
     from controller.metrics import register_cluster
     from controller.rest.server import RestStartupError
-    from wire.cluster import ClusterMismatch
-    from wire.zookeeper import ZooKeeperUnavailable
+    from coordination.cluster import ClusterMismatch
+    from coordination.zookeeper import ZooKeeperUnavailable
 
     async def start() -> ControllerApp:
         cluster = ControllerCluster(zk_hosts, container_count, root=zk_root, session_timeout=session_timeout,

@@ -12,10 +12,10 @@ import asyncio
 import json
 from collections.abc import Callable
 
+from coordination.cluster import ClusterPaths, ClusterSettings, ContainerMap, ControllerRegistration, StoreRegistration
+from coordination.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
 from server.tier1.logstore.registry import Paths as LogPaths
 from server.tier1.logstore.registry import live_logstores
-from wire.cluster import ClusterPaths, ClusterSettings, ContainerMap, ControllerRegistration, StoreRegistration
-from wire.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 SERVING, NOT_SERVING, UNREACHABLE = 0, 1, 2
 WAIT_POLL_SECONDS = 0.2  # --wait: how often the cluster is read again

@@ -9,6 +9,10 @@ clocks. Entry points:
 * :mod:`wire.commands` -- every command as an immutable value class;
 * :mod:`wire.envelope` -- the event envelope inside segment data;
 * :class:`ProtocolError` -- the one error raised for malformed input.
+
+Beside the codec, and as pure: the names and byte formats the processes share (:mod:`wire.naming`,
+:mod:`wire.watermark`, :mod:`wire.load_reports`, :mod:`wire.auth`). Code that waits, sleeps or talks to
+another process is in ``coordination``.
 """
 
 from . import commands, constants, envelope

@@ -28,10 +28,10 @@ import logging
 import uuid
 from collections import deque
 
+from coordination.retry import Backoff
 from wire import commands as wc
 from wire.base import Reply
 from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
-from wire.retry import Backoff
 
 from ..attach import FlowAttacher
 from ..config import WriterConfig

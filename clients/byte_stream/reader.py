@@ -17,10 +17,10 @@ import asyncio
 import os
 from collections import deque
 
+from coordination.retry import Backoff
 from wire import commands as wc
 from wire.base import Reply
 from wire.constants import MAX_READ_SIZE
-from wire.retry import Backoff
 
 from ..attach import FlowAttacher
 from ..config import ReaderConfig

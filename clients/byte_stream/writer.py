@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+from coordination.retry import Backoff
 from wire.fields import BytesLike
-from wire.retry import Backoff
 
 from ..config import WriterConfig
 from ..controller_client import Controller

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from ..client import connect
 from ..config import ClientConfig

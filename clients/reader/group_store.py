@@ -23,9 +23,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from coordination.retry import Backoff, retry
 from wire import naming
 from wire.constants import NO_VERSION, NOT_EXISTS
-from wire.retry import Backoff, retry
 
 from ..errors import ConflictingOperation, NoSuchSegment, ReaderGroupNotFound, TableKeyBadVersion, TableKeyDoesNotExist
 from ..segment_store_client import SegmentStoreClient

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from ..config import ReaderConfig
 from ..controller_client import Controller, ControllerClient, cut_to

@@ -1,5 +1,5 @@
 """A controller in a cluster: membership, leadership, the container map, buckets and leases in ZooKeeper
-(layout in ``wire.cluster``; docs/cluster.md).
+(layout in ``coordination.cluster``; docs/cluster.md).
 
 Theory of operation. One loop (``_follow``) reads what the cluster looks like -- the live
 controllers, the live segment stores, the leader candidates, the container map -- whenever a watch
@@ -30,8 +30,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 
-from wire.cluster import ClusterPaths, ContainerMap, ControllerRegistration, agree_on_settings, endpoint_of
-from wire.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from coordination.cluster import ClusterPaths, ContainerMap, ControllerRegistration, agree_on_settings, endpoint_of
+from coordination.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 from .balancer import balance
 from .buckets import BUCKET_COUNT, bucket_of, bucket_owners

@@ -21,7 +21,7 @@ Modules by concern (dependencies point down):
     workflows                 WorkflowRunner: per-stream exclusion, persisted intents, re-drive
     stream_access, stream_cut_rules, configuration, payloads, segment_calls, paging
                               shared helpers
-    retries                   every retry policy (wire.retry.Backoff) and what each kind of loop retries
+    retries                   every retry policy (coordination.retry.Backoff) and what each kind of loop retries
     fault_points              named crash points for tests (workflows and transaction jobs)
     context, errors           ControllerContext (with ServiceSettings) and the typed operating errors
 """

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from clients.segment_store_client import SegmentStoreClient
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from ..cluster import Coordination
 from ..endpoints import SegmentLocator

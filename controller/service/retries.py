@@ -1,5 +1,5 @@
-"""Every retry of the controller, defined once: the policies (``wire.retry.Backoff``, in seconds)
-and which failures each kind of loop tries again. Every such loop runs ``wire.retry.retry``.
+"""Every retry of the controller, defined once: the policies (``coordination.retry.Backoff``, in seconds)
+and which failures each kind of loop tries again. Every such loop runs ``coordination.retry.retry``.
 
 Three kinds of loop:
 
@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from clients.errors import ClientError
-from wire.retry import Backoff, is_retriable, retry
+from coordination.retry import Backoff, is_retriable, retry
 
 from ..store import WriteConflict
 from .errors import StreamBusy

@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from wire.retry import retry
+from coordination.retry import retry
 
 from .. import metrics
 from ..cluster import WORKFLOW, LeaseBusy, stream_lease_name

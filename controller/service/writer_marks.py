@@ -9,7 +9,7 @@ writers that are gone: shut down here, or silent past the stream's timestampAggr
 
 from __future__ import annotations
 
-from wire.retry import retry
+from coordination.retry import retry
 
 from ..store import NotFound
 from ..store import readers as store_readers

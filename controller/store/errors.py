@@ -3,7 +3,7 @@
 Operating errors (a lost optimistic-concurrency race, a missing record, a refused state
 transition) are expected in normal operation: workflows catch them by type and re-read or reply
 with the matching status; those that a later try may win say so with ``retriable = True``
-(read by ``wire.retry.is_retriable``). ``CorruptRecord`` and ``RecordTooLarge`` mean a broken
+(read by ``coordination.retry.is_retriable``). ``CorruptRecord`` and ``RecordTooLarge`` mean a broken
 invariant (bad bytes in a table, a record that outgrew the table-entry limit) and should crash
 the workflow loudly.
 """

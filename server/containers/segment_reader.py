@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from coordination.retry import Backoff, retry
 from wire.constants import MAX_READ_SIZE
-from wire.retry import Backoff, retry
 
 from .. import errors, metrics
 from ..tier2 import errors as storage_errors

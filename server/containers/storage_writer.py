@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from .. import errors
 from ..background import cancel_and_wait

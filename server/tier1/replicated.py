@@ -34,7 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from wire.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from coordination.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 from .api import AppendData, DurableDataLog, LogAddress
 from .errors import LogBusy, LogClosed, LogCorrupted, LogError, LogFenced, LogWriteFailed, RecordTooLarge
@@ -580,7 +580,7 @@ class ReplicatedTier1:
 
     def begin_shutdown(self) -> None:
         """The process is stopping: a log whose ledger broke fails at once rather than waiting ``stall_timeout`` for
-        a healthy ensemble, and ZooKeeper gets a short grace (none while unreachable; see wire.zookeeper)."""
+        a healthy ensemble, and ZooKeeper gets a short grace (none while unreachable; see coordination.zookeeper)."""
         self.pool.stopping = True
         self.zk.begin_shutdown()
 

@@ -12,7 +12,7 @@ import pytest
 from clients import errors
 from clients.config import ClientConfig
 from clients.model import RetentionPolicy, ScalingPolicy, StreamConfiguration
-from wire.retry import Backoff
+from coordination.retry import Backoff
 from clients.stream_cut import StreamCut
 from tests.support.processes import free_port
 from tests.support.sdk import sdk

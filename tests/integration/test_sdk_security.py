@@ -19,7 +19,7 @@ from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.doc_blocks import fenced_blocks
 from tests.support.docs_runner import commands, words
 from tests.support.secured import start_secured_standalone
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 TOKEN_TTL = 10  # the shortest the controller takes: renewals and expiries happen within the test
 USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),

@@ -187,7 +187,8 @@ def code_under_test() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
     commit = git("rev-parse", "--short", "HEAD") or "?"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "server", "wire", "tributary", "clients")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "server", "wire", "coordination", "tributary",
+                "clients")
     probe = subprocess.run([sys.executable, "-c", "import server, tributary; print(server.__file__)"],
                            capture_output=True, text=True, cwd=ROOT,
                            env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout.strip()

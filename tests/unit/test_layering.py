@@ -1,5 +1,7 @@
-"""The packages depend on each other one way only: wire <- server, wire <- clients <- controller,
-clients <- spark_io, and only the composition root (``tributary``) sees both server and controller."""
+"""The packages depend on each other one way only, in the order ``MAY_IMPORT`` states: the codec (``wire``)
+at the bottom, the cross-process code (``coordination``) on it, the segment store (``server``) and the
+clients on both, the controller and ``spark_io`` on the clients, and only the composition root
+(``tributary``) sees both the server and the controller."""
 
 from __future__ import annotations
 
@@ -9,12 +11,19 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-FORBIDDEN = {
-    "server": {"controller", "clients", "tributary", "spark_io"},
-    "clients": {"server", "controller", "tributary", "spark_io"},
-    "controller": {"server", "tributary", "spark_io"},
-    "spark_io": {"server", "controller"},
+
+# Each package -> the packages of this repository it may import (all others are upward or sideways).
+# A new package gets a row, and goes into the rows of the packages above it.
+MAY_IMPORT: dict[str, set[str]] = {
+    "wire": set(),
+    "coordination": {"wire"},
+    "server": {"wire", "coordination"},
+    "clients": {"wire", "coordination"},
+    "controller": {"wire", "coordination", "clients"},
+    "spark_io": {"wire", "coordination", "clients"},
+    "tributary": {"wire", "coordination", "server", "clients", "controller", "spark_io"},
 }
+FORBIDDEN = {package: set(MAY_IMPORT) - allowed - {package} for package, allowed in MAY_IMPORT.items()}
 
 
 def _top_level_imports(path: pathlib.Path):
@@ -24,6 +33,21 @@ def _top_level_imports(path: pathlib.Path):
             yield from (alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module.split(".")[0]
+
+
+def test_every_package_has_a_row():
+    """Every top-level package of the repository (tests aside) is in the table, so none escapes the rule."""
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(MAY_IMPORT)
+
+
+def test_the_table_is_an_order():
+    """What a package may import, its importers may import too (layers, not a web), and nothing imports itself
+    back: no package may import one that may import it."""
+    for package, allowed in MAY_IMPORT.items():
+        for below in allowed:
+            assert MAY_IMPORT[below] <= allowed, f"{package} may import {below} but not all that {below} may"
+            assert package not in MAY_IMPORT[below], f"{package} and {below} may import each other"
 
 
 MODULES = [(package, path) for package in FORBIDDEN for path in sorted((ROOT / package).rglob("*.py"))]

@@ -50,7 +50,7 @@ def test_ruff_finds_nothing():
 
 @pytest.mark.static
 def test_mypy_finds_nothing():
-    """``mypy`` over the configured files (pyproject.toml [tool.mypy]): strict for wire/ and clients/."""
+    """``mypy`` over the configured files (pyproject.toml [tool.mypy]): strict for wire/, coordination/ and clients/."""
     result = _run("mypy")
     assert result.returncode == 0, "mypy found type errors:\n" + _report(result)
 

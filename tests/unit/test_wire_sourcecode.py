@@ -12,14 +12,13 @@ from wire import base
 from wire.fields import I64
 
 WIRE_DIR = pathlib.Path(wire.__file__).parent
-FORBIDDEN_MODULES = {"asyncio", "socket", "selectors", "ssl", "time", "uvloop", "threading", "trio",
-                     "server", "controller", "clients", "spark_io"}
-# The one shared retry runner sleeps between attempts (asyncio.sleep, nothing else of the loop); it is
-# not part of the codec, and living here lets the server, the controller and the clients share it.
-# Likewise the one ZooKeeper session (kazoo bridged to asyncio, retried with a deadline) that the segment store
-# (replicated log, cluster membership) and the controller (cluster coordination) both use.
-# And the TLS file checks (tls_files.py) every listener and the SDK's trust share: they parse with ssl.
-ALLOWED = {"retry.py": {"asyncio"}, "zookeeper.py": {"asyncio", "time"}, "tls_files.py": {"ssl"}}
+# Event loops, sockets and TLS, clocks, threads and processes, files, and the clients of other services
+# (ZooKeeper, gRPC, HTTP, S3): none of them; nor any package above the codec (the order: test_layering.py).
+FORBIDDEN_MODULES = {
+    "asyncio", "uvloop", "trio", "selectors", "socket", "ssl", "time", "threading", "concurrent", "subprocess",
+    "multiprocessing", "os", "aiofiles", "kazoo", "grpc", "aiohttp", "aiobotocore", "botocore",
+    "coordination", "server", "controller", "clients", "spark_io", "tributary",
+}
 
 
 def _imported_modules(path: pathlib.Path):
@@ -33,8 +32,8 @@ def _imported_modules(path: pathlib.Path):
 
 @pytest.mark.parametrize("path", sorted(WIRE_DIR.rglob("*.py")), ids=lambda p: str(p.relative_to(WIRE_DIR)))
 def test_wire_imports_no_io_clock_or_upper_layer(path):
-    """wire/ never imports an event loop, sockets, clocks, threads, or the packages above it."""
-    assert not set(_imported_modules(path)) & (FORBIDDEN_MODULES - ALLOWED.get(path.name, set()))
+    """wire/ never imports an event loop, sockets, clocks, threads, files, service clients, or the packages above it."""
+    assert not set(_imported_modules(path)) & FORBIDDEN_MODULES
 
 
 def test_registry_refuses_a_duplicate_type_code():

@@ -25,7 +25,7 @@ import asyncio
 import dataclasses
 import uuid
 
-from wire.retry import retry
+from coordination.retry import retry
 
 from ...store import NotFound, VersionedKeyValueStore
 from ...store.codec import Decoder, Encoder

@@ -25,7 +25,7 @@ import enum
 import uuid
 from collections.abc import Iterable
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 from ...store.records import CommittingTransactionsRecord, EpochRecord, TransactionRecord
 from ...store.records.transactions import NO_TIME

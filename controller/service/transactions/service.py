@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
 from clients.errors import ClientError
-from wire.retry import retry
+from coordination.retry import retry
 
 from ... import metrics
 from ...store import IllegalStateTransition, NotFound, State, StoreError, StreamStore, WriteConflict

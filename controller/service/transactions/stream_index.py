@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from wire.retry import retry
+from coordination.retry import retry
 
 from ...store import NotFound, Versioned, VersionedKeyValueStore, Write, WriteConflict
 from ...store.codec import Decoder, Encoder

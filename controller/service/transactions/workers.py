@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
-from wire.retry import retry
+from coordination.retry import retry
 
 from ...cluster import COMMITS, LeaseBusy, stream_lease_name
 from ...store import NotFound

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 
-from wire.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from coordination.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 log = logging.getLogger("tributary.logstore.registry")
 

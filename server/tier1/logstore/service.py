@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 
-from wire.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
+from coordination.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 from .chain import LogChain
 from .registry import DEFAULT_ROOT, Paths, Registration

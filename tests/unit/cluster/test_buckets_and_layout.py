@@ -1,4 +1,4 @@
-"""Bucket ownership by rendezvous hashing, and the cluster's ZooKeeper records (``wire.cluster``)."""
+"""Bucket ownership by rendezvous hashing, and the cluster's ZooKeeper records (``coordination.cluster``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.cluster.buckets import bucket_of, bucket_owners
-from wire.cluster import ClusterPaths, ClusterSettings, ContainerMap, ControllerRegistration, StoreRegistration
+from coordination.cluster import ClusterPaths, ClusterSettings, ContainerMap, ControllerRegistration, StoreRegistration
 
 CONTROLLERS = [f"c{index:02d}" for index in range(8)]
 

@@ -12,8 +12,8 @@ import pytest
 from controller.cluster import LeaseBusy
 from controller.cluster.zk import ControllerCluster
 from server.cluster import ClusterMember
-from wire.cluster import ClusterMismatch, ClusterPaths
-from wire.zookeeper import ZooKeeper
+from coordination.cluster import ClusterMismatch, ClusterPaths
+from coordination.zookeeper import ZooKeeper
 
 COUNT = 4
 

@@ -571,7 +571,7 @@ async def restart_zookeeper_under_appends(tier1: ReplicatedTier1, zookeeper, nam
 async def test_appends_go_on_while_zookeeper_restarts_and_a_truncation_waits_for_it(tmp_path, zookeeper, zk_hosts):
     async with replicated_tier1(tmp_path, zk_hosts, stores=3, settings=SETTINGS):
         # The test server caps sessions at 4 s (tickTime 200 ms). A connection attempt that the starting server
-        # does not answer is given up after a quarter of that (wire/zookeeper.py lists the host four times),
+        # does not answer is given up after a quarter of that (coordination/zookeeper.py lists the host four times),
         # so the session outlives the restart.
         owner = ReplicatedTier1(zk_hosts, SETTINGS, session_timeout=4.0)
         await owner.start()

@@ -47,7 +47,7 @@ from kazoo.exceptions import (
 )
 from kazoo.retry import KazooRetry
 
-from wire.retry import Backoff
+from coordination.retry import Backoff
 
 log = logging.getLogger("tributary.zookeeper")
 

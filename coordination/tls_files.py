@@ -6,8 +6,7 @@ how. These checks read each file and say what is wrong with it: unreadable, not 
 no private key) in it, a block that does not decode, an encrypted key, or a key that does not match the
 certificate. The segment store, the controller (gRPC, REST, its trust in segment stores) and the SDK's
 trust file all go through here. Only the standard ``ssl`` module parses (``cryptography`` is a test
-dependency, not a runtime one). Not part of the codec: it lives in ``wire`` so that the server, the
-controller and the clients share it, and it is the one module here that imports ``ssl``.
+dependency, not a runtime one).
 """
 
 from __future__ import annotations

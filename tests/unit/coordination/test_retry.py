@@ -1,4 +1,4 @@
-"""The retry policy (wire/retry.py): Backoff's delays (count, growth, cap, jitter, time
+"""The retry policy (coordination/retry.py): Backoff's delays (count, growth, cap, jitter, time
 budget) and retry()'s choice of what to retry and what to re-raise."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clients.errors import ConnectionFailed, InvalidArgument, NotFound, RequestTimeout, TributaryError
-from wire.retry import Backoff, is_retriable, retry
+from coordination.retry import Backoff, is_retriable, retry
 
 FAST = Backoff(initial_seconds=0.0005, multiplier=1.0, max_delay_seconds=0.0005, attempts=5, jitter=0.0)
 

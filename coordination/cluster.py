@@ -1,4 +1,4 @@
-"""How the processes of a cluster describe it to each other in ZooKeeper (docs/cluster.md), sans-IO.
+"""How the processes of a cluster describe it to each other in ZooKeeper (docs/cluster.md).
 
 Under the installation's root (default ``/tributary``, shared with the replicated log's nodes):
 

@@ -1,4 +1,4 @@
-"""wire.tls_files: every kind of bad certificate, key or trust file is one line naming the file and what is
+"""coordination.tls_files: every kind of bad certificate, key or trust file is one line naming the file and what is
 wrong with it (OpenSSL alone says ``[SSL] PEM lib`` for all of them); good files load. Real files, made by
 tests/support/certs.py, loaded by the real ssl module."""
 
@@ -9,7 +9,7 @@ import ssl
 import pytest
 
 from tests.support.certs import make_certificates
-from wire.tls_files import TlsFileError, client_context, load_server_chain, load_trust, server_pair
+from coordination.tls_files import TlsFileError, client_context, load_server_chain, load_trust, server_pair
 
 
 @pytest.fixture(scope="module")
