@@ -3,7 +3,7 @@ reads, and the figures the service and the metrics read (backlog, recovery, flus
 
 ``ContainerQueries`` is the base of ``container.SegmentContainer``: its methods run on the container's own
 state, pipeline and reader, which the container sets up (the attributes declared below), so a read costs no
-extra call. It changes nothing but a dormant segment made live again by a use.
+extra call. It changes nothing but use marks (a use makes a dormant segment live again).
 """
 
 from __future__ import annotations
