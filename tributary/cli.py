@@ -724,7 +724,7 @@ def _new_segment_store(config, metrics_port):
 
     store = SegmentStoreService(config)
     if metrics_port is not None:
-        from server.metrics import register_segment_store
+        from server.service_metrics import register_segment_store
         register_segment_store(store)
     return store
 

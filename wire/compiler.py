@@ -28,18 +28,13 @@ import dataclasses
 import struct
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import construct as c
 
 from . import fields as f
 from .constants import MAX_PAYLOAD_SIZE
 from .errors import ProtocolError
-
-if TYPE_CHECKING:
-    from .base import WireValue
-
-W = TypeVar("W", bound="WireValue")
 
 Reader = Callable[[memoryview, int, int], tuple[Any, int]]
 """A generated ``read(view, position, end) -> (value, position after it)``."""
@@ -383,6 +378,21 @@ def _validate_buffer(value: object, field_name: str) -> f.BytesLike:
 
 
 # --------------------------------------------------------------------------- class building
+
+
+class BuiltValue(f.DeclaredValue, Protocol):
+    """What ``build`` sets on a declared class (``base.WireValue`` declares the same for type checkers)."""
+
+    KINDS: ClassVar[tuple[Kind, ...]]
+
+    @staticmethod
+    def _read(view: memoryview, position: int, end: int) -> tuple[Any, int]: ...
+
+    @staticmethod
+    def _write(value: Any, out: list[f.BytesLike]) -> None: ...
+
+
+W = TypeVar("W", bound=BuiltValue)
 
 
 def build(cls: type[W], layout_fields: tuple[Any, ...], extra_check: Callable[[Any], None] | None = None) -> type[W]:

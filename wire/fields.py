@@ -32,14 +32,11 @@ from __future__ import annotations
 import io
 import uuid
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, TypeAlias
+from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
 import construct as c
 
 from .errors import ProtocolError
-
-if TYPE_CHECKING:
-    from .base import WireValue
 
 BytesLike: TypeAlias = bytes | bytearray | memoryview
 """A buffer field's value: what a constructor accepts (decoded buffers are memoryview slices)."""
@@ -219,18 +216,28 @@ class PayloadSize(c.Construct):
         return obj
 
 
+class DeclaredValue(Protocol):
+    """What a nested structure's field sees of its value class: one that ``compiler.build`` made from its
+    layout (every ``base.WireValue`` class declared with ``@composite``)."""
+
+    LAYOUT: ClassVar[Any]  # the construct Struct
+    FIELD_NAMES: ClassVar[tuple[str, ...]]
+
+    def __init__(self, *fields: Any) -> None: ...
+
+
 class CompositeField(c.Adapter):
     """A nested structure (TableKey, ChunkInfo, ...) mapped to its value class."""
 
-    def __init__(self, value_class: type[WireValue]):
+    def __init__(self, value_class: type[DeclaredValue]):
         super().__init__(value_class.LAYOUT)
         self.value_class = value_class
 
-    def _decode(self, obj: Context, context: Context, path: str) -> WireValue:
+    def _decode(self, obj: Context, context: Context, path: str) -> DeclaredValue:
         names = self.value_class.FIELD_NAMES
         return self.value_class(*(obj[name] for name in names))
 
-    def _encode(self, obj: WireValue, context: Context, path: str) -> dict[str, Any]:
+    def _encode(self, obj: DeclaredValue, context: Context, path: str) -> dict[str, Any]:
         return {name: getattr(obj, name) for name in self.value_class.FIELD_NAMES}
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import ReaderConfig
 from ..connection import Endpoint, WireConnection
@@ -41,7 +41,10 @@ from .segment_reader import Found, SegmentReader
 from .time_window import TimeWindow, TimeWindowFollower, group_position
 
 if TYPE_CHECKING:
-    from .reader_group import ReaderGroup
+    from ..controller_client import Controller
+    from ..segment_stores import SegmentStores
+    from .group_store import GroupConfig, GroupStore
+
 
 log = logging.getLogger("tributary.reader")
 _STREAK_MAX = 256  # events taken from one segment before looking at the others
@@ -125,10 +128,22 @@ class _HeartbeatWatch:
         return dead
 
 
+class ReaderGroupView(Protocol):
+    """What a reader sees of its group (``reader_group.ReaderGroup`` is one): its name, the store of its shared
+    state, the controller and the segment stores, and its configuration."""
+
+    name: str
+    store: GroupStore
+    controller: Controller
+    stores: SegmentStores
+
+    async def group_config(self) -> GroupConfig: ...
+
+
 class EventReader:
     """Reads events for reader ``reader_id`` of a group. Make it with ``group.create_reader(id)``."""
 
-    def __init__(self, group: ReaderGroup, reader_id: str, config: ReaderConfig | None = None,
+    def __init__(self, group: ReaderGroupView, reader_id: str, config: ReaderConfig | None = None,
                  serializer: Serializer | None = None, checkpoint_events: bool = False):
         self.group = group
         self.reader_id = reader_id

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from .. import metrics
 from ..tier1 import LogFenced
@@ -36,10 +36,8 @@ from .replay_bound import ReplayBound
 from .state import ContainerState
 from .storage_metadata import TableMetadataStore, storage_metadata_segment
 from .storage_writer import StorageWriter, StorageWriterConfig
+from .table import TableUpdate
 from .views import ContainerStatus
-
-if TYPE_CHECKING:
-    from .container import SegmentContainer
 
 log = logging.getLogger("tributary.container")
 
@@ -62,10 +60,24 @@ def checkpoint_due_by_age(now: float, checkpoint_at: float, interval: float, ope
     return operations_after > 0 and now - checkpoint_at >= interval
 
 
+class Tier2Source(Protocol):
+    """What the link sees of its container (``SegmentContainer`` is one): its id, the table updates SLTS's
+    metadata store commits through its log, and the failure that says whether a newer owner fenced it."""
+
+    @property
+    def container_id(self) -> int: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    async def update_table(self, name: str, entries: Sequence[TableUpdate],
+                           table_offset: int = -1) -> list[int | None]: ...
+
+
 class Tier2Link:
     """SLTS and the storage writer of one container, wired to its pipeline and state."""
 
-    def __init__(self, container: SegmentContainer, settings: Tier2Settings, state: ContainerState,
+    def __init__(self, container: Tier2Source, settings: Tier2Settings, state: ContainerState,
                  pipeline: OperationPipeline, *,
                  log_backlog_target: int, tables: table_maintenance.TableCompactor, checkpoint_interval: float,
                  on_fatal: Callable[[BaseException], None], clock: Callable[[], float] = time.monotonic):

@@ -1,17 +1,21 @@
-"""What the container answers: read-only values, never its live state."""
+"""What the container answers: read-only values, never its live state.
+
+It sees the container's segment metadata only through ``SegmentProperties`` (what an info reads), so
+that the metadata, the table index and everything else in the package may import these values.
+"""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from wire.fields import BytesLike
 
     from ..tier2.chunk_storage import ChunkRegion
-    from .metadata import SegmentMetadata
 
 
 class ContainerStatus(enum.Enum):
@@ -47,13 +51,41 @@ class ReadResult:
         return b"".join(self.parts)
 
 
+class TableSize(Protocol):
+    """What an info reads of a table segment's key index (``table.TableIndex`` is one)."""
+
+    @property
+    def entry_count(self) -> int: ...
+
+
+class SegmentProperties(Protocol):
+    """What an info reads of a segment (``metadata.SegmentMetadata`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def segment_type(self) -> int: ...  # a metadata.SegmentType
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def sealed(self) -> bool: ...
+    @property
+    def last_modified(self) -> int: ...
+    @property
+    def attributes(self) -> Mapping[uuid.UUID, int]: ...
+    @property
+    def table(self) -> TableSize | None: ...
+
+
 class SegmentInfo:
     """A segment's properties when asked (GetStreamSegmentInfo, GetTableSegmentInfo)."""
 
     __slots__ = ("name", "segment_type", "start_offset", "length", "sealed", "last_modified", "attributes",
                  "table_entry_count")
 
-    def __init__(self, segment: SegmentMetadata):
+    def __init__(self, segment: SegmentProperties):
         self.name = segment.name
         self.segment_type = segment.segment_type
         self.start_offset = segment.start_offset

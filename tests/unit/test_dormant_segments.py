@@ -215,7 +215,7 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
 async def test_writer_expiry_reaches_dormant_segments(tmp_path):
     clock, chunks = Clock(), InMemoryChunkStorage()
     owner = container(tmp_path, chunks, clock)
-    owner.writer_retention_ms = IDLE_MS
+    owner.writers.retention_ms = IDLE_MS
     await owner.start()
     await owner.create_segment(name_of(0))
     await owner.submit_event_append(name_of(0), b"e", uuid.uuid4(), 0, NULL_ATTRIBUTE_VALUE, 1)

@@ -1,0 +1,96 @@
+"""Writer attributes that expire: the writers set up on connections, and the removal of idle writers' attributes.
+
+A writer's attribute is its last event number, what deduplicates a writer that sets up again after a lost
+connection and resends what it has not seen acknowledged. One that comes back after the retention starts afresh
+(a resend of an event acknowledged before would be written again), so the retention is the longest a writer may
+stay away with appends in doubt. Without expiry every writer id that ever appended stays in memory and in every
+checkpoint (the SDK makes one per segment writer). The removal is logged (an attribute update to NULL),
+conditional on the value the expiry saw.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Callable
+
+from .. import errors, metrics
+from .pending import PendingState
+from .pipeline import OperationPipeline
+from .state import ContainerState
+from .views import ContainerStatus
+
+log = logging.getLogger("tributary.container")
+
+
+class WriterAttributes:
+    """The writer attributes of one container: those a connection has set up, which do not expire, and the
+    expiry of the others once idle for ``retention_ms`` (0: never)."""
+
+    def __init__(self, container_id: int, state: ContainerState, pipeline: OperationPipeline, *, retention_ms: int,
+                 wall_clock_ms: Callable[[], int]):
+        self._container_id = container_id
+        self._state = state
+        self._pipeline = pipeline
+        self.retention_ms = retention_ms
+        self._wall_clock_ms = wall_clock_ms
+        self._attached: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
+
+    def attached(self, name: str, writer_id: uuid.UUID) -> None:
+        """A connection set ``writer_id`` up on ``name``: its attribute does not expire until it is detached."""
+        key = (name, writer_id)
+        self._attached[key] = self._attached.get(key, 0) + 1
+
+    def detached(self, name: str, writer_id: uuid.UUID) -> None:
+        key = (name, writer_id)
+        count = self._attached.get(key, 0) - 1
+        if count > 0:
+            self._attached[key] = count
+        else:
+            self._attached.pop(key, None)
+
+    def count(self) -> int:
+        """Writer attributes the container keeps (those of deleted segments until the expiry passes them)."""
+        return len(self._state.writers)
+
+    async def expire(self, now_ms: int | None = None, limit: int = 100_000) -> int:
+        """Removes the attributes of writers that have not appended for the retention and are set up on no
+        connection of this store; returns how many (at most ``limit`` looked at per call)."""
+        if self.retention_ms <= 0 or self._pipeline.status is not ContainerStatus.RUNNING:
+            return 0
+        cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.retention_ms
+        state, attached, writers = self._state, self._attached, self._state.writers
+        due: dict[int, dict[uuid.UUID, int]] = {}
+        stale = []
+        for looked, ((segment_id, attribute_number), last_used) in enumerate(writers.items()):
+            if last_used > cutoff or looked >= limit:
+                break
+            segment = state.get_by_id(segment_id)  # (made live if dormant: its attribute is about to change)
+            attribute_id = uuid.UUID(int=attribute_number)
+            value = None if segment is None else segment.attributes.get(attribute_id)
+            if segment is None or value is None:
+                stale.append((segment_id, attribute_number))
+            elif (segment.name, attribute_id) not in attached:
+                due.setdefault(segment_id, {})[attribute_id] = value
+        for key in stale:
+            del writers[key]
+        submitted = []
+        per_operation = max(1, (self._pipeline.max_operation_bytes - 64) // 24)  # 24 bytes per attribute logged
+        for segment_id, expected in due.items():
+            name = state.by_id[segment_id].name
+            items = list(expected.items())
+            for start in range(0, len(items), per_operation):
+                submitted.append(self._pipeline.submit(
+                    functools.partial(PendingState.expire_attributes, name=name,
+                                      expected=dict(items[start:start + per_operation]))))
+        expired = 0
+        for future in submitted:
+            try:
+                expired += await future
+            except errors.SegmentStoreError:
+                pass  # changed or deleted meanwhile, or the container stopped
+        if expired:
+            metrics.WRITERS_EXPIRED.inc(expired)
+            log.info("idle writers' attributes expired", extra={"container": self._container_id, "count": expired})
+        return expired
