@@ -33,7 +33,7 @@ from controller.api_validation import validate
 from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 
 SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
 FUZZ_SECONDS = 18.0

@@ -13,7 +13,7 @@ from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 SCOPE, STREAM = "durable", "events"
 COUNT, KEYS = 20_000, 10
 

@@ -14,14 +14,16 @@ import time
 import pytest
 
 from clients.config import ClientConfig, WriterConfig
+from clients.errors import NoSuchSegment
 from clients.model import ScalingPolicy, StreamConfiguration
 from clients.reader.reader_group import ReaderGroupConfig
 from clients.segment_store_client import SegmentStoreClient
-from clients.errors import NoSuchSegment
 from tests.support.processes import ServerProcess, free_port, kill_process, listening, wait_until_ready
 from tests.support.sdk import check_each_once_in_key_order, event_of, parse_event, sdk, write_keyed
 from tests.support.standalone import StandaloneProcess
 from tests.support.tcp_proxy import FaultyProxy
+
+pytestmark = pytest.mark.process
 
 MIB = 1024 * 1024
 FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=200)

@@ -20,7 +20,7 @@ from wire.envelope import envelope_all, split_events
 
 SEGMENT = "crash/stream/0.#epoch.0"
 CYCLES = 20
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 def payload(number: int, padding: int = 0) -> bytes:

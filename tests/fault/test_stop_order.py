@@ -18,6 +18,8 @@ import pytest
 from tests.support.cluster import Cluster
 from tests.support.processes import kill_process
 
+pytestmark = pytest.mark.process
+
 STOP_SECONDS = 5.0  # SIGTERM to exit, for every process
 KAZOO_WARNINGS_MAX = 6  # kazoo's reconnection lines in a process's log: rate-limited, not one per attempt
 

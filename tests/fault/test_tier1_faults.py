@@ -194,6 +194,7 @@ def check_log_after_kill(directory: Path, acknowledged: dict[int, int]) -> tuple
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_sigkill_at_random_moments_loses_no_acknowledged_record(tmp_path):
     """A child appends numbered records (several in flight, rolling and truncating files) and is SIGKILLed at
     random moments, including during startup and recovery; after each kill every acknowledged record is

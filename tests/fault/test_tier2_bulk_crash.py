@@ -15,6 +15,8 @@ from tests.support.bulk import MiB, append_pattern, verify_pattern
 from tests.support.standalone import StandaloneProcess
 from wire import commands as c
 
+pytestmark = pytest.mark.process
+
 GiB = 1024 * MiB
 TOTAL = 5 * GiB
 SEGMENTS = [f"bulk/stream/{number}.#epoch.0" for number in range(4)]  # spread over the containers

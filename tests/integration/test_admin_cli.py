@@ -16,6 +16,8 @@ from tests.support.sdk import sdk
 from tests.support.standalone import StandaloneProcess
 from tributary.admin import AdminError, resolve_segment
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):

@@ -26,6 +26,8 @@ from tests.support.processes import free_port
 from tests.support.sdk import sdk
 from tests.support.standalone import StandaloneProcess
 
+pytestmark = pytest.mark.process
+
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 

@@ -11,12 +11,15 @@ import sys
 import time
 
 import grpc
+import pytest
 
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.certs import make_certificates
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
+
+pytestmark = pytest.mark.process
 
 
 def tributary(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.doc_blocks import fenced_blocks
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.process]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTS = sorted((ROOT / "docs").glob("*.md"))

@@ -22,6 +22,8 @@ from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tributary.testing import ProcessServer, Server, ServerStartupError, ThreadedServer
 
+pytestmark = pytest.mark.process
+
 
 def grpc_target(endpoint: tuple[str, int]) -> str:
     return f"{endpoint[0]}:{endpoint[1]}"

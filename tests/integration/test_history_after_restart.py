@@ -30,7 +30,7 @@ from tests.support.pravega_scenarios import event_text
 from tests.support.processes import free_port
 from tests.support.standalone import StandaloneProcess
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.process]
 
 SCOPE = "history"
 COUNT, KEYS = 30, 3

@@ -20,6 +20,8 @@ from clients.loadgen.sequence import SequenceChecker
 from tests.support.processes import free_port
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 PERCENTILE_FIELDS = ("p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "max_ms")
 
 

@@ -366,6 +366,7 @@ async def test_bytes_that_are_not_events(connection):
     assert info.write_offset == mixed.length
 
 
+@pytest.mark.process
 async def test_after_a_crash(tmp_path):
     """A segment store process SIGKILLed with events in Tier-2 and in the log only: after its recovery,
     every answer is right (the index is in memory only; replay and walks rebuild it)."""

@@ -9,11 +9,14 @@ import json
 import time
 
 import grpc
+import pytest
 
 from clients.grpc_api import controller_pb2 as pb
 from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.certs import make_certificates
 from tests.support.standalone import StandaloneProcess
+
+pytestmark = pytest.mark.process
 
 ATTEMPTS = 5
 

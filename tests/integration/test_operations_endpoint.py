@@ -16,10 +16,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.support.cluster import ControllerProcess
 from tests.support.metrics import get, scrape, value
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
+
+pytestmark = pytest.mark.process
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 CLUSTER_ONLY = {"tributary_controller_leader", "tributary_controller_live_controllers",

@@ -8,10 +8,13 @@ import sys
 import time
 
 from kazoo.client import KazooClient
+import pytest
 
 from clients.connection import WireConnection, next_request_id
 from tests.support.processes import ServerProcess, free_port, terminate_process
 from wire import commands as c
+
+pytestmark = pytest.mark.process
 
 
 def run(*args) -> subprocess.CompletedProcess:

@@ -23,6 +23,8 @@ from tests.support.processes import free_port
 from tests.support.sdk import sdk
 from tests.support.standalone import StandaloneProcess
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def rest(tmp_path_factory):

@@ -33,7 +33,7 @@ import tributary
 from tests.support.processes import ServerProcess, free_port, listening, wait_until_ready
 from tributary import RetentionPolicy, ScalingPolicy, StreamConfiguration
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.process]
 
 MiB = 1024 * 1024
 LOG_FILE = 16 * MiB  # --log-file-size 16, the smallest

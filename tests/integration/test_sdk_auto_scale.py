@@ -53,6 +53,7 @@ async def segment_counts_while(client, until: asyncio.Event, counts: list[int]) 
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.process
 async def test_event_rate_stream_scales_up_under_load_and_down_after_while_readers_read_each_event_once(standalone):
     """2,000 events/s against 100 events/s per segment: more than one segment while the load lasts, one
     segment again once it stopped; the group's reader, reading throughout, gets each event exactly once,

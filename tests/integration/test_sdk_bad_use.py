@@ -18,6 +18,8 @@ from tests.support.processes import free_port
 from tests.support.sdk import sdk
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 MIB = 1024 * 1024
 
 

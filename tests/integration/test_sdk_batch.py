@@ -15,6 +15,8 @@ from clients.stream_cut import StreamCut
 from tests.support.sdk import check_each_once_in_key_order, event_of, sdk, write_keyed
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):

@@ -19,6 +19,8 @@ from clients.errors import InvalidArgument, OffsetConflict, StreamSealed, Trunca
 from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 MIB = 1024 * 1024
 
 

@@ -17,6 +17,8 @@ from clients.reader.reader_group import ReaderGroupConfig
 from tests.support.sdk import check_each_once_in_key_order, event_of, parse_event, read_all, sdk, write_keyed
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 MIB = 1024 * 1024
 FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=100)
 

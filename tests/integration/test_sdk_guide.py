@@ -18,6 +18,8 @@ from clients.reader.reader_group import ReaderGroupConfig
 from tests.support.doc_blocks import Block, fenced_blocks
 from tests.support.standalone import serve
 
+pytestmark = pytest.mark.process
+
 GUIDE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "sdk.md"
 RUNNABLE = "python"
 FRAGMENT = "python-fragment"

@@ -41,6 +41,8 @@ from tributary import (
 from wire import naming
 from wire.constants import MAX_TABLE_VALUE_LENGTH
 
+pytestmark = pytest.mark.process
+
 FAMILIES = KeyValueTableConfiguration(partition_count=3, primary_key_length=2, secondary_key_length=2)
 
 

@@ -21,6 +21,8 @@ from tests.support.docs_runner import commands, words
 from tests.support.secured import start_secured_standalone
 from coordination.retry import Backoff
 
+pytestmark = pytest.mark.process
+
 TOKEN_TTL = 10  # the shortest the controller takes: renewals and expiries happen within the test
 USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
          "viewer": ("viewer-password",

@@ -14,6 +14,8 @@ from clients.config import ClientConfig
 from tests.support.certs import make_certificates
 from tests.support.standalone import StandaloneProcess, serve
 
+pytestmark = pytest.mark.process
+
 PROMPT = 5.0  # seconds: the default retry budget is 30 s, so anything under this was not retried
 
 

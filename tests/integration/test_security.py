@@ -38,6 +38,8 @@ from wire import auth
 from wire import commands as c
 from wire.auth import Acl, Permission
 
+pytestmark = pytest.mark.process
+
 USERS = {"admin": ("admin-password", "prn::*,READ_UPDATE"),
          "reader": ("reader-password", "prn::/scope:open,READ;prn::/scope:open/*,READ"),
          "writer": ("writer-password", "prn::/scope:open,READ;prn::/scope:open/*,READ_UPDATE")}

@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.processes import free_port
+
+pytestmark = pytest.mark.process
 
 
 def run(tmp_path, *args) -> subprocess.CompletedProcess:

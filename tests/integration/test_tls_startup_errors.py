@@ -13,6 +13,8 @@ import pytest
 from tests.support.certs import make_certificates
 from tests.support.processes import free_port
 
+pytestmark = pytest.mark.process
+
 PROMPT = 10.0  # seconds: interpreter start and imports only
 
 

@@ -26,6 +26,8 @@ from clients.writer.transactions import ping_interval_seconds
 from tests.support.processes import ServerProcess, free_port, kill_process, listening, wait_until_ready
 from tests.support.standalone import StandaloneProcess
 
+pytestmark = pytest.mark.process
+
 LEASE_MS = 10_000  # the smallest lease the controller allows
 LEASE = LEASE_MS / 1000
 STANDALONE_GRACE = 2.0

@@ -130,6 +130,7 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.interop
 @pytest.mark.skipif(importlib.util.find_spec("pravega_client") is None, reason="the pravega client is not installed")
+@pytest.mark.process
 async def test_real_client_commits_and_aborts_transactions(cluster):
     """The real client on a stream scaled to epoch 1: its txn ids carry epoch 1, its writes reach
     the txn segments we created (our names equal its names), the committed events land in the

@@ -13,7 +13,7 @@ from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import run_scenario
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 SCOPE = "admin-scope"
 
 

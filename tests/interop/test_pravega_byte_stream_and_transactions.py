@@ -12,7 +12,7 @@ import pytest
 from tests.support.pravega_driver import run_scenario
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 DATA_LENGTH = 4096
 
 

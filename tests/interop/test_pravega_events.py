@@ -12,7 +12,7 @@ import pytest
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 MIB = 1024 * 1024
 
 

@@ -16,7 +16,7 @@ from tests.support.pravega_driver import Scenario, check_each_once_in_key_order,
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 from wire import naming
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 SCOPE, STREAM = "scaling", "live"
 COUNT, KEYS = 24_000, 16
 

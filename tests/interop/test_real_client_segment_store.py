@@ -20,7 +20,7 @@ from tests.support.minimal_controller import start_minimal_controller
 from wire import commands as c
 from tests.support.segment_store import segment_store
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "pravega_roundtrip_driver.py"
 SEGMENTS = 4
 EVENTS = 3000

@@ -14,7 +14,7 @@ from tests.support.pravega_driver import check_each_once_in_key_order, run_scena
 from tests.support.sdk import event_of, parse_event, sdk, write_keyed
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 
 
 @pytest.fixture(scope="module", params=INTEROP_TARGETS)

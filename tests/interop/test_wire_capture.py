@@ -16,7 +16,7 @@ from tests.support.recording_segment_store import RecordingSegmentStore
 from wire import commands as c
 from wire.envelope import envelope_all
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.process]
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "pravega_writer_driver.py"
 EVENTS = [b"hello", b"\x00\x01\xfe\xff binary", b"x" * 100_000]
 
