@@ -5,8 +5,9 @@ This package is two things:
 * the public SDK: ``tributary.connect``, ``tributary.StreamConfiguration`` and every other
   name of :mod:`clients` (re-exported here, loaded on first use so that ``import tributary``
   stays cheap for the command line and the pytest plugin);
-* the composition root: the ``tributary`` command line (:mod:`tributary.cli`) and the
-  embeddable server for tests (:mod:`tributary.testing`), the only places that import both
+* the composition root: the processes assembled from the server and the controller
+  (:mod:`tributary.assembly`), run by the ``tributary`` command line (:mod:`tributary.cli`) and
+  the embeddable server for tests (:mod:`tributary.testing`), the only places that import both
   the server and the controller.
 """
 

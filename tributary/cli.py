@@ -1,14 +1,14 @@
 """The ``tributary`` command line.
 
-This is the composition root: the only place allowed to import both the
-server and the controller (for ``standalone``). Each subcommand prints a clear
-error and exits non-zero when it cannot do its job.
+Options, banners and signals: the serving subcommands turn their options into the
+configurations of ``tributary.assembly``'s objects (the processes, assembled from the server
+and the controller) and run one until SIGTERM or SIGINT. Each subcommand prints a clear error
+and exits non-zero when it cannot do its job.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import pathlib
 import signal
@@ -17,9 +17,7 @@ from collections.abc import Callable
 
 import click
 
-from coordination.retry import Backoff, retry
-
-from . import __version__, logs
+from . import __version__, assembly, logs
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 _REST_PORT = click.option("--rest-port", type=click.IntRange(0, 65535), default=None,
@@ -48,10 +46,6 @@ _AUTO_SCALE_COLD_MARK = click.option(
     help="Seconds a segment reported cold stays cold for merging (one reported idle: until sealed); older load "
          "reports are ignored and the report segments truncated behind them.")
 SEGMENT_STORE_WAIT_SECONDS = 30.0  # `tributary controller` waits this long for its segment store
-
-
-class CommandFailed(Exception):
-    """A server could not start; the message says why (printed, exit status 1)."""
 
 
 @click.group()
@@ -568,78 +562,68 @@ _add_admin()
 # ---------------------------------------------------------------------- serving
 
 
-@contextlib.asynccontextmanager
-async def _operations_endpoint(port: int | None, host: str, process: str, ready: Callable[[], bool]):
-    """``--metrics-port``: /metrics and /health/* for the life of the block (nothing without a port)."""
-    if port is None:
-        yield None
-        return
-    from server import metrics as server_metrics
-
-    from .ops_http import OpsServer
-
-    server_metrics.enable()
-    endpoint = OpsServer(host, port, process, ready)
-    try:
-        await endpoint.start()
-    except OSError as error:
-        raise CommandFailed(f"cannot serve metrics on {host}:{port}: {error.strerror or error}") from None
-    try:
-        yield endpoint
-    finally:
-        await endpoint.stop()
+async def _serve(part, metrics_port, host: str, process: str, banner: Callable[[], str]) -> None:
+    """Runs ``part`` (a ``tributary.assembly`` object) until a signal, with its operations endpoint."""
+    async with assembly.operations_endpoint(metrics_port, host, process, lambda: part.ready):
+        await part.start()
+        click.echo(banner(), err=True)
+        await _until_signal()
+        await part.stop()
+    click.echo("stopped", err=True)
 
 
 async def _serve_segment_store(config, metrics_port) -> None:
-    store = _new_segment_store(config, metrics_port)
-    async with _operations_endpoint(metrics_port, config.host, "segmentstore", lambda: store.ready):
-        await _start_segment_store(store)
-        click.echo(f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
-                   f"(data dir {config.data_dir}, tier-1 {config.tier1}, tier-2 {config.tier2})", err=True)
-        await _until_signal()
-        await store.stop()
-    click.echo("stopped", err=True)
+    store = assembly.SegmentStore(config, metrics=metrics_port is not None)
+    await _serve(store, metrics_port, config.host, "segmentstore", lambda: (
+        f"tributary {__version__}: segment store listening on {config.host}:{store.port} "
+        f"(data dir {config.data_dir}, tier-1 {config.tier1}, tier-2 {config.tier2})"))
 
 
 async def _serve_logstore(data_dir, host, port, advertise_host, zk_hosts, zk_root, gc_interval,
                           journal_file_size: int, metrics_port) -> None:
-    from coordination.zookeeper import ZooKeeperUnavailable
-    from server.tier1.logstore.journal_format import JournalCorrupted
-    from server.tier1.logstore.service import LogStoreService
-
-    service = LogStoreService(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
-                              root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
-    started: list[bool] = []
-    async with _operations_endpoint(metrics_port, host, "logstore", lambda: bool(started)):
-        try:
-            await service.start()
-        except (ZooKeeperUnavailable, JournalCorrupted) as error:
-            raise CommandFailed(str(error)) from None
-        except OSError as error:
-            raise CommandFailed(f"cannot start the log store on {host}:{port} (data dir {data_dir}): "
-                                f"{error.strerror or error}") from None
-        started.append(True)
-        click.echo(f"tributary {__version__}: log store {service.replica_id} listening on {host}:{service.port} "
-                   f"(data dir {data_dir}, zookeeper {zk_hosts})", err=True)
-        await _until_signal()
-        started.clear()
-        await service.stop()
-    click.echo("stopped", err=True)
+    log_store = assembly.LogStore(data_dir, zk_hosts, host=host, port=port, advertise_host=advertise_host,
+                                  zk_root=zk_root, gc_interval=gc_interval, journal_file_size=journal_file_size)
+    await _serve(log_store, metrics_port, host, "logstore", lambda: (
+        f"tributary {__version__}: log store {log_store.service.replica_id} listening on {host}:"
+        f"{log_store.service.port} (data dir {data_dir}, zookeeper {zk_hosts})"))
 
 
 async def _serve_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
                             metrics_port, app_options: dict) -> None:
-    apps: list = []
-    async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
-        app = await _start_controller(host, advertised, port, segment_store, container_count, wait_seconds,
-                                      app_options)
-        apps.append(app)
-        click.echo(f"tributary {__version__}: controller listening on {host}:{app.port}, "
-                   f"{_clients_use(app, advertised)} (segment store {segment_store[0]}:{segment_store[1]})", err=True)
-        await _until_signal()
-        apps.clear()
-        await app.stop()
-    click.echo("stopped", err=True)
+    controller = assembly.Controller(host, advertised, port, segment_store, container_count,
+                                     wait_seconds=wait_seconds, app_options=app_options)
+    await _serve(controller, metrics_port, host, "controller", lambda: (
+        f"tributary {__version__}: controller listening on {host}:{controller.port}, "
+        f"{_clients_use(controller.app, advertised)} (segment store {segment_store[0]}:{segment_store[1]})"))
+
+
+async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
+                                      container_count, wait_seconds: float, metrics_port, app_options: dict) -> None:
+    controller = assembly.ClusteredController(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
+                                              container_count, wait_seconds=wait_seconds,
+                                              metrics=metrics_port is not None, app_options=app_options)
+
+    def banner() -> str:
+        app = controller.app
+        assert app is not None and app.cluster is not None, "serving"
+        return (f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port}, "
+                f"{_clients_use(app, advertised)} (cluster at {zk_hosts}{zk_root})")
+
+    await _serve(controller, metrics_port, host, "controller", banner)
+
+
+async def _serve_standalone(config, controller_port, metrics_port, app_options: dict) -> None:
+    standalone = assembly.Standalone(config, controller_port, metrics=metrics_port is not None,
+                                     app_options=app_options)
+
+    def banner() -> str:
+        store, controller = standalone.store, standalone.controller
+        assert store is not None and controller is not None, "serving"
+        return (f"tributary {__version__}: standalone: {_clients_use(controller.app, config.advertised_host)} "
+                f"(controller listening on {config.host}:{controller.port}, segment store on {config.host}:"
+                f"{store.port}; data dir {config.data_dir}, tier-2 {config.tier2})")
+
+    await _serve(standalone, metrics_port, config.host, "standalone", banner)
 
 
 def _clients_use(app, advertised: str) -> str:
@@ -650,117 +634,6 @@ def _clients_use(app, advertised: str) -> str:
     if app.rest_port is not None:
         text += f", REST API and console at {'https' if app.tls is not None else 'http'}://{host}:{app.rest_port}"
     return text
-
-
-def _serving(apps: list) -> bool:
-    return bool(apps) and apps[0].server is not None
-
-
-async def _serve_clustered_controller(host, advertised, port, zk_hosts, zk_root, session_timeout, grace,
-                                      container_count, wait_seconds: float, metrics_port, app_options: dict) -> None:
-    from clients.errors import ClientError
-    from controller.app import ControllerApp, GrpcStartupError
-    from controller.cluster.zk import ControllerCluster
-    from controller.metrics import register_cluster
-    from controller.rest.server import RestStartupError
-    from coordination.cluster import ClusterMismatch
-    from coordination.zookeeper import ZooKeeperUnavailable
-
-    async def start() -> ControllerApp:
-        cluster = ControllerCluster(zk_hosts, container_count, root=zk_root, session_timeout=session_timeout,
-                                    grace_seconds=grace)
-        app = ControllerApp(host=host, port=port, cluster=cluster, advertised_host=advertised, **app_options)
-        await app.start()
-        return app
-
-    apps: list = []
-    async with _operations_endpoint(metrics_port, host, "controller", lambda: _serving(apps)):
-        policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
-                         total_seconds=wait_seconds)
-        try:
-            app = await retry(start, policy, retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
-        except (GrpcStartupError, RestStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
-            raise CommandFailed(str(error)) from None
-        except (TimeoutError, ClientError) as error:
-            raise CommandFailed(f"cannot reach the cluster's segment stores: {error}") from None
-        assert app.cluster is not None
-        if metrics_port is not None:
-            register_cluster(app.cluster)
-        apps.append(app)
-        click.echo(f"tributary {__version__}: controller {app.cluster.controller_id} listening on {host}:{app.port}, "
-                   f"{_clients_use(app, advertised)} (cluster at {zk_hosts}{zk_root})", err=True)
-        await _until_signal()
-        apps.clear()
-        await app.stop()
-    click.echo("stopped", err=True)
-
-
-async def _serve_standalone(config, controller_port, metrics_port, app_options: dict) -> None:
-    store = _new_segment_store(config, metrics_port)
-    apps: list = []
-    async with _operations_endpoint(metrics_port, config.host, "standalone",
-                                    lambda: store.ready and _serving(apps)):
-        await _start_segment_store(store)
-        try:
-            app = await _start_controller(config.host, config.advertised_host, controller_port,
-                                          (config.advertised_host, store.port), config.container_count, 0.0,
-                                          app_options)
-        except BaseException:
-            await store.stop()
-            raise
-        apps.append(app)
-        click.echo(f"tributary {__version__}: standalone: {_clients_use(app, config.advertised_host)} (controller "
-                   f"listening on {config.host}:{app.port}, segment store on {config.host}:{store.port}; data dir "
-                   f"{config.data_dir}, tier-2 {config.tier2})", err=True)
-        await _until_signal()
-        apps.clear()
-        await app.stop()
-        await store.stop()
-    click.echo("stopped", err=True)
-
-
-def _new_segment_store(config, metrics_port):
-    from server.service import SegmentStoreService
-
-    store = SegmentStoreService(config)
-    if metrics_port is not None:
-        from server.service_metrics import register_segment_store
-        register_segment_store(store)
-    return store
-
-
-async def _start_segment_store(store) -> None:
-    from server.service import StartupError
-
-    try:
-        await store.start()
-    except StartupError as error:
-        raise CommandFailed(str(error)) from None
-
-
-async def _start_controller(host, advertised, port, segment_store, container_count, wait_seconds: float,
-                            app_options: dict | None = None):
-    """Starts a controller, retrying for ``wait_seconds`` while the segment store is unreachable."""
-    from clients.errors import ClientError
-    from controller.app import ContainerCountMismatch, ControllerApp, GrpcStartupError
-    from controller.rest.server import RestStartupError
-
-    async def start() -> ControllerApp:
-        app = ControllerApp(host=host, port=port, segment_store=segment_store, container_count=container_count,
-                            verify_container_count=True, advertised_host=advertised, **(app_options or {}))
-        await app.start()
-        return app
-
-    policy = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None,
-                     total_seconds=wait_seconds)
-    try:
-        return await retry(start, policy,
-                           retriable=lambda error: isinstance(error, (TimeoutError, ClientError, OSError)))
-    except (GrpcStartupError, RestStartupError, ContainerCountMismatch) as error:
-        raise CommandFailed(str(error)) from None
-    except (TimeoutError, ClientError, OSError) as error:
-        raise CommandFailed(f"cannot reach the segment store at {segment_store[0]}:{segment_store[1]}: "
-                            f"{error}") from None
 
 
 async def _until_signal() -> None:
@@ -780,7 +653,7 @@ async def _until_signal() -> None:
 def _run_or_exit(coroutine) -> None:
     try:
         _run(coroutine)
-    except CommandFailed as error:
+    except assembly.StartupFailed as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
 

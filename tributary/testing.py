@@ -36,8 +36,9 @@ that takes too long) raise :class:`ServerStartupError`.
 Logging is left as the application configured it: the servers log through the standard
 ``logging`` module (loggers ``tributary.*``) and print nothing themselves.
 
-This module belongs to the composition root (it runs both ``server`` and ``controller``), but
-imports them only when a server is created or started, so importing it is cheap.
+This module belongs to the composition root: the servers are ``tributary.assembly``'s
+:class:`~tributary.assembly.Standalone`, as ``tributary standalone`` runs it, imported only when a
+server is created or started, so importing it is cheap.
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from controller.app import ControllerApp
-    from server.service import SegmentStoreService
+    from .assembly import Standalone
 
 __all__ = ["ProcessServer", "Server", "ServerStartupError", "ThreadedServer"]
 
@@ -141,8 +141,7 @@ class Server(_Endpoints):
 
         self._controller_port = controller_port
         self.startup_timeout = startup_timeout
-        self._store: SegmentStoreService | None = None  # while running
-        self._controller: ControllerApp | None = None  # while running
+        self._standalone: Standalone | None = None  # while running
 
     # ------------------------------------------------------------------ what clients need
 
@@ -152,9 +151,10 @@ class Server(_Endpoints):
 
     @property  # computed here; the other servers keep it as a field, hence the ignore
     def _endpoints(self) -> tuple[tuple[str, int], tuple[str, int]] | None:  # type: ignore[override]
-        if self._controller is None or self._store is None:
+        standalone = self._standalone
+        if standalone is None or standalone.controller is None or standalone.store is None:
             return None
-        return (self.config.host, self._controller.port), (self.config.host, self._store.port)
+        return (self.config.host, standalone.controller.port), (self.config.host, standalone.store.port)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,56 +166,23 @@ class Server(_Endpoints):
                 (whatever had started is stopped again).
             RuntimeError: the server is already running.
         """
-        if self._store is not None:
+        if self._standalone is not None:
             raise RuntimeError("the server is already running")
-        from clients.errors import ClientError
-        from controller.app import ControllerApp, GrpcStartupError
-        from server.service import SegmentStoreService, StartupError
+        from .assembly import Standalone, StartupFailed
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.startup_timeout
-        store = SegmentStoreService(self.config)
+        standalone = Standalone(self.config, self._controller_port)
         try:
-            await asyncio.wait_for(store.start(), self.startup_timeout)
-        except BaseException as error:
-            await _stop_quietly(store)
-            if isinstance(error, StartupError):
-                raise ServerStartupError(f"the segment store cannot start: {error}") from error
-            if isinstance(error, asyncio.TimeoutError):
-                raise ServerStartupError(f"the segment store did not start within {self.startup_timeout}s "
-                                         f"(data dir {self.config.data_dir})") from None
-            raise
-        controller = ControllerApp(host=self.config.host, port=self._controller_port,
-                                   segment_store=(self.config.host, store.port),
-                                   container_count=self.config.container_count)
-        try:
-            await asyncio.wait_for(controller.start(), max(0.0, deadline - loop.time()))
-        except BaseException as error:  # the controller stopped its own parts
-            await _stop_quietly(store)
-            if isinstance(error, GrpcStartupError):
-                raise ServerStartupError(f"the controller cannot start: {error}") from error
-            if isinstance(error, asyncio.TimeoutError):
-                raise ServerStartupError(f"the controller did not start within {self.startup_timeout}s") from None
-            if isinstance(error, (ClientError, OSError)):
-                raise ServerStartupError(f"the controller cannot reach its segment store: {error}") from error
-            raise
-        self._store, self._controller = store, controller
+            await standalone.start(self.startup_timeout)
+        except StartupFailed as error:
+            raise ServerStartupError(f"the {error.part} cannot start: {error}") from error
+        self._standalone = standalone
         return self
 
     async def stop(self) -> None:
         """Stops the controller, then the segment store, and releases both ports (idempotent)."""
-        controller, store = self._controller, self._store
-        self._controller = self._store = None
-        failure: BaseException | None = None
-        for part in (controller, store):
-            if part is None:
-                continue
-            try:
-                await part.stop()
-            except Exception as error:  # noqa: BLE001 - stop the other part anyway, then report
-                failure = failure or error
-        if failure is not None:
-            raise failure
+        standalone, self._standalone = self._standalone, None
+        if standalone is not None:
+            await standalone.stop()
 
     async def __aenter__(self) -> Server:
         return await self.start()
@@ -226,13 +193,6 @@ class Server(_Endpoints):
     def __repr__(self) -> str:
         where = self.controller_uri if self.running else "stopped"
         return f"<tributary.testing.Server {where} data_dir={str(self.config.data_dir)!r}>"
-
-
-async def _stop_quietly(store) -> None:
-    try:
-        await store.stop()
-    except Exception:  # noqa: BLE001 - the start failure is what the caller needs to see
-        pass
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:

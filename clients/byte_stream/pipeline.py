@@ -1,12 +1,10 @@
 """The append pipeline under :class:`~clients.byte_stream.ByteStreamWriter`: pieces, acks, reconnects.
 
-See the package docstring for the theory of operation. States::
-
-    NEW --open--> CONNECTING --SetupAppend sent--> SETTING_UP --AppendSetup(L)--> READY
-                      ^                                  |                          |
-                      +-------- connection lost / WrongHost / ack timeout ---------+
-    READY --SegmentIsSealed, or seal()--> SEALED;  retries exhausted, NoSuchSegment --> FAILED
-    any --close()--> CLOSED
+See the package docstring for the theory of operation. Connecting, setting up,
+re-sending after AppendSetup(L) and reconnecting follow the table of
+``clients/append_flow.py`` (:class:`AppendPipeline` is an
+:class:`~clients.append_flow.AppendFlow`). Here SegmentIsSealed, or ``seal()``,
+is SEALED, and NoSuchSegment FAILED: both fail the pieces not yet acknowledged.
 
 An OffsetConflict is not a state: it is a sticky error (``_error``) that
 ``reset()`` clears; the connection and the pieces' numbering go on.
@@ -23,7 +21,6 @@ piece sent to be answered before reading the tail.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import uuid
 from collections import deque
@@ -31,11 +28,11 @@ from collections import deque
 from coordination.retry import Backoff
 from wire import commands as wc
 from wire.base import Reply
-from wire.constants import MAX_EVENT_SIZE, NULL_ATTRIBUTE_VALUE
+from wire.constants import MAX_EVENT_SIZE
 
-from ..attach import FlowAttacher
+from ..append_flow import LIVE, AppendFlow, Event, State
 from ..config import WriterConfig
-from ..connection import WireConnection, next_request_id
+from ..connection import Endpoint, WireConnection, next_request_id
 from ..controller_client import Controller
 from ..errors import (
     ClosedError,
@@ -45,7 +42,6 @@ from ..errors import (
     ProtocolViolation,
     StreamNotFound,
     StreamSealed,
-    TokenRejected,
 )
 from ..segment_stores import SegmentStores
 from ._segment import Change
@@ -54,22 +50,6 @@ log = logging.getLogger("tributary.byte_stream")
 
 MAX_PIECE = MAX_EVENT_SIZE
 """The most bytes one ConditionalBlockEnd carries (8 MiB, as Rust's byte writer)."""
-
-
-class State(enum.Enum):
-    """Where the pipeline is in its life (see the module docstring)."""
-
-    NEW = "new"
-    CONNECTING = "connecting"
-    SETTING_UP = "setting-up"
-    READY = "ready"
-    SEALED = "sealed"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-LIVE = (State.CONNECTING, State.SETTING_UP, State.READY)
-"""The states in which pieces are (or will be) sent."""
 
 
 class _Piece:
@@ -83,7 +63,7 @@ class _Piece:
         self.data = data
 
 
-class AppendPipeline:
+class AppendPipeline(AppendFlow):
     """Pieces of written bytes, their conditional appends in flight, and the connection they go over.
 
     The base of :class:`~clients.byte_stream.ByteStreamWriter`, which adds the public calls.
@@ -122,10 +102,10 @@ class AppendPipeline:
         self._last_sent = 0
         self._last_answered = 0  # the highest event number the server has answered on this connection
         self._connection: WireConnection | None = None
-        self._attacher: FlowAttacher | None = None  # made once the segment is known
+        self._attacher = None  # made by the first attempt to connect (once the segment is known)
         self._watchdog: asyncio.Task[None] | None = None
         self._flush_scheduled = False
-        self._last_progress = 0.0
+        self.last_progress = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -197,7 +177,7 @@ class AppendPipeline:
         while self._unsent:
             piece = self._unsent.popleft()
             if not self._inflight:
-                self._last_progress = self._event_loop.time()
+                self.last_progress = self._event_loop.time()
             self._inflight.append(piece)
             self._send(piece)
 
@@ -223,14 +203,13 @@ class AppendPipeline:
             self._error, self._error_reported = error, False
         self._changed.notify()
 
-    def _end(self, error: BaseException, state: State) -> None:
-        if self._state not in LIVE:
+    def _end(self, error: BaseException, event: Event) -> None:
+        """SEALED or FAILED (``event``): ``error`` fails what is pending."""
+        if self._state not in LIVE or not self._finish(event):
             return
-        self._state = state
-        self._drop_connection()
         if self._pending:
             self._fail_pending(error)
-        elif state is State.FAILED and self._error is None:
+        elif event is Event.FAILED and self._error is None:
             self._error, self._error_reported = error, True
         self._changed.notify()
 
@@ -247,34 +226,16 @@ class AppendPipeline:
             self._answered(reply.event_number)
             self._conflict(reply.event_number)
         elif isinstance(reply, wc.SegmentIsSealed):
-            self._end(StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed"), State.SEALED)
+            self._end(StreamSealed(f"byte stream {self.scope}/{self.stream} is sealed"), Event.SEALED)
         elif isinstance(reply, wc.NoSuchSegment):
-            self._end(StreamNotFound(f"segment {self.segment} no longer exists"), State.FAILED)
-        elif isinstance(reply, wc.WrongHost):
-            self._stores.forget(self._segment)
-            self._drop_connection()
-            self._connect_later(None)
-        elif isinstance(reply, wc.AuthTokenCheckFailed):
-            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
-                self._end(TokenRejected(reply), State.FAILED)
-                return
-            self._stores.tokens.expired(self._segment)  # reconnecting fetches a new one
-            self._drop_connection()
-            self._connect_later(None)
+            self._end(StreamNotFound(f"segment {self.segment} no longer exists"), Event.FAILED)
+        elif self._reconnect_reply(reply):
+            pass  # WrongHost or AuthTokenCheckFailed: reconnecting, or failed
         elif isinstance(reply, wc.InvalidEventNumber):
             self._answered(reply.event_number)  # the server closes the connection; we set up again
         else:
             self._end(ProtocolViolation(f"unexpected reply on the byte writer of {self.segment}: {reply!r}"),
-                      State.FAILED)
-
-    def connection_failed(self, error: ConnectionFailed) -> None:
-        """Reconnects after the connection was lost (called by the connection)."""
-        self._last_answered = self._last_sent  # nothing more will be answered on that connection
-        if self._state in (State.SETTING_UP, State.READY):
-            self._connection = None
-            self._state = State.CONNECTING
-            self._connect_later(None)
-        self._changed.notify()
+                      Event.FAILED)
 
     def _answered(self, event_number: int) -> None:
         if event_number > self._last_answered:
@@ -288,7 +249,7 @@ class AppendPipeline:
             released += len(inflight.popleft().data)
         if released:
             self._pending -= released
-            self._last_progress = self._event_loop.time()
+            self.last_progress = self._event_loop.time()
             self._changed.notify()
         elif self._acked < event_number <= self._failed_upto:
             log.warning("a byte-stream append failed by a conflict was acknowledged anyway (a later piece "
@@ -304,60 +265,48 @@ class AppendPipeline:
             f"{self.segment} is not at offset {piece.offset}: another writer appended; call reset()"),
             event_number)
 
-    def _setup_done(self, last_event_number: int) -> None:
-        if self._state is not State.SETTING_UP:
-            return
-        if last_event_number != NULL_ATTRIBUTE_VALUE:
-            self._acknowledge(last_event_number)
-        self._state = State.READY
-        assert self._attacher is not None, "set up through the attacher"
-        self._attacher.progress()
-        self._last_progress = self._event_loop.time()
-        for piece in self._inflight:
-            self._send(piece)
-        self._pump()
+    # ------------------------------------------------------------------ the append flow's hooks (connecting)
+
+    @property
+    def _flow_segment(self) -> str:
+        return self._segment
+
+    def _now(self) -> float:
+        return self._event_loop.time()
+
+    def _retry_policy(self) -> Backoff:
+        return self._retry
+
+    async def _endpoint_of(self, segment: str) -> Endpoint:
+        return await self._stores.endpoint_of(segment)
+
+    async def _connection_for(self, endpoint: Endpoint) -> WireConnection:
+        return await self._connections.get(endpoint)
+
+    def _forget_endpoint(self, segment: str) -> None:
+        self._stores.forget(segment)
+
+    def _token_for(self, segment: str) -> str:
+        return self._stores.token_for(segment)
+
+    def _token_expired(self, segment: str) -> None:
+        self._stores.tokens.expired(segment)
+
+    def _flow_failed(self, error: BaseException) -> None:
+        self._end(error, Event.FAILED)
+
+    def _disconnected(self) -> None:
+        self._last_answered = self._last_sent  # nothing more will be answered on that connection
+
+    def _flow_changed(self) -> None:
         self._changed.notify()
-
-    # ------------------------------------------------------------------ connecting
-
-    def _connect_later(self, delay: float | None) -> None:
-        """Starts a connect attempt after ``delay`` (None: the retry policy's next delay)."""
-        if self._state is not State.CONNECTING:
-            return
-        if self._attacher is None:
-            self._attacher = FlowAttacher(self._segment, self._request_id, self, endpoint_of=self._stores.endpoint_of,
-                                          connection_for=self._connections.get, policy=self._retry,
-                                          on_attached=self._attached, purpose="append",
-                                          on_failed=lambda error: self._end(error, State.FAILED),
-                                          forget_endpoint=self._stores.forget)
-        self._attacher.attach(delay)
-
-    def _attached(self, connection: WireConnection) -> None:
-        if self._state is not State.CONNECTING:
-            connection.close_flow(self._request_id)
-            return
-        self._connection = connection
-        self._state = State.SETTING_UP
-        self._last_progress = self._event_loop.time()
-        connection.send(wc.SetupAppend(self._request_id, self.writer_id, self._segment,
-                                       self._stores.token_for(self._segment)))
-
-    def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close_flow(self._request_id)
-        self._last_answered = self._last_sent
-        if self._state in (State.SETTING_UP, State.READY):
-            self._state = State.CONNECTING
 
     async def _watch(self) -> None:
         """Drops a connection that leaves appends (or the setup) unanswered for the ack timeout."""
         period = min(1.0, self._ack_timeout / 4)
         while self._state in LIVE:
             await asyncio.sleep(period)
-            waiting = self._state is State.SETTING_UP or (self._state is State.READY and self._inflight)
-            if waiting and self._connection is not None and \
-                    self._event_loop.time() - self._last_progress > self._ack_timeout:
+            if self._connection is not None and self._silent_too_long(self._event_loop.time(), self._ack_timeout):
                 log.warning("byte writer got no acknowledgement in time; reconnecting",
                             extra={"segment": self.segment})
                 self._connection.abort()

@@ -11,12 +11,13 @@ import asyncio
 from coordination.retry import Backoff
 from wire.fields import BytesLike
 
+from ..append_flow import LIVE, Event, State
 from ..config import WriterConfig
 from ..controller_client import Controller
 from ..errors import ClosedError, InvalidArgument, OffsetConflict, SegmentTruncated, StreamSealed
 from ..segment_stores import SegmentStores
 from ._segment import locate_segment, segment_info
-from .pipeline import LIVE, AppendPipeline, State
+from .pipeline import AppendPipeline
 
 __all__ = ["ByteStreamWriter"]
 
@@ -71,14 +72,14 @@ class ByteStreamWriter(AppendPipeline):
             return  # opened (or closed) by a concurrent call meanwhile
         self.segment, self._offset = segment, info.write_offset
         if info.is_sealed:
-            self._state = State.SEALED
+            self._step(Event.SEALED)
             return
-        self._state = State.CONNECTING
+        self._step(Event.OPEN)
         self._connect_later(0.0)
         self._watchdog = self._loop.create_task(self._watch())
         while self._state in (State.CONNECTING, State.SETTING_UP):
             await self._changed.wait()
-        if self._state is State.FAILED:
+        if self._state is State.FAILED:  # type: ignore[comparison-overlap]  # _step moved it (mypy cannot see)
             raise self._raise_error()
 
     # ------------------------------------------------------------------ writing
@@ -155,7 +156,7 @@ class ByteStreamWriter(AppendPipeline):
             self._error, self._error_reported = None, True
         self._check_writable()
         if info.is_sealed:
-            self._end(StreamSealed(f"{self.segment} is sealed"), State.SEALED)
+            self._end(StreamSealed(f"{self.segment} is sealed"), Event.SEALED)
             self._check_writable()
         self._offset = info.write_offset
 
@@ -188,8 +189,7 @@ class ByteStreamWriter(AppendPipeline):
         await self.flush()
         await self._stores.raw.seal_segment(self._segment)
         if self._state in LIVE:
-            self._state = State.SEALED
-            self._drop_connection()
+            self._finish(Event.SEALED)
         self._changed.notify()
 
     async def close(self) -> None:
@@ -206,12 +206,10 @@ class ByteStreamWriter(AppendPipeline):
             if self._error is not None and not self._error_reported:
                 raise self._raise_error()
         finally:
-            self._state = State.CLOSED
-            if self._attacher is not None:
-                self._attacher.cancel()
+            self._finish(Event.CLOSED)  # releases the connection
+            self._stop_attaching()
             if self._watchdog is not None:
                 self._watchdog.cancel()
-            self._drop_connection()
             self._changed.notify()
             await self._connections.close()
 

@@ -10,41 +10,33 @@ Blocks are pipelined (many in flight, as Java does) as standalone AppendBlockEnd
 frames, all carrying this writer's one request id, so every reply about them
 comes back to this object (a *flow* of the connection).
 
-States::
-
-    CONNECTING --connected, SetupAppend sent--> SETTING_UP --AppendSetup(L)--> READY
-        ^                                            |                          |
-        +---------- connection lost / WrongHost -----+--------------------------+
-    READY/SETTING_UP --SegmentIsSealed / NoSuchSegment--> SEALED (events handed back to the owner)
-    any --retries exhausted / fatal reply--> FAILED;  any --close()--> CLOSED
-
-On AppendSetup(L) every block numbered <= L is acknowledged (the server has it)
-and the rest are re-sent in order with their original numbers, before any new
-block, so reconnects neither lose nor duplicate an event: the server drops what
-it already stored (its per-writer attribute). A block whose acknowledgement
-does not come within ``ack_timeout_seconds`` makes the owner drop the
-connection, which starts the same reconnect.
+Connecting, setting up, re-sending after AppendSetup(L) and reconnecting follow
+the table of ``clients/append_flow.py`` (:class:`SegmentWriter` is an
+:class:`~clients.append_flow.AppendFlow`): reconnects neither lose nor duplicate
+an event. Here SegmentIsSealed and NoSuchSegment are SEALED (the unacknowledged
+events are handed back to the owner, which writes them to the successors), and
+a block whose acknowledgement does not come within ``ack_timeout_seconds``
+makes the owner drop the connection (``check_progress``), which is LOST.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import struct
 import uuid
 from collections import deque
 from collections.abc import Iterator
 from typing import Protocol
 
+from coordination.retry import Backoff
 from wire import commands as wc
 from wire.base import Reply
-from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.fields import BytesLike
 
-from ..attach import FlowAttacher
+from ..append_flow import AppendFlow, Event, State
 from ..config import WriterConfig
 from ..connection import Endpoint, WireConnection, next_request_id
-from ..errors import ConnectionFailed, TokenRejected, TributaryError
+from ..errors import ConnectionFailed, TributaryError
 from ..routing import RoutingKey
 from .acks import WriteAck
 
@@ -61,15 +53,6 @@ def envelope_header(size: int) -> bytes:
             _headers.clear()
         header = _headers[size] = _HEADER.pack(0, size)
     return header
-
-
-class State(enum.Enum):
-    CONNECTING = "connecting"
-    SETTING_UP = "setting-up"
-    READY = "ready"
-    SEALED = "sealed"
-    FAILED = "failed"
-    CLOSED = "closed"
 
 
 class WriterGone(TributaryError):
@@ -129,20 +112,23 @@ class Block:
                 position = end
 
 
-class SegmentWriter:
+class SegmentWriter(AppendFlow):
     """Appends events to one segment for its owner; see the module docstring."""
+
+    _wrong_host_delay = 0.0  # the owner forgot the endpoint: ask the controller again at once
 
     def __init__(self, segment: str, owner: WriterOwner):
         self.segment = segment
         self.writer_id = uuid.uuid4()
-        self.request_id = next_request_id()
+        self._request_id = next_request_id()
         self.write_offset = -1  # the largest segment length an acknowledgement reported
         self.last_progress = 0.0
         self._owner = owner
         self._loop = asyncio.get_running_loop()
         self._block_size = owner.config.block_size_bytes
-        self._state = State.CONNECTING
+        self._state = State.NEW
         self._connection: WireConnection | None = None
+        self._attacher = None  # made by the first attempt to connect
         self._event_number = 0
         self._buffer = bytearray()
         self._buffer_keys: list[RoutingKey] = []
@@ -155,10 +141,6 @@ class SegmentWriter:
         self._hold_after: int | None = None  # events numbered above are held back (a large event)
         self._acked = 0  # the highest event number acknowledged
         self._ack_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._attacher = FlowAttacher(segment, self.request_id, self, endpoint_of=owner.endpoint_of,
-                                      connection_for=owner.connection, policy=owner.config.retry,
-                                      on_attached=self._attached, on_failed=self._fail, purpose="append",
-                                      forget_endpoint=owner.forget_endpoint)
 
     def __repr__(self) -> str:
         return (f"<SegmentWriter {self.segment} {self._state.value} inflight={len(self._inflight)} "
@@ -173,14 +155,14 @@ class SegmentWriter:
     def start(self) -> None:
         """Starts connecting (events can be added at once; they are sent after setup)."""
         self.last_progress = self._loop.time()
+        self._step(Event.OPEN)
         self._connect_later(0.0)
 
     def close(self) -> None:
         """Stops the writer; pending events are left as they are (callers flush first)."""
-        self._state = State.CLOSED
-        self._drop_connection()
+        self._finish(Event.CLOSED)
         self._wake_ack_waiters(WriterGone(self._state))
-        self._attacher.cancel()
+        self._stop_attaching()
 
     def pause(self) -> int:
         """Holds back every event added from now on (a large event of this segment is being written);
@@ -300,7 +282,7 @@ class SegmentWriter:
         assert self._connection is not None, "blocks are sent only while set up"
         try:
             self._connection.send(wc.AppendBlockEnd(self.writer_id, len(block.data), block.data, len(block.keys),
-                                                    block.last_event_number, self.request_id))
+                                                    block.last_event_number, self._request_id))
         except ConnectionFailed:
             pass  # connection_failed follows and reconnects; the block is resent after setup
 
@@ -315,27 +297,12 @@ class SegmentWriter:
             self._setup_done(reply.last_event_number)
         elif isinstance(reply, (wc.SegmentIsSealed, wc.NoSuchSegment)):
             self._seal()
-        elif isinstance(reply, wc.WrongHost):
-            self._owner.forget_endpoint(self.segment)
-            self._drop_connection()
-            self._connect_later(0.0)
-        elif isinstance(reply, wc.AuthTokenCheckFailed):
-            if reply.error_code != wc.AuthTokenCheckFailed.TOKEN_EXPIRED:
-                self._fail(TokenRejected(reply))
-                return
-            self._owner.token_expired(self.segment)  # reconnecting fetches a new one
-            self._drop_connection()
-            self._connect_later(None)
+        elif self._reconnect_reply(reply):
+            pass  # WrongHost or AuthTokenCheckFailed: reconnecting, or failed
         elif isinstance(reply, wc.InvalidEventNumber):
             pass  # the server closes the connection: connection_failed reconnects and sets up afresh
         else:
             self._fail(TributaryError(f"unexpected reply on the append flow of {self.segment}: {reply!r}"))
-
-    def connection_failed(self, error: ConnectionFailed) -> None:
-        if self._state in (State.SETTING_UP, State.READY):
-            self._connection = None
-            self._state = State.CONNECTING
-            self._connect_later(None)
 
     def _acknowledge(self, event_number: int) -> None:
         inflight = self._inflight
@@ -367,56 +334,45 @@ class SegmentWriter:
                 waiting.append((number, waiter))
         self._ack_waiters = waiting
 
-    def _setup_done(self, last_event_number: int) -> None:
-        if self._state is not State.SETTING_UP:
-            return
-        if last_event_number != NULL_ATTRIBUTE_VALUE:
-            self._acknowledge(last_event_number)
-        self._state = State.READY
-        self._attacher.progress()
-        self.last_progress = self._loop.time()
-        for block in self._inflight:
-            self._send(block)
-        self._pump()
-
     def _seal(self) -> None:
-        if self._state in (State.SEALED, State.FAILED, State.CLOSED):
+        if not self._finish(Event.SEALED):
             return
-        self._state = State.SEALED
-        self._drop_connection()
         self._wake_ack_waiters(WriterGone(self._state))
         self._owner.sealed(self)
 
-    # ------------------------------------------------------------------ connecting
+    # ------------------------------------------------------------------ the append flow's hooks (connecting)
 
-    def _connect_later(self, delay: float | None) -> None:
-        """Starts a connect attempt after ``delay`` (None: the next delay of the retry policy)."""
-        if self._state is not State.CLOSED:
-            self._attacher.attach(delay)
+    @property
+    def _flow_segment(self) -> str:
+        return self.segment
 
-    def _attached(self, connection: WireConnection) -> None:
-        if self._state is not State.CONNECTING:
-            connection.close_flow(self.request_id)
-            return
-        self._connection = connection
-        self._state = State.SETTING_UP
-        self.last_progress = self._loop.time()
-        connection.send(wc.SetupAppend(self.request_id, self.writer_id, self.segment,
-                                       self._owner.token_for(self.segment)))
+    def _now(self) -> float:
+        return self._loop.time()
 
-    def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close_flow(self.request_id)
-        if self._state in (State.SETTING_UP, State.READY):
-            self._state = State.CONNECTING
+    def _retry_policy(self) -> Backoff:
+        return self._owner.config.retry
+
+    async def _endpoint_of(self, segment: str) -> Endpoint:
+        return await self._owner.endpoint_of(segment)
+
+    async def _connection_for(self, endpoint: Endpoint) -> WireConnection:
+        return await self._owner.connection(endpoint)
+
+    def _forget_endpoint(self, segment: str) -> None:
+        self._owner.forget_endpoint(segment)
+
+    def _token_for(self, segment: str) -> str:
+        return self._owner.token_for(segment)
+
+    def _token_expired(self, segment: str) -> None:
+        self._owner.token_expired(segment)
+
+    def _flow_failed(self, error: BaseException) -> None:
+        self._fail(error)
 
     def check_progress(self, now: float, timeout: float) -> WireConnection | None:
         """The connection to drop if this writer waited ``timeout`` for an ack or its setup."""
-        waiting = self._state is State.SETTING_UP or (self._state is State.READY and self._inflight)
-        if waiting and now - self.last_progress > timeout:
-            return self._connection
-        return None
+        return self._connection if self._silent_too_long(now, timeout) else None
 
     # ------------------------------------------------------------------ handing events back, failing
 
@@ -447,9 +403,7 @@ class SegmentWriter:
         return size, events
 
     def _fail(self, error: BaseException) -> None:
-        if self._state in (State.FAILED, State.CLOSED):
+        if not self._finish(Event.FAILED):
             return
-        self._state = State.FAILED
-        self._drop_connection()
         self._wake_ack_waiters(WriterGone(self._state))
         self._owner.failed(self, error)
