@@ -10,6 +10,7 @@ import asyncio
 import time
 import uuid
 
+import pytest
 from prometheus_client import REGISTRY
 
 from clients.connection import WireConnection, next_request_id
@@ -104,6 +105,7 @@ async def wait_for_ranges(stub, stream: str, predicate, timeout: float) -> list[
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
     """~1,000 events/s into the one segment of a stream targeting 10 events/s: the store reports it hot
     and the controller splits it into scaleFactor (3) ranges tiling [0, 1]. With no more writes the three
@@ -141,6 +143,7 @@ async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
         assert len(epochs.segmentRanges) == 1  # epoch 1 was the split, epoch 2 the merge
 
 
+@pytest.mark.slow
 async def test_cold_marks_outlive_the_controller_that_wrote_them(tmp_path):
     """Of two segments, one is idle (reported silently cold: marked) and one kept warm (~30 events/s
     against 40: neither hot nor cold). The controller is restarted after the idle report has expired
@@ -192,6 +195,7 @@ async def test_disabled_auto_scaler_leaves_hot_streams_alone(tmp_path):
         assert cluster.app.services is not None and cluster.app.services.auto_scaler.reports_received == 0
 
 
+@pytest.mark.slow
 async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
     """Two idle segments of a stream that cannot merge (minNumSegments 2) are reported silently cold once;
     with cold marks of 1 s and a truncation check every 0.2 s, the controller truncates each report segment
@@ -219,6 +223,7 @@ async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
         assert await current_ranges(cluster.stub, "idle") == [(0.0, 0.5), (0.5, 1.0)]
 
 
+@pytest.mark.slow
 async def test_cold_segments_of_a_busy_stream_merge_once_it_is_free(tmp_path):
     """Both segments of a stream go idle while another workflow holds the stream: the silent reports (the
     only ones they will ever send) become marks, and once the workflow ends the controller looks at the

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from controller.service.context import ServiceSettings
 from controller.service.scaling import ScaleStatus
 from controller.store import layout
@@ -57,6 +59,7 @@ def check_bounded(sizes: dict[str, tuple[int, int, int, int]]) -> None:
         assert stored <= kept + CHUNK, (name, kept, stored)
 
 
+@pytest.mark.slow
 async def test_two_thousand_scales_keep_a_streams_metadata_within_twice_its_live_entries(tmp_path):
     """Every scale re-writes the history chunk, index leaf and sealed sizes: without compaction the table
     keeps every version (before: 884 B grew to 117 MB over 2,000 scales with the default chunk sizes)."""
@@ -84,6 +87,7 @@ async def test_two_thousand_scales_keep_a_streams_metadata_within_twice_its_live
         assert current.epoch == 2000 and set(current.segment_ids) == {active}
 
 
+@pytest.mark.slow
 async def test_create_seal_delete_cycles_leave_the_controllers_tables_within_twice_their_live_entries(tmp_path):
     """520 cycles over 40 names: a deleted stream's records (its tables, its listing, its workflow intents and
     their index entries) are all removed when its delete ends, so what the cycles leave is dead versions,

@@ -9,6 +9,8 @@ import asyncio
 import time
 import uuid
 
+import pytest
+
 from clients.connection import WireConnection, next_request_id
 from clients.segment_store_client import SegmentStoreClient
 from server.containers import LoadSettings
@@ -103,6 +105,7 @@ async def test_hot_idle_and_fixed_segments_are_reported_as_their_rules_say(tmp_p
     assert not any(report.stream == "fixed" for report in found)
 
 
+@pytest.mark.slow
 async def test_policy_update_starts_metering_and_a_restart_meters_again(tmp_path):
     """A segment created with a fixed policy and updated to events/s is metered (it goes idle: a silent
     DOWN). After a restart of the store the meter, in memory only, tracks it afresh: a second silent DOWN."""

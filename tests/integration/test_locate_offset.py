@@ -222,6 +222,7 @@ async def test_a_segment_of_many_mib_walked_across_reads_in_cache(store, connect
     await check(connection, segment, segment.targets(every=7))
 
 
+@pytest.mark.slow
 async def test_flushed_evicted_and_after_a_restart(tmp_path):
     """~40 MiB of events with a few large ones (> 1 MiB): answers are right while the bytes are in the
     cache, once flushed to Tier-2 and evicted, and after a restart (the index starts empty for bytes

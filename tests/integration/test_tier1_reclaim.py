@@ -57,6 +57,7 @@ async def test_a_quiet_container_truncates_its_log_by_an_age_checkpoint(tmp_path
         assert await verify_pattern(store.port, SEGMENT, 40 * MiB) == 40 * MiB
 
 
+@pytest.mark.slow
 async def test_age_checkpoints_never_truncate_what_tier2_does_not_hold(tmp_path):
     """Tier-2 goes down after 8 MiB reached it; 24 MiB more are acknowledged from Tier-1 while age
     checkpoints keep being logged. The store stops with Tier-2 still down and restarts with it back:

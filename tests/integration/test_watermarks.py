@@ -237,6 +237,7 @@ async def test_a_stream_without_a_mark_stream_gets_one_when_writers_note_times(c
     assert await client.stream_exists("old", "_MARKs")
 
 
+@pytest.mark.slow
 async def test_with_the_default_timeout_a_writer_noting_less_often_than_the_period_holds_the_watermarks(cluster,
                                                                                                          client):
     """Issue 24: with ``timestamp_aggregation_timeout_ms=0`` (the default) a live writer that notes every

@@ -113,6 +113,7 @@ async def test_a_checkpoint_cut_short_by_a_crash_is_ignored_and_the_one_before_i
     await again.stop()
 
 
+@pytest.mark.slow
 async def test_seventy_thousand_writers_on_one_segment_keep_it_writable(tmp_path):
     """Every writer id that appended stays an attribute of its segment: 70,000 of them overflowed the 16-bit
     attribute count of the snapshot, the checkpoint task died and the container held every later write."""

@@ -229,6 +229,7 @@ async def test_writer_expiry_reaches_dormant_segments(tmp_path):
     await owner.stop()
 
 
+@pytest.mark.slow
 def test_a_dormant_segment_costs_a_third_of_a_live_one():
     """What a million idle segments cost is what one costs times a million: measured, not assumed."""
     count = 20_000

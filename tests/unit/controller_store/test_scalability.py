@@ -45,7 +45,7 @@ async def measure(stream, counter: CountingKeyValueStore, epoch_count: int) -> d
     return calls
 
 
-@pytest.mark.parametrize("epoch_count", [1_000, 100_000])
+@pytest.mark.parametrize("epoch_count", [1_000, pytest.param(100_000, marks=pytest.mark.slow)])
 async def test_hot_queries_cost_constant_store_calls(epoch_count):
     """After 1k and after 100k epochs, current segments, successors and segments-at-time each make
     exactly the same, small number of store calls."""
