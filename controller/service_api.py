@@ -11,11 +11,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from controller_api.model import StreamConfiguration
+
 from .endpoints import Endpoint
 from .service.key_value_tables import KeyValueTableRecord
 from .service.scaling import ScaleAccepted, ScaleStatus
 from .service.transactions import CreatedTransaction, PingStatus
-from .store.records import ReaderGroupConfigRecord, SegmentRecord, StreamConfiguration, TransactionRecord
+from .store.records import ReaderGroupConfigRecord, SegmentRecord, TransactionRecord
 from .store.states import TransactionStatus
 
 

@@ -23,6 +23,15 @@ from typing import Any
 from aiohttp import web
 
 from clients.errors import ClientError
+from controller_api import errors as api_errors
+from controller_api.model import (
+    NO_MAXIMUM,
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    StreamConfiguration,
+)
 from wire import auth, naming
 from wire.auth import Permission
 
@@ -35,7 +44,6 @@ from ..service.transactions.jobs import list_all_transactions
 from ..store import NotFound
 from ..store import readers as store_readers
 from ..store import retention as store_retention
-from ..store.records import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from .openapi import OPENAPI
 
 log = logging.getLogger("tributary.controller.rest")
@@ -60,6 +68,7 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (errors.StreamNotSealed, 412, "StreamNotSealed"),
     (errors.ScopeNotEmpty, 412, "ScopeNotEmpty"),
     (errors.WorkflowTimeout, 504, "WorkflowTimeout"),
+    (api_errors.InvalidArgument, 400, "InvalidArgument"),  # a value the Controller API's model refuses
     (ClientError, 503, "SegmentStoreUnavailable"),
 ]
 
@@ -472,18 +481,22 @@ class RestApi:
 
 
 def configuration_json(configuration: StreamConfiguration) -> dict[str, Any]:
+    """The Controller API's configuration value as JSON ("no maximum" of a retention policy is 2**63 - 1)."""
     scaling = configuration.scaling
     retention = configuration.retention
     return {"scalingPolicy": {"type": scaling.scale_type.name, "targetRate": scaling.target_rate,
                               "scaleFactor": scaling.scale_factor, "minSegments": scaling.min_num_segments},
-            "retentionPolicy": None if retention is None or retention.retention_type == RetentionType.UNKNOWN else
-            {"type": retention.retention_type.name, "value": retention.retention_param,
-             "maxValue": retention.retention_max},
+            "retentionPolicy": None if retention is None else
+            {"type": retention.retention_type.name, "value": retention.minimum, "maxValue": retention.upper_bound},
             "tags": list(configuration.tags)}
 
 
 def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
-    """The configuration a request body describes (absent fields take their defaults)."""
+    """The configuration (the Controller API's value) a request body describes (absent fields take their defaults).
+
+    Raises:
+        ApiError: 400 for a field of the wrong type or out of range.
+    """
     scaling_json = body.get("scalingPolicy") or {"type": "FIXED_NUM_SEGMENTS", "minSegments": 1}
     if not isinstance(scaling_json, dict):
         raise ApiError(400, "InvalidArgument", "scalingPolicy must be an object")
@@ -492,12 +505,13 @@ def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
     except KeyError:
         raise ApiError(400, "InvalidArgument", f"unknown scaling type {scaling_json.get('type')!r}; one of "
                        f"{', '.join(member.name for member in ScaleType)}") from None
-    scaling = ScalingPolicy(scale_type, _integer(scaling_json, "targetRate", 0),
-                            _integer(scaling_json, "scaleFactor", 0), _integer(scaling_json, "minSegments", 1))
-    if scaling.min_num_segments < 1 or scaling.min_num_segments > 10_000:
+    target_rate, scale_factor = _integer(scaling_json, "targetRate", 0), _integer(scaling_json, "scaleFactor", 0)
+    min_segments = _integer(scaling_json, "minSegments", 1)
+    if min_segments < 1 or min_segments > 10_000:
         raise ApiError(400, "InvalidArgument", "minSegments must be between 1 and 10000")
-    if scale_type != ScaleType.FIXED_NUM_SEGMENTS and (scaling.target_rate <= 0 or scaling.scale_factor <= 0):
+    if scale_type != ScaleType.FIXED_NUM_SEGMENTS and (target_rate <= 0 or scale_factor <= 0):
         raise ApiError(400, "InvalidArgument", "a rate-based scaling policy needs targetRate > 0 and scaleFactor > 0")
+    scaling = ScalingPolicy(scale_type, target_rate, scale_factor, min_segments)
     retention = None
     retention_json = body.get("retentionPolicy")
     if retention_json is not None:
@@ -506,10 +520,11 @@ def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
         if retention_json.get("type") not in ("TIME", "SIZE"):
             raise ApiError(400, "InvalidArgument", "retentionPolicy.type must be TIME (milliseconds) or SIZE (bytes)")
         value = _integer(retention_json, "value")
-        maximum = _integer(retention_json, "maxValue", 2**63 - 1)
+        maximum = _integer(retention_json, "maxValue", NO_MAXIMUM)
         if value < 0 or maximum < value:
             raise ApiError(400, "InvalidArgument", "retention needs 0 <= value <= maxValue")
-        retention = RetentionPolicy(RetentionType[retention_json["type"]], value, maximum)
+        retention = RetentionPolicy(RetentionType[retention_json["type"]], value,
+                                    0 if maximum == NO_MAXIMUM else maximum)
     tags = body.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) and 0 < len(tag) < 256 for tag in tags) \
             or len(tags) > 127:

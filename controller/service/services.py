@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from controller_api.model import StreamConfiguration
+
 from ..store import NotFound
-from ..store.records import StreamConfiguration
 from .auto_scale import AutoScaler
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, TableNotFound
@@ -87,10 +88,10 @@ class ControllerServices:
     async def configuration(self, scope: str, stream: str) -> StreamConfiguration:
         """Raises StreamNotFound."""
         try:
-            configuration, _ = await self.context.store.stream(scope, stream).get_configuration()
+            stored, _ = await self.context.store.stream(scope, stream).get_configuration()
         except NotFound:
             raise StreamNotFound(f"stream {scope}/{stream} does not exist") from None
-        return configuration
+        return stored.configuration
 
     async def stream_exists(self, scope: str, stream: str) -> bool:
         try:

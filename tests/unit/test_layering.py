@@ -14,6 +14,7 @@ FORBIDDEN = {
     "clients": {"server", "controller", "tributary", "spark_io"},
     "controller": {"server", "tributary", "spark_io"},
     "spark_io": {"server", "controller"},
+    "controller_api": {"server", "clients", "controller", "spark_io", "tributary"},
 }
 
 

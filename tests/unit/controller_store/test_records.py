@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from controller.store import CorruptRecord, RecordTooLarge, State, TransactionStatus
 from controller.store import records as r
+from controller_api.model import NO_MAXIMUM, RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 
 from .record_samples import SAMPLES
 
@@ -25,17 +26,31 @@ segment_tuples = st.lists(segments, max_size=5).map(tuple)
 ids = st.lists(int64, max_size=5).map(tuple)
 history_records = st.builds(r.HistoryTimeSeriesRecord, int32, int32, int64, ids, segment_tuples)
 times = st.lists(int64, max_size=8).map(tuple)
+non_negative64 = st.integers(0, 2**63 - 1)
+positive32 = st.integers(1, 2**31 - 1)
+scaling_policies = st.one_of(  # every policy the Controller API's model accepts
+    st.builds(ScalingPolicy, st.just(ScaleType.FIXED_NUM_SEGMENTS), int32, int32, positive32),
+    st.builds(ScalingPolicy, st.sampled_from([ScaleType.BY_RATE_IN_KBYTES_PER_SEC, ScaleType.BY_RATE_IN_EVENTS_PER_SEC]),
+              positive32, positive32, positive32))
+
+
+@st.composite
+def retention_policies(draw):
+    minimum = draw(st.integers(0, NO_MAXIMUM - 1))
+    maximum = draw(st.just(0) | st.integers(minimum, NO_MAXIMUM - 1))  # 0: no maximum, stored as NO_MAXIMUM
+    return RetentionPolicy(draw(st.sampled_from(RetentionType)), minimum, maximum)
+
 
 STRATEGIES = {
     r.ScopeRecord: st.builds(r.ScopeRecord, st.booleans()),
     r.CreationRecord: st.builds(r.CreationRecord, int64),
     r.DeletedStreamRecord: st.builds(r.DeletedStreamRecord, int32),
     r.StateRecord: st.builds(r.StateRecord, st.sampled_from(State)),
-    r.StreamConfiguration: st.builds(
-        r.StreamConfiguration,
-        st.builds(r.ScalingPolicy, st.sampled_from(r.ScaleType), int32, int32, int32),
-        st.none() | st.builds(r.RetentionPolicy, st.sampled_from(r.RetentionType), int64, int64),
-        st.lists(names, max_size=4).map(tuple), int64, int64, st.booleans(), st.lists(names, max_size=3).map(tuple)),
+    r.StreamConfigurationRecord: st.builds(
+        r.StreamConfigurationRecord,
+        st.builds(StreamConfiguration, scaling_policies, st.none() | retention_policies(),
+                  st.lists(names, max_size=4).map(tuple), non_negative64, non_negative64),
+        st.booleans(), st.lists(names, max_size=3).map(tuple)),
     r.EpochRecord: st.builds(r.EpochRecord, int32, int32, int64, segment_tuples),
     r.HistoryChunk: st.builds(r.HistoryChunk, int32, st.lists(history_records, max_size=4).map(tuple)),
     r.HistoryIndexRoot: st.builds(r.HistoryIndexRoot, times),
