@@ -20,6 +20,7 @@ from .segment_queries import SegmentQueries
 from .stream_access import require_state
 from .stream_creation import StreamCreation
 from .stream_deletion import StreamDeletion
+from .stream_descriptions import StreamDescriptions
 from .stream_sealing import StreamSealing
 from .stream_update import StreamUpdate
 from .transactions.sealing import Abort
@@ -43,6 +44,7 @@ class ControllerServices:
         self.deletion = StreamDeletion(context, self.runner)
         self.truncation = Truncation(context, self.runner)
         self.queries = SegmentQueries(context)
+        self.descriptions = StreamDescriptions(context)
         self.reader_groups = ReaderGroups(context, self.creation, self.sealing, self.deletion)
         self.writer_marks = WriterMarks(context)
         self.retention = Retention(context, self.truncation)
