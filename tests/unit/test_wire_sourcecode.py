@@ -13,7 +13,7 @@ from wire.fields import I64
 
 WIRE_DIR = pathlib.Path(wire.__file__).parent
 FORBIDDEN_MODULES = {"asyncio", "socket", "selectors", "ssl", "time", "uvloop", "threading", "trio",
-                     "server", "controller", "clients", "spark_io"}
+                     "server", "controller", "controller_api", "clients", "spark_io"}
 # The one shared retry runner sleeps between attempts (asyncio.sleep, nothing else of the loop); it is
 # not part of the codec, and living here lets the server, the controller and the clients share it.
 # Likewise the one ZooKeeper session (kazoo bridged to asyncio, retried with a deadline) that the segment store
