@@ -5,8 +5,8 @@ return plain values. Stream configurations and transaction ids use the Controlle
 mapping (``controller_api.protobuf``), shared with the SDK's controller client.
 
 Every ``SegmentId`` built here carries its ``streamInfo``; key ranges are copied exactly (epochs
-tile [0, 1) with the last range ending at exactly 1.0); tags are always set on a configuration
-reply; a retention policy is left unset when the stream has none.
+tile [0, 1) with the last range ending at exactly 1.0). The configuration's rules (tags always set,
+a retention policy only when the stream has one) are ``controller_api.protobuf``'s.
 """
 
 from __future__ import annotations
