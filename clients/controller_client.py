@@ -18,11 +18,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol, TypeVar, cast, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import grpc
 from google.protobuf.message import Message
 
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
+from controller_api.protobuf import (
+    configuration_from,
+    configuration_to,
+    stream_info,
+    transaction_id_from,
+    transaction_id_to,
+)
 from coordination.retry import Backoff, retry
 
 from . import controller_probe
@@ -48,20 +57,8 @@ from .errors import (
     TransactionNotFound,
     TributaryError,
 )
-from .grpc_api import controller_pb2 as pb
-from .grpc_api import controller_pb2_grpc as pb_grpc
 from .kvt.config import KeyValueTableConfiguration
-from .model import (
-    RetentionPolicy,
-    RetentionType,
-    ScaleType,
-    ScalingPolicy,
-    Segment,
-    SegmentRange,
-    StreamConfiguration,
-    Successors,
-    TransactionState,
-)
+from .model import Segment, SegmentRange, StreamConfiguration, Successors, TransactionState
 from .security import TLS_SCHEMES, basic_authorization, trusted_certificates
 from .stream_cut import StreamCut
 
@@ -70,7 +67,6 @@ Code = grpc.StatusCode
 
 _RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
                             Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
-_NO_MAXIMUM = 2**63 - 1  # Java's RetentionPolicy has Long.MAX_VALUE for "no maximum"
 PROBE_INTERVAL_SECONDS = 5.0  # between two TLS diagnoses of a controller not reached yet
 _SCALE_POLL = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.0, attempts=None, jitter=0.0)
 
@@ -119,10 +115,6 @@ def parse_controller_uri(uri: str) -> tuple[str, int]:
 # ---------------------------------------------------------------------- proto conversions
 
 
-def stream_info(scope: str, stream: str) -> pb.StreamInfo:
-    return pb.StreamInfo(scope=scope, stream=stream)
-
-
 def segment_from(message: pb.SegmentId) -> Segment:
     return Segment(message.streamInfo.scope, message.streamInfo.stream, message.segmentId)
 
@@ -131,50 +123,8 @@ def segment_range_from(message: pb.SegmentRange) -> SegmentRange:
     return SegmentRange(segment_from(message.segmentId), message.minKey, message.maxKey)
 
 
-def config_to(scope: str, stream: str, config: StreamConfiguration) -> pb.StreamConfig:
-    scaling = config.scaling
-    message = pb.StreamConfig(
-        streamInfo=stream_info(scope, stream),
-        scalingPolicy=pb.ScalingPolicy(
-            scaleType=cast(pb.ScalingPolicy.ScalingPolicyType, int(scaling.scale_type)),  # same numbers
-            targetRate=scaling.target_rate, scaleFactor=scaling.scale_factor,
-            minNumSegments=scaling.min_num_segments),
-        tags=pb.Tags(tag=list(config.tags)), rolloverSizeBytes=config.rollover_size_bytes,
-        timestampAggregationTimeout=config.timestamp_aggregation_timeout_ms)
-    if config.retention is not None:
-        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(
-            retentionType=cast(pb.RetentionPolicy.RetentionPolicyType, int(config.retention.retention_type)),
-            retentionParam=config.retention.minimum,
-
-            retentionMax=config.retention.maximum or _NO_MAXIMUM))
-    return message
-
-
-def config_from(message: pb.StreamConfig) -> StreamConfiguration:
-    policy = message.scalingPolicy
-    scaling = ScalingPolicy(ScaleType(policy.scaleType), policy.targetRate, policy.scaleFactor,
-                            max(1, policy.minNumSegments))
-    retention = None
-    if message.HasField("retentionPolicy") and message.retentionPolicy.retentionType in (1, 2):
-        maximum = message.retentionPolicy.retentionMax
-        retention = RetentionPolicy(RetentionType(message.retentionPolicy.retentionType),
-                                    message.retentionPolicy.retentionParam, 0 if maximum == _NO_MAXIMUM else maximum)
-    return StreamConfiguration(scaling, retention, tuple(message.tags.tag), message.rolloverSizeBytes,
-                               message.timestampAggregationTimeout)
-
-
 def cut_to(cut: StreamCut) -> pb.StreamCut:
     return pb.StreamCut(streamInfo=stream_info(cut.scope, cut.stream), cut=cut.positions)
-
-
-def txn_id_to(transaction_id: uuid.UUID) -> pb.TxnId:
-    value = transaction_id.int
-    high, low = value >> 64, value & (2**64 - 1)
-    return pb.TxnId(highBits=high - 2**64 if high >= 2**63 else high, lowBits=low - 2**64 if low >= 2**63 else low)
-
-
-def txn_id_from(message: pb.TxnId) -> uuid.UUID:
-    return uuid.UUID(int=((message.highBits % 2**64) << 64) | (message.lowBits % 2**64))
 
 
 # ---------------------------------------------------------------------- the seam
@@ -396,11 +346,11 @@ class ControllerClient:
             _retry_on(reply.status == S.FAILURE, "createStream")
             return reply.status == S.SUCCESS
 
-        return await self._call("createStream", config_to(scope, stream, config), check)
+        return await self._call("createStream", configuration_to(scope, stream, config), check)
 
     async def update_stream(self, scope: str, stream: str, config: StreamConfiguration) -> None:
-        await self._call("updateStream", config_to(scope, stream, config), _update_check(scope, stream, "update"),
-                         not_found=StreamNotFound)
+        await self._call("updateStream", configuration_to(scope, stream, config),
+                         _update_check(scope, stream, "update"), not_found=StreamNotFound)
 
     async def truncate_stream(self, cut: StreamCut) -> None:
         await self._call("truncateStream", cut_to(cut), _update_check(cut.scope, cut.stream, "truncate"),
@@ -425,7 +375,7 @@ class ControllerClient:
         return await self._call("checkStreamExists", stream_info(scope, stream), _exists)
 
     async def get_stream_configuration(self, scope: str, stream: str) -> StreamConfiguration:
-        return await self._call("getStreamConfiguration", stream_info(scope, stream), config_from,
+        return await self._call("getStreamConfiguration", stream_info(scope, stream), configuration_from,
                                 not_found=StreamNotFound)
 
     async def list_streams(self, scope: str, tag: str | None = None) -> AsyncIterator[str]:
@@ -551,16 +501,16 @@ class ControllerClient:
                                  lease_ms: int) -> tuple[uuid.UUID, list[SegmentRange]]:
         request = pb.CreateTxnRequest(streamInfo=stream_info(scope, stream), lease=lease_ms)
         reply: pb.CreateTxnResponse = await self._call("createTransaction", request, not_found=StreamNotFound)
-        return txn_id_from(reply.txnId), [segment_range_from(r) for r in reply.activeSegments]
+        return transaction_id_from(reply.txnId), [segment_range_from(r) for r in reply.activeSegments]
 
     async def commit_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID, writer_id: str = "",
                                  timestamp: int = -(2**63)) -> None:
-        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id),
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=transaction_id_to(transaction_id),
                                 writerId=writer_id, timestamp=timestamp)
         await self._call("commitTransaction", request, _txn_check(transaction_id, "commit"))
 
     async def abort_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID) -> None:
-        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id))
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=transaction_id_to(transaction_id))
         await self._call("abortTransaction", request, _txn_check(transaction_id, "abort"))
 
     async def ping_transaction(self, scope: str, stream: str, transaction_id: uuid.UUID,
@@ -572,7 +522,7 @@ class ControllerClient:
             TransactionNotFound: the controller does not know the transaction.
         """
         P = pb.PingTxnStatus
-        request = pb.PingTxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id),
+        request = pb.PingTxnRequest(streamInfo=stream_info(scope, stream), txnId=transaction_id_to(transaction_id),
                                     lease=lease_ms)
 
         def check(reply: pb.PingTxnStatus) -> TransactionState:
@@ -589,7 +539,7 @@ class ControllerClient:
         return await self._call("pingTransaction", request, check)
 
     async def transaction_state(self, scope: str, stream: str, transaction_id: uuid.UUID) -> TransactionState:
-        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=txn_id_to(transaction_id))
+        request = pb.TxnRequest(streamInfo=stream_info(scope, stream), txnId=transaction_id_to(transaction_id))
 
         def check(reply: pb.TxnState) -> TransactionState:
             return _TRANSACTION_STATES.get(reply.state, TransactionState.UNKNOWN)

@@ -5,7 +5,8 @@ succeed (a lost connection, a controller that is restarting) or not (an unknown
 stream, an invalid name, a writer used after close). Retry loops read
 ``retriable``; they never list classes.
 
-Three families:
+:class:`TributaryError` and :class:`InvalidArgument` are defined in ``controller_api.errors`` (the
+Controller API's values raise InvalidArgument) and re-exported here. Three families:
 
 * transport: :class:`ConnectionFailed`, :class:`ProtocolViolation`,
   :class:`RequestTimeout`, :class:`ControllerUnavailable` (all retriable; not
@@ -21,18 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from controller_api.errors import InvalidArgument as InvalidArgument  # re-exported: part of the hierarchy
+from controller_api.errors import TributaryError as TributaryError
+
 if TYPE_CHECKING:
     from wire.base import Command
-
-
-class TributaryError(Exception):
-    """Base of every error raised by Tributary's clients.
-
-    ``retriable`` is True when the same call may succeed if tried again later.
-    """
-
-    retriable = False
-
 
 ClientError = TributaryError
 """The name the controller and the command line use for "any client error"."""
@@ -83,10 +77,6 @@ class PermissionDenied(TributaryError):
 
 
 # ---------------------------------------------------------------------- usage and state
-
-
-class InvalidArgument(TributaryError, ValueError):
-    """A call's argument breaks a rule: an invalid name, a bad option, an out-of-range value."""
 
 
 class EventTooLarge(InvalidArgument):

@@ -37,10 +37,11 @@ from typing import Any, Protocol, TypeAlias
 import grpc
 from google.protobuf.message import Message
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
+from controller_api.model import RetentionType, ScaleType
 from wire import naming
 
-from .store.records import ReaderGroupRetentionType, RetentionType, ScaleType
+from .store.records import ReaderGroupRetentionType
 
 Code = grpc.StatusCode
 SHOWN_NAME_LENGTH = 40  # how much of a rejected name a message repeats (details travel in gRPC metadata)
@@ -188,10 +189,10 @@ def scaling_problem(policy: pb.ScalingPolicy) -> str | None:
 
 
 def retention_problem(policy: pb.RetentionPolicy) -> str | None:
-    if _unknown(RetentionType, policy.retentionType):
-        return f"unknown retentionType {policy.retentionType}"
     if policy.retentionType == pb.RetentionPolicy.UNKNOWN:
         return None  # no retention: the values are ignored
+    if _unknown(RetentionType, policy.retentionType):
+        return f"unknown retentionType {policy.retentionType}"
     problem = not_negative_problem(retentionParam=policy.retentionParam, retentionMax=policy.retentionMax)
     if problem is None and policy.retentionMax < policy.retentionParam:
         problem = "retentionMax must not be below retentionParam"

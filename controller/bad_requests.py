@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import grpc
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 
 from .api_validation import Rejection, validate
 from .metrics import measured

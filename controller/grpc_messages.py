@@ -1,42 +1,36 @@
 """Conversions between the gRPC messages and the services' values (spec §3, presence rules §1.5).
 
 The only place besides ``grpc_service`` that knows the protobuf messages: the services take and
-return plain values.
+return plain values. Stream configurations and transaction ids use the Controller API's one
+mapping (``controller_api.protobuf``), shared with the SDK's controller client.
 
 Every ``SegmentId`` built here carries its ``streamInfo``; key ranges are copied exactly (epochs
-tile [0, 1) with the last range ending at exactly 1.0); tags are always set on a configuration
-reply; a retention policy is left unset when the stream has none.
+tile [0, 1) with the last range ending at exactly 1.0). The configuration's rules (tags always set,
+a retention policy only when the stream has one) are ``controller_api.protobuf``'s.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import cast
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
+from controller_api import errors as api_errors
+from controller_api import protobuf as api_protobuf
+from controller_api.model import StreamConfiguration
+from controller_api.protobuf import stream_info, transaction_id_to
 
 from .service.errors import InvalidArgument
 from .service.key_value_tables import KeyValueTableRecord
 from .service.transactions import CreatedTransaction, TransactionSegment
-from .service.transactions.ids import from_signed_halves, to_signed_halves
 from .store.records import (
     NewSegment,
     ReaderGroupConfigRecord,
     ReaderGroupRetentionType,
-    RetentionPolicy,
-    RetentionType,
-    ScaleType,
-    ScalingPolicy,
     SegmentRecord,
-    StreamConfiguration,
     TransactionRecord,
 )
 from .store.states import TransactionStatus
-
-
-def stream_info(scope: str, stream: str) -> pb.StreamInfo:
-    return pb.StreamInfo(scope=scope, stream=stream)
 
 
 def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
@@ -82,44 +76,15 @@ def token(value: str) -> pb.ContinuationToken:
 
 
 def configuration_from(message: pb.StreamConfig) -> StreamConfiguration:
-    """The configuration a createStream/updateStream asks for.
+    """The configuration a createStream/updateStream asks for (``controller_api.protobuf``).
 
     Raises:
-        InvalidArgument: an unknown scale or retention type.
+        InvalidArgument: an unknown scale or retention type, or values the Controller API's model refuses.
     """
-    policy = message.scalingPolicy
-    retention = message.retentionPolicy
     try:
-        scaling = ScalingPolicy(ScaleType(policy.scaleType), policy.targetRate, policy.scaleFactor,
-                                policy.minNumSegments)
-        retention_type = RetentionType(retention.retentionType)
-    except ValueError as error:
+        return api_protobuf.configuration_from(message)
+    except api_errors.InvalidArgument as error:
         raise InvalidArgument(str(error)) from None
-    retention_policy = None
-    if message.HasField("retentionPolicy") and retention_type != RetentionType.UNKNOWN:
-        retention_policy = RetentionPolicy(retention_type, retention.retentionParam, retention.retentionMax)
-    return StreamConfiguration(scaling, retention_policy, tuple(message.tags.tag),
-                               timestamp_aggregation_timeout=message.timestampAggregationTimeout,
-                               rollover_size_bytes=message.rolloverSizeBytes)
-
-
-def configuration_to(scope: str, stream: str, configuration: StreamConfiguration) -> pb.StreamConfig:
-    scaling = configuration.scaling
-    scale_type = cast(pb.ScalingPolicy.ScalingPolicyType, int(scaling.scale_type))  # the same numbers
-    message = pb.StreamConfig(
-        streamInfo=stream_info(scope, stream),
-        scalingPolicy=pb.ScalingPolicy(scaleType=scale_type, targetRate=scaling.target_rate,
-                                       scaleFactor=scaling.scale_factor, minNumSegments=scaling.min_num_segments),
-        tags=pb.Tags(tag=list(configuration.tags)),
-        timestampAggregationTimeout=configuration.timestamp_aggregation_timeout,
-        rolloverSizeBytes=configuration.rollover_size_bytes)
-    if configuration.retention is not None:
-        retention = configuration.retention
-        retention_type = cast(pb.RetentionPolicy.RetentionPolicyType, int(retention.retention_type))  # the same numbers
-        message.retentionPolicy.CopyFrom(pb.RetentionPolicy(retentionType=retention_type,
-                                                            retentionParam=retention.retention_param,
-                                                            retentionMax=retention.retention_max))
-    return message
 
 
 # ---------------------------------------------------------------------- reader groups
@@ -188,15 +153,6 @@ def table_to(scope: str, table: str, record: KeyValueTableRecord) -> pb.KeyValue
 
 _COMPLETED_STATUS = {TransactionStatus.COMMITTED: pb.TxnResponse.COMMITTED,
                      TransactionStatus.ABORTED: pb.TxnResponse.ABORTED}
-
-
-def transaction_id_to(transaction_id: uuid.UUID) -> pb.TxnId:
-    high_bits, low_bits = to_signed_halves(transaction_id)
-    return pb.TxnId(highBits=high_bits, lowBits=low_bits)
-
-
-def transaction_id_from(message: pb.TxnId) -> uuid.UUID:
-    return from_signed_halves(message.highBits, message.lowBits)
 
 
 def created_transaction(scope: str, stream: str, created: CreatedTransaction) -> pb.CreateTxnResponse:

@@ -19,8 +19,9 @@ from typing import Any, Never, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
+from controller_api.protobuf import configuration_to, stream_info, transaction_id_from
 from wire import auth
 
 from . import grpc_messages as messages
@@ -268,7 +269,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         return await self._page(context, self._visible(
             lambda token: self._services.scopes.list_streams(scope, token), request.continuationToken.token,
             lambda name: auth.stream_resource(scope, name)),
-                                pb.StreamsInScopeResponse, "streams", lambda name: messages.stream_info(scope, name))
+                                pb.StreamsInScopeResponse, "streams", lambda name: stream_info(scope, name))
 
     async def listStreamsInScopeForTag(self, request: pb.StreamsInScopeWithTagRequest,
                                        context: RpcContext) -> pb.StreamsInScopeResponse:
@@ -276,7 +277,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         return await self._page(context, self._visible(
             lambda token: self._services.scopes.list_streams_for_tag(scope, request.tag, token),
             request.continuationToken.token, lambda name: auth.stream_resource(scope, name)),
-                                pb.StreamsInScopeResponse, "streams", lambda name: messages.stream_info(scope, name))
+                                pb.StreamsInScopeResponse, "streams", lambda name: stream_info(scope, name))
 
     async def _visible(self, fetch: Callable[[str], Awaitable[tuple[list[str], str]]], token: str,
                        resource: Callable[[str], str]) -> tuple[list[str], str]:
@@ -304,7 +305,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
 
     async def getStreamConfiguration(self, request: pb.StreamInfo, context: RpcContext) -> pb.StreamConfig:
         configuration = await self._query(context, self._services.configuration(request.scope, request.stream))
-        return messages.configuration_to(request.scope, request.stream, configuration)
+        return configuration_to(request.scope, request.stream, configuration)
 
     async def checkStreamExists(self, request: pb.StreamInfo, context: RpcContext) -> pb.ExistsResponse:
         exists = await self._query(context, self._services.stream_exists(request.scope, request.stream))
@@ -419,26 +420,26 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     async def pingTransaction(self, request: pb.PingTxnRequest, context: RpcContext) -> pb.PingTxnStatus:
         info = request.streamInfo
         return await self._status(context, self._transactions.ping_transaction(
-            info.scope, info.stream, messages.transaction_id_from(request.txnId), request.lease),
+            info.scope, info.stream, transaction_id_from(request.txnId), request.lease),
                                   _PING_TRANSACTION, pb.PingTxnStatus, "status", int)
 
     async def commitTransaction(self, request: pb.TxnRequest, context: RpcContext) -> pb.TxnStatus:
         """SUCCESS once the transaction is COMMITTING (the commit itself goes on in the background)."""
         info = request.streamInfo
         return await self._status(context, self._transactions.commit_transaction(
-            info.scope, info.stream, messages.transaction_id_from(request.txnId), request.writerId, request.timestamp),
+            info.scope, info.stream, transaction_id_from(request.txnId), request.writerId, request.timestamp),
                                   _COMMIT_TRANSACTION, pb.TxnStatus, "status", lambda _: pb.TxnStatus.SUCCESS)
 
     async def abortTransaction(self, request: pb.TxnRequest, context: RpcContext) -> pb.TxnStatus:
         info = request.streamInfo
         return await self._status(context, self._transactions.abort_transaction(
-            info.scope, info.stream, messages.transaction_id_from(request.txnId)),
+            info.scope, info.stream, transaction_id_from(request.txnId)),
                                   _ABORT_TRANSACTION, pb.TxnStatus, "status", lambda _: pb.TxnStatus.SUCCESS)
 
     async def checkTransactionState(self, request: pb.TxnRequest, context: RpcContext) -> pb.TxnState:
         info = request.streamInfo
         return await self._status(context, self._transactions.check_transaction_state(
-            info.scope, info.stream, messages.transaction_id_from(request.txnId)),
+            info.scope, info.stream, transaction_id_from(request.txnId)),
                                   _CHECK_TRANSACTION_STATE, pb.TxnState, "state", int)
 
     async def listCompletedTransactions(self, request: pb.ListCompletedTxnRequest,

@@ -1,8 +1,9 @@
-"""The services as the gRPC adapter (``grpc_service``) sees them: one Protocol per service it calls.
+"""The services as the adapters (``grpc_service``, ``rest.api``) see them: one Protocol per service they call.
 
 ``ControllerServices`` and ``TransactionService`` (``controller.service``) satisfy these
-structurally; the adapter depends on nothing else of the service layer but its plain values
-(records, statuses, errors). Each Protocol lists exactly the calls the adapter makes.
+structurally; the adapters depend on nothing else of the service layer but its plain values
+(the Controller API's values, records, statuses, errors). Each Protocol lists exactly the calls
+the adapters make.
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from controller_api.model import StreamConfiguration
+from wire.commands import StreamSegmentInfo
+
 from .endpoints import Endpoint
 from .service.key_value_tables import KeyValueTableRecord
 from .service.scaling import ScaleAccepted, ScaleStatus
+from .service.stream_descriptions import StreamDescription
 from .service.transactions import CreatedTransaction, PingStatus
-from .store.records import ReaderGroupConfigRecord, SegmentRecord, StreamConfiguration, TransactionRecord
+from .store.records import EpochRecord, ReaderGroupConfigRecord, SegmentRecord, TransactionRecord
 from .store.states import TransactionStatus
 
 
@@ -91,6 +96,10 @@ class ReaderGroupCalls(Protocol):
 
     async def list_subscribers(self, scope: str, stream: str) -> tuple[str, ...]: ...
 
+    async def list_reader_groups(self, scope: str) -> list[str]: ...
+
+    async def subscriber_cut(self, scope: str, stream: str, subscriber: str) -> dict[int, int] | None: ...
+
     async def update_subscriber_cut(self, scope: str, stream: str, subscriber: str, group_id: uuid.UUID,
                                     generation: int, cut: dict[int, int]) -> None: ...
 
@@ -112,6 +121,16 @@ class KeyValueTableCalls(Protocol):
     async def get_table(self, scope: str, table: str) -> KeyValueTableRecord: ...
 
     async def delete_table(self, scope: str, table: str) -> None: ...
+
+
+class StreamDescriptionCalls(Protocol):
+    async def describe(self, scope: str, stream: str) -> StreamDescription: ...
+
+    async def epochs(self, scope: str, stream: str, limit: int) -> tuple[int, list[EpochRecord]]: ...
+
+    async def transactions(self, scope: str, stream: str) -> list[TransactionRecord]: ...
+
+    async def segment_info(self, scope: str, stream: str, segment_id: int) -> StreamSegmentInfo: ...
 
 
 class ServiceCalls(Protocol):
@@ -137,6 +156,9 @@ class ServiceCalls(Protocol):
 
     @property
     def queries(self) -> SegmentQueryCalls: ...
+
+    @property
+    def descriptions(self) -> StreamDescriptionCalls: ...
 
     @property
     def scaling(self) -> ScalingCalls: ...

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Regenerate the Python gRPC stubs for the Controller API.
 
-Compiles ``clients/grpc_api/controller.proto`` with ``grpc_tools.protoc`` into
+Compiles ``controller_api/controller.proto`` with ``grpc_tools.protoc`` into
 ``controller_pb2.py``, ``controller_pb2.pyi`` and ``controller_pb2_grpc.py`` next to it,
 then rewrites the absolute ``import controller_pb2`` that protoc emits in the _grpc
-module into a package import (``from clients.grpc_api import controller_pb2``).
+module into a package import (``from controller_api import controller_pb2``).
 
 Usage (from anywhere)::
 
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-API_DIR = REPO_ROOT / "clients" / "grpc_api"
+API_DIR = REPO_ROOT / "controller_api"
 PROTO_NAME = "controller.proto"
-PACKAGE = "clients.grpc_api"
+PACKAGE = "controller_api"
 MODULE = "controller_pb2"
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import click
 
+from controller_api.model import NO_MAXIMUM  # retentionMax when the policy has no maximum
+
 DEFAULT_REST = "http://127.0.0.1:9091"
 
 
@@ -82,7 +84,6 @@ def split_stream(name: str) -> tuple[str, str]:
     return urllib.parse.quote(scope, safe=""), urllib.parse.quote(stream, safe="")
 
 
-NO_MAXIMUM = 2**63 - 1  # retentionMax when the policy has no maximum
 NUMBER_BITS = 32  # a segment id is (creation epoch << 32) | number; describe shows the number (#4)
 HISTORY_EPOCHS = 20  # describe shows this many of the newest epochs
 EPOCHS_MAX = 10_000  # the most epochs the API lists: truncate looks segment numbers up in them

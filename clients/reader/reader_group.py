@@ -15,12 +15,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from controller_api import controller_pb2 as pb
 from coordination.retry import Backoff
 
 from ..config import ReaderConfig
 from ..controller_client import Controller, ControllerClient, cut_to
 from ..errors import CheckpointFailed, InvalidArgument, ReaderGroupNotFound
-from ..grpc_api import controller_pb2 as pb
 from ..model import check_scope_name, check_stream_name, check_user_name
 from ..segment_stores import SegmentStores, segment_of
 from ..serializers import Serializer

@@ -2,8 +2,10 @@
 
 aiohttp because the controller already runs on asyncio and uvloop, and aiohttp is already installed
 (aiobotocore depends on it): its server is a handful of routes on the same loop as the gRPC service,
-with no ASGI server or framework to add. Handlers call the same services as the gRPC adapter
-(``ControllerServices``, the ``TransactionService``) and convert plain values to JSON.
+with no ASGI server or framework to add. Handlers call the same service interfaces as the gRPC adapter
+(``controller.service_api``: ``ControllerServices``, the ``TransactionService``), never the store, and
+convert plain values to JSON; a stream configuration is the Controller API's value (``controller_api.model``)
+both ways.
 
 Errors are JSON ``{"code": ..., "message": ...}`` with the status their kind calls for: 400 for
 bad names, bodies and arguments; 404 for unknown scopes, streams, reader groups, tables; 409 for
@@ -23,6 +25,15 @@ from typing import Any
 from aiohttp import web
 
 from clients.errors import ClientError
+from controller_api import errors as api_errors
+from controller_api.model import (
+    NO_MAXIMUM,
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    StreamConfiguration,
+)
 from wire import auth, naming
 from wire.auth import Permission
 
@@ -31,11 +42,7 @@ from ..security import PermissionDenied, Security, Unauthenticated
 from ..service import errors
 from ..service.key_value_tables import KeyValueTableRecord
 from ..service.scaling import ScaleStatus
-from ..service.transactions.jobs import list_all_transactions
-from ..store import NotFound
-from ..store import readers as store_readers
-from ..store import retention as store_retention
-from ..store.records import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from ..service_api import ServiceCalls, TransactionCalls
 from .openapi import OPENAPI
 
 log = logging.getLogger("tributary.controller.rest")
@@ -60,6 +67,7 @@ _STATUS: list[tuple[type[BaseException], int, str]] = [
     (errors.StreamNotSealed, 412, "StreamNotSealed"),
     (errors.ScopeNotEmpty, 412, "ScopeNotEmpty"),
     (errors.WorkflowTimeout, 504, "WorkflowTimeout"),
+    (api_errors.InvalidArgument, 400, "InvalidArgument"),  # a value the Controller API's model refuses
     (ClientError, 503, "SegmentStoreUnavailable"),
 ]
 
@@ -98,8 +106,8 @@ class RestApi:
     """The routes over ``services`` (ControllerServices) and ``transactions`` (TransactionService).
     ``cluster()`` describes where containers run (a JSON-able dict)."""
 
-    def __init__(self, services, transactions, cluster: Callable[[], Awaitable[dict[str, Any]]],
-                 security: Security | None = None):
+    def __init__(self, services: ServiceCalls, transactions: TransactionCalls,
+                 cluster: Callable[[], Awaitable[dict[str, Any]]], security: Security | None = None):
         self._services = services
         self._transactions = transactions
         self._cluster = cluster
@@ -301,12 +309,11 @@ class RestApi:
         scope, stream = self._stream(request)
         self._allow(request, auth.stream_resource(scope, stream), READ)
         segments = await self._services.queries.current_segments(scope, stream)
-        stores = self._services.context.segments
         described = []
         for segment in segments:
             entry = _segment_json(segment)
             try:
-                info = await stores.segment_info(naming.stream_segment_name(scope, stream, segment.segment_id))
+                info = await self._services.descriptions.segment_info(scope, stream, segment.segment_id)
                 entry.update(startOffset=info.start_offset, tailOffset=info.write_offset,
                              bytesKept=info.write_offset - info.start_offset, sealed=info.is_sealed)
             except ClientError:
@@ -319,27 +326,16 @@ class RestApi:
         scope, stream = self._stream(request)
         self._allow(request, auth.stream_resource(scope, stream), READ)
         limit = _int_query(request, "limit", 100, 1, 10_000)
-        handle = self._services.context.store.stream(scope, stream)
-        try:
-            current, _ = await handle.get_current_epoch()
-        except NotFound:
-            raise ApiError(404, "StreamNotFound", f"stream {scope}/{stream} does not exist") from None
-        first = max(0, current.epoch - limit + 1)
-        epochs = []
-        for number in range(first, current.epoch + 1):
-            try:
-                epoch = await handle.get_epoch(number)
-            except NotFound:
-                continue
-            epochs.append({"epoch": epoch.epoch, "referenceEpoch": epoch.reference_epoch,
-                           "creationTime": epoch.creation_time, "segments": [_segment_json(s) for s in epoch.segments]})
-        return web.json_response({"currentEpoch": current.epoch, "epochs": epochs})
+        current, epochs = await self._services.descriptions.epochs(scope, stream, limit)
+        return web.json_response({"currentEpoch": current, "epochs": [
+            {"epoch": epoch.epoch, "referenceEpoch": epoch.reference_epoch, "creationTime": epoch.creation_time,
+             "segments": [_segment_json(segment) for segment in epoch.segments]} for epoch in epochs]})
 
     async def stream_transactions(self, request: web.Request) -> web.Response:
         scope, stream = self._stream(request)
         self._allow(request, auth.stream_resource(scope, stream), READ)
         await self._services.configuration(scope, stream)
-        records = await list_all_transactions(self._services.context.store.stream(scope, stream))
+        records = await self._services.descriptions.transactions(scope, stream)
         return web.json_response({"transactions": [
             {"transactionId": str(record.transaction_id), "status": record.status.name, "epoch": record.epoch,
              "creationTime": record.creation_time, "leaseExpiryTime": record.lease_expiry_time,
@@ -347,23 +343,14 @@ class RestApi:
 
     async def _describe(self, scope: str, stream: str) -> dict[str, Any]:
         configuration = await self._services.configuration(scope, stream)
-        handle = self._services.context.store.stream(scope, stream)
-        state, _ = await handle.get_state()
-        current, _ = await handle.get_current_epoch()
-        truncation, _ = await store_retention.get_truncation(handle)
-        subscribers = []
-        for name in await store_readers.list_subscribers(handle):
-            try:
-                record, _ = await store_readers.get_subscriber(handle, name)
-            except NotFound:
-                continue
-            subscribers.append({"name": name, "streamCut": _cut_json(record.stream_cut),
-                                "updateTime": record.update_time})
-        return {"scopeName": scope, "streamName": stream, "state": state.name,
+        described = await self._services.descriptions.describe(scope, stream)
+        current, truncation = described.current_epoch, described.truncation
+        return {"scopeName": scope, "streamName": stream, "state": described.state.name,
                 **configuration_json(configuration), "currentEpoch": current.epoch,
                 "segments": [_segment_json(segment) for segment in current.segments],
                 "truncation": {"streamCut": _cut_json(truncation.stream_cut), "bytesBefore": truncation.size_till},
-                "subscribers": subscribers}
+                "subscribers": [{"name": name, "streamCut": _cut_json(record.stream_cut),
+                                 "updateTime": record.update_time} for name, record in described.subscribers]}
 
     # ------------------------------------------------------------------ reader groups
 
@@ -403,9 +390,9 @@ class RestApi:
             head = await self._services.queries.head_segments(scope, stream)
             cut = {segment.segment_id: offset for segment, offset in head.items()}
         segments = await self._services.queries.segments_between(scope, stream, cut, {})
-        stores, behind = self._services.context.segments, 0
+        behind = 0
         for segment in segments:
-            info = await stores.segment_info(naming.stream_segment_name(scope, stream, segment.segment_id))
+            info = await self._services.descriptions.segment_info(scope, stream, segment.segment_id)
             behind += max(0, info.write_offset - cut.get(segment.segment_id, 0))
         return behind
 
@@ -472,18 +459,22 @@ class RestApi:
 
 
 def configuration_json(configuration: StreamConfiguration) -> dict[str, Any]:
+    """The Controller API's configuration value as JSON ("no maximum" of a retention policy is 2**63 - 1)."""
     scaling = configuration.scaling
     retention = configuration.retention
     return {"scalingPolicy": {"type": scaling.scale_type.name, "targetRate": scaling.target_rate,
                               "scaleFactor": scaling.scale_factor, "minSegments": scaling.min_num_segments},
-            "retentionPolicy": None if retention is None or retention.retention_type == RetentionType.UNKNOWN else
-            {"type": retention.retention_type.name, "value": retention.retention_param,
-             "maxValue": retention.retention_max},
+            "retentionPolicy": None if retention is None else
+            {"type": retention.retention_type.name, "value": retention.minimum, "maxValue": retention.upper_bound},
             "tags": list(configuration.tags)}
 
 
 def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
-    """The configuration a request body describes (absent fields take their defaults)."""
+    """The configuration (the Controller API's value) a request body describes (absent fields take their defaults).
+
+    Raises:
+        ApiError: 400 for a field of the wrong type or out of range.
+    """
     scaling_json = body.get("scalingPolicy") or {"type": "FIXED_NUM_SEGMENTS", "minSegments": 1}
     if not isinstance(scaling_json, dict):
         raise ApiError(400, "InvalidArgument", "scalingPolicy must be an object")
@@ -492,12 +483,13 @@ def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
     except KeyError:
         raise ApiError(400, "InvalidArgument", f"unknown scaling type {scaling_json.get('type')!r}; one of "
                        f"{', '.join(member.name for member in ScaleType)}") from None
-    scaling = ScalingPolicy(scale_type, _integer(scaling_json, "targetRate", 0),
-                            _integer(scaling_json, "scaleFactor", 0), _integer(scaling_json, "minSegments", 1))
-    if scaling.min_num_segments < 1 or scaling.min_num_segments > 10_000:
+    target_rate, scale_factor = _integer(scaling_json, "targetRate", 0), _integer(scaling_json, "scaleFactor", 0)
+    min_segments = _integer(scaling_json, "minSegments", 1)
+    if min_segments < 1 or min_segments > 10_000:
         raise ApiError(400, "InvalidArgument", "minSegments must be between 1 and 10000")
-    if scale_type != ScaleType.FIXED_NUM_SEGMENTS and (scaling.target_rate <= 0 or scaling.scale_factor <= 0):
+    if scale_type != ScaleType.FIXED_NUM_SEGMENTS and (target_rate <= 0 or scale_factor <= 0):
         raise ApiError(400, "InvalidArgument", "a rate-based scaling policy needs targetRate > 0 and scaleFactor > 0")
+    scaling = ScalingPolicy(scale_type, target_rate, scale_factor, min_segments)
     retention = None
     retention_json = body.get("retentionPolicy")
     if retention_json is not None:
@@ -506,10 +498,11 @@ def configuration_of(body: dict[str, Any]) -> StreamConfiguration:
         if retention_json.get("type") not in ("TIME", "SIZE"):
             raise ApiError(400, "InvalidArgument", "retentionPolicy.type must be TIME (milliseconds) or SIZE (bytes)")
         value = _integer(retention_json, "value")
-        maximum = _integer(retention_json, "maxValue", 2**63 - 1)
+        maximum = _integer(retention_json, "maxValue", NO_MAXIMUM)
         if value < 0 or maximum < value:
             raise ApiError(400, "InvalidArgument", "retention needs 0 <= value <= maxValue")
-        retention = RetentionPolicy(RetentionType[retention_json["type"]], value, maximum)
+        retention = RetentionPolicy(RetentionType[retention_json["type"]], value,
+                                    0 if maximum == NO_MAXIMUM else maximum)
     tags = body.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(tag, str) and 0 < len(tag) < 256 for tag in tags) \
             or len(tags) > 127:

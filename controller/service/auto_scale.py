@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from clients import errors as client_errors
+from controller_api.model import ScaleType, ScalingPolicy, StreamConfiguration
 from wire.load_reports import Direction, LoadReport
 
 from .. import metrics
@@ -49,11 +50,9 @@ from ..store.key_value import ABSENT, Write
 from ..store.records import (
     ColdSegmentsRecord,
     EpochRecord,
-    ScaleType,
-    ScalingPolicy,
     SegmentRecord,
     StateRecord,
-    StreamConfiguration,
+    StreamConfigurationRecord,
 )
 from ..store.records.cold import SILENT_EXPIRY
 from .auto_scale_settings import AutoScaleSettings
@@ -195,13 +194,13 @@ class _StreamFacts:
     async def read(cls, stream: StreamStore) -> _StreamFacts | None:
         """None if the stream has no configuration, state or current epoch (gone, or not created yet)."""
         requests: list[tuple[str, type[Any]]] = [
-            (layout.CONFIGURATION, StreamConfiguration), (layout.STATE, StateRecord),
+            (layout.CONFIGURATION, StreamConfigurationRecord), (layout.STATE, StateRecord),
             (layout.CURRENT_EPOCH, EpochRecord), (layout.COLD_SEGMENTS, ColdSegmentsRecord)]
         configuration, state, current, cold = await stream.read_many(requests)
         if configuration is None or state is None or current is None:
             return None
         marks, version = (cast(ColdSegmentsRecord, cold[0]).marks, cold[1]) if cold is not None else ({}, ABSENT)
-        return cls(cast(StreamConfiguration, configuration[0]), cast(StateRecord, state[0]).state,
+        return cls(cast(StreamConfigurationRecord, configuration[0]).configuration, cast(StateRecord, state[0]).state,
                    cast(EpochRecord, current[0]), marks, version)
 
 

@@ -4,8 +4,8 @@ A re-driven workflow decodes the payload and runs again from the top, so the pay
 exactly what the original request carried (spec §6: every step checks what is already done).
 Formats (after the format-version byte, ``controller.store.codec`` primitives)::
 
-    create     creation_time:i64 configuration:blob(StreamConfiguration)
-    update     configuration:blob(StreamConfiguration)
+    create     creation_time:i64 configuration:blob(StreamConfigurationRecord)
+    update     configuration:blob(StreamConfigurationRecord)
     truncate   cut:[segment_id:i64 offset:i64]
     scale      to_seal:[segment_id:i64] ranges:[start:f64 end:f64]
     seal, delete   (empty)
@@ -16,8 +16,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from controller_api.model import StreamConfiguration
+
 from ..store.codec import Decoder, Encoder
-from ..store.records import StreamConfiguration
+from ..store.records import StreamConfigurationRecord
 
 FORMAT_VERSION = 1
 _SEGMENT_ID = struct.Struct(">q")
@@ -25,23 +27,23 @@ _RANGE = struct.Struct(">dd")
 
 
 def encode_create(creation_time: int, configuration: StreamConfiguration) -> bytes:
-    return Encoder(FORMAT_VERSION).i64(creation_time).blob(configuration.encode()).to_bytes()
+    return Encoder(FORMAT_VERSION).i64(creation_time).blob(StreamConfigurationRecord(configuration).encode()).to_bytes()
 
 
 def decode_create(payload: bytes) -> tuple[int, StreamConfiguration]:
     decoder = Decoder(payload, "create payload", FORMAT_VERSION)
-    creation_time, configuration = decoder.i64(), StreamConfiguration.decode(decoder.blob())
+    creation_time, configuration = decoder.i64(), StreamConfigurationRecord.decode(decoder.blob()).configuration
     decoder.finish()
     return creation_time, configuration
 
 
 def encode_update(configuration: StreamConfiguration) -> bytes:
-    return Encoder(FORMAT_VERSION).blob(configuration.encode()).to_bytes()
+    return Encoder(FORMAT_VERSION).blob(StreamConfigurationRecord(configuration).encode()).to_bytes()
 
 
 def decode_update(payload: bytes) -> StreamConfiguration:
     decoder = Decoder(payload, "update payload", FORMAT_VERSION)
-    configuration = StreamConfiguration.decode(decoder.blob())
+    configuration = StreamConfigurationRecord.decode(decoder.blob()).configuration
     decoder.finish()
     return configuration
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+from controller_api.model import ScalingPolicy, StreamConfiguration
 from wire import naming
 
 from ..store import AlreadyExists, NotFound, WriteConflict
 from ..store import readers as store_readers
-from ..store.records import ReaderGroupConfigRecord, ReaderGroupRetentionType, ScalingPolicy, StreamConfiguration
+from ..store.records import ReaderGroupConfigRecord, ReaderGroupRetentionType
 from .context import ControllerContext
 from .errors import (
     ConcurrentWorkflow,

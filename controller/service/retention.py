@@ -67,8 +67,8 @@ class Retention:
 
     async def apply(self, stream: StreamStore, now: int) -> bool:
         """Records a cut if due, then truncates where the policy and the subscribers allow. True if it truncated."""
-        configuration, _ = await stream.get_configuration()
-        policy = configuration.retention
+        stored, _ = await stream.get_configuration()
+        policy = stored.configuration.retention
         if policy is None or (await stream.get_state())[0] != State.ACTIVE:
             return False
         retention_set, _ = await store_retention.get_retention_set(stream)

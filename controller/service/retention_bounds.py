@@ -38,7 +38,9 @@ import enum
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ..store.records import RetentionPolicy, RetentionType, SegmentRecord
+from controller_api.model import RetentionPolicy, RetentionType
+
+from ..store.records import SegmentRecord
 
 Cut = dict[int, int]
 
@@ -156,11 +158,11 @@ def bound_cuts(policy: RetentionPolicy, now: int,
         return None, None
     newest_size = records[-1].size
     keeping = [(retained(policy, now, newest_size, record), record) for record in records]
-    keeping = [(kept, record) for kept, record in keeping if kept >= policy.retention_param]
+    keeping = [(kept, record) for kept, record in keeping if kept >= policy.minimum]
     if not keeping:
         return None, None
     minimum = min(keeping, key=lambda row: row[0])[1]
-    within = [(kept, record) for kept, record in keeping if kept <= policy.retention_max]
+    within = [(kept, record) for kept, record in keeping if kept <= policy.upper_bound]
     maximum = max(within, key=lambda row: row[0])[1] if within else minimum
     return maximum, minimum
 
@@ -196,13 +198,13 @@ def _by_size(policy: RetentionPolicy, records: Sequence[RecordedCut], lower_boun
              maximum: RecordedCut | None, minimum: RecordedCut | None, compare: Compare) -> Cut | None:
     newest_size = records[-1].size if records else lower_bound_size
     kept_at_bound = newest_size - lower_bound_size
-    if kept_at_bound < policy.retention_param:
+    if kept_at_bound < policy.minimum:
         if minimum is None:
             return None
         if compare(minimum.cut, lower_bound) == Comparison.BEFORE:
             return minimum.cut
         return _cut(newest_before(records, lower_bound, compare))
-    if kept_at_bound < policy.retention_max:
+    if kept_at_bound < policy.upper_bound:
         return lower_bound
     if maximum is not None and newest_size - maximum.size < kept_at_bound:
         return maximum.cut
@@ -218,7 +220,7 @@ def _by_time(policy: RetentionPolicy, now: int, records: Sequence[RecordedCut], 
         return minimum.cut
     if order == Comparison.OVERLAPS:
         return _cut(newest_before(records, lower_bound, compare))
-    too_old = [record for record in records if now - record.time >= policy.retention_max]
+    too_old = [record for record in records if now - record.time >= policy.upper_bound]
     if not too_old:
         return lower_bound
     max_bound = too_old[-1]

@@ -26,6 +26,7 @@ import enum
 import logging
 from collections.abc import Sequence
 
+from controller_api.model import StreamConfiguration
 from wire.naming import segment_number_of
 
 from .. import metrics
@@ -37,7 +38,7 @@ from ..store.records import (
     EpochRecord,
     EpochTransitionRecord,
     StateRecord,
-    StreamConfiguration,
+    StreamConfigurationRecord,
     WorkflowIntentRecord,
     WorkflowKind,
 )
@@ -145,10 +146,10 @@ class Scaling:
             await _drop_transition(handle, transition)
             raise
         transition = await self._rebase(handle, transition)
-        configuration, _ = await handle.get_configuration()
+        stored, _ = await handle.get_configuration()
         segments = SegmentCalls(self._context, handle.scope, handle.name)
         faults = self._context.fault_points
-        await segments.create([new.segment_id for new in transition.new_segments], configuration)
+        await segments.create([new.segment_id for new in transition.new_segments], stored.configuration)
         faults.reach("scale.segments_created")
         record = await store_scale.create_new_epoch(handle, transition)
         faults.reach("scale.epoch_written")
@@ -221,10 +222,10 @@ class Scaling:
 
 async def _scale_inputs(handle: StreamStore) -> tuple[EpochRecord, EpochTransitionRecord, StreamConfiguration]:
     """The current epoch, the pending transition and the configuration, in one read. Raises NotFound."""
-    (current, _), (pending, _), (configuration, _) = await handle.read_records(
+    (current, _), (pending, _), (stored, _) = await handle.read_records(
         (layout.CURRENT_EPOCH, EpochRecord), (layout.EPOCH_TRANSITION, EpochTransitionRecord),
-        (layout.CONFIGURATION, StreamConfiguration))
-    return current, pending, configuration
+        (layout.CONFIGURATION, StreamConfigurationRecord))
+    return current, pending, stored.configuration
 
 
 def _plan(current: EpochRecord, to_seal: Sequence[int], ranges: Sequence[tuple[float, float]],

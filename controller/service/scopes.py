@@ -118,7 +118,7 @@ class Scopes:
                     configuration, _ = await self._store.stream(scope, name).get_configuration()
                 except NotFound:  # listed but being created or deleted
                     continue
-                if tag in configuration.tags:
+                if tag in configuration.configuration.tags:
                     tagged.append(name)
             if tagged or not token:
                 return tagged, token

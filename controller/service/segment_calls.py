@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from clients import errors as client_errors
+from controller_api.model import ScaleType, StreamConfiguration
 from wire import naming
 
-from ..store.records import ScaleType, StreamConfiguration
 from .context import ControllerContext
 
 Result = TypeVar("Result")

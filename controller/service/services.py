@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from controller_api.model import StreamConfiguration
+
 from ..store import NotFound
-from ..store.records import StreamConfiguration
 from .auto_scale import AutoScaler
 from .context import ControllerContext
 from .errors import StreamNotFound, StreamNotReady, TableNotFound
@@ -19,6 +20,7 @@ from .segment_queries import SegmentQueries
 from .stream_access import require_state
 from .stream_creation import StreamCreation
 from .stream_deletion import StreamDeletion
+from .stream_descriptions import StreamDescriptions
 from .stream_sealing import StreamSealing
 from .stream_update import StreamUpdate
 from .transactions.sealing import Abort
@@ -42,6 +44,7 @@ class ControllerServices:
         self.deletion = StreamDeletion(context, self.runner)
         self.truncation = Truncation(context, self.runner)
         self.queries = SegmentQueries(context)
+        self.descriptions = StreamDescriptions(context)
         self.reader_groups = ReaderGroups(context, self.creation, self.sealing, self.deletion)
         self.writer_marks = WriterMarks(context)
         self.retention = Retention(context, self.truncation)
@@ -87,10 +90,10 @@ class ControllerServices:
     async def configuration(self, scope: str, stream: str) -> StreamConfiguration:
         """Raises StreamNotFound."""
         try:
-            configuration, _ = await self.context.store.stream(scope, stream).get_configuration()
+            stored, _ = await self.context.store.stream(scope, stream).get_configuration()
         except NotFound:
             raise StreamNotFound(f"stream {scope}/{stream} does not exist") from None
-        return configuration
+        return stored.configuration
 
     async def stream_exists(self, scope: str, stream: str) -> bool:
         try:

@@ -10,11 +10,12 @@ finishes both; internal (``_``-named) streams get none.
 
 from __future__ import annotations
 
+from controller_api.model import ScalingPolicy, StreamConfiguration
 from wire import naming
 from wire.watermark import is_internal_stream, mark_stream
 
 from ..store import NotFound, State, StreamStore
-from ..store.records import ScalingPolicy, StreamConfiguration, WorkflowIntentRecord, WorkflowKind
+from ..store.records import WorkflowIntentRecord, WorkflowKind
 from . import payloads
 from .configuration import checked_configuration
 from .context import ControllerContext
@@ -68,7 +69,7 @@ class StreamCreation:
         self._context.fault_points.reach("create.records_written")
         if not created:  # an earlier attempt's records: finish that stream as it was asked for
             stored, _ = await handle.get_configuration()
-            await self._finish(handle, stored)
+            await self._finish(handle, stored.configuration)
             return False
         await self._finish(handle, configuration)
         return True

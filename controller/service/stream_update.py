@@ -11,12 +11,12 @@ Steps (each idempotent; the intent's payload is the new configuration):
 
 from __future__ import annotations
 
-import dataclasses
+from controller_api.model import ScaleType, StreamConfiguration
 
 from ..store import State, StreamStore
-from ..store.records import ScaleType, StreamConfiguration, WorkflowIntentRecord, WorkflowKind
+from ..store.records import StreamConfigurationRecord, WorkflowIntentRecord, WorkflowKind
 from . import payloads
-from .configuration import checked_configuration, same_settings
+from .configuration import checked_configuration
 from .context import ControllerContext
 from .errors import StreamSealed
 from .scaling import Scaling
@@ -57,10 +57,9 @@ class StreamUpdate:
 
     async def _update(self, handle: StreamStore, configuration: StreamConfiguration) -> None:
         stored, version = await handle.get_configuration()
-        if not (stored.updating and same_settings(stored, configuration)):
-            dropped = tuple(tag for tag in stored.tags if tag not in configuration.tags)
-            await handle.replace_configuration(
-                dataclasses.replace(configuration, updating=True, tags_to_remove=dropped), version)
+        if not (stored.updating and stored.configuration == configuration):
+            dropped = tuple(tag for tag in stored.configuration.tags if tag not in configuration.tags)
+            await handle.replace_configuration(StreamConfigurationRecord(configuration, True, dropped), version)
         self._context.fault_points.reach("update.configuration_written")
         await move_state(self._context, handle, State.UPDATING)
         current, _ = await handle.get_current_epoch()
@@ -71,7 +70,7 @@ class StreamUpdate:
             await self._scaling.rescale_evenly(handle, configuration.scaling.min_num_segments)
         stored, version = await handle.get_configuration()
         if stored.updating:
-            await handle.replace_configuration(dataclasses.replace(stored, updating=False, tags_to_remove=()), version)
+            await handle.replace_configuration(StreamConfigurationRecord(stored.configuration), version)
 
     async def _redrive(self, handle: StreamStore, intent: WorkflowIntentRecord) -> None:
         await self._update(handle, payloads.decode_update(intent.payload))

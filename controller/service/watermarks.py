@@ -106,9 +106,9 @@ class Watermarking:
         if not marks and (scope, stream) not in self._streams:
             return None
         state = await self._state(scope, stream)
-        configuration, _ = await handle.get_configuration()
+        stored, _ = await handle.get_configuration()
         records = {writer: record for writer, (record, _) in marks.items()}
-        timeout_ms = rules.writer_timeout_ms(configuration.timestamp_aggregation_timeout,
+        timeout_ms = rules.writer_timeout_ms(stored.configuration.timestamp_aggregation_timeout_ms,
                                              self._context.settings.watermark_period_seconds)
         decision = rules.decide(records, state.previous_lower, state.not_participating_since, now, timeout_ms)
         for writer in decision.inactive:

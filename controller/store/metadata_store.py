@@ -7,10 +7,11 @@ stream. ``MetadataStore`` holds no state of its own beyond that store and the ch
 
 from __future__ import annotations
 
+from controller_api.model import StreamConfiguration
+
 from . import layout
 from .errors import NotFound
 from .key_value import VersionedKeyValueStore
-from .records import StreamConfiguration
 from .scopes import ScopeStore
 from .stream_store import StreamStore
 

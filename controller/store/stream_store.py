@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar, overload
 
+from controller_api.model import StreamConfiguration
+
 from . import layout
 from .codec import Record
 from .errors import AlreadyExists, IllegalStateTransition, NotFound
@@ -26,7 +28,7 @@ from .records import (
     HistoryTimeSeriesRecord,
     RetentionSet,
     StateRecord,
-    StreamConfiguration,
+    StreamConfigurationRecord,
     SubscriberSet,
 )
 from .states import DELETABLE_STATES, State, state_transition_allowed
@@ -138,7 +140,7 @@ class StreamStore:
         root, leaf = index_epoch(HistoryIndexRoot(()), None, 0, creation_time, self.sizes)
         records: list[tuple[str, Record]] = [
             (layout.CREATION, CreationRecord(creation_time)),
-            (layout.CONFIGURATION, configuration),
+            (layout.CONFIGURATION, StreamConfigurationRecord(configuration)),
             (layout.STATE, StateRecord(State.CREATING)),
             (layout.epoch_key(0), epoch),
             (layout.CURRENT_EPOCH, epoch),
@@ -160,16 +162,16 @@ class StreamStore:
 
     # ------------------------------------------------------------------ configuration
 
-    async def get_configuration(self) -> tuple[StreamConfiguration, int]:
-        return await self.read(layout.CONFIGURATION, StreamConfiguration)
+    async def get_configuration(self) -> tuple[StreamConfigurationRecord, int]:
+        return await self.read(layout.CONFIGURATION, StreamConfigurationRecord)
 
-    async def replace_configuration(self, configuration: StreamConfiguration, expected_version: int) -> int:
+    async def replace_configuration(self, record: StreamConfigurationRecord, expected_version: int) -> int:
         """Compare-and-swap of the configuration. Returns the new version.
 
         Raises:
             WriteConflict: someone else updated it since ``expected_version`` was read.
         """
-        return await self.kv.replace(self.tables.metadata, layout.CONFIGURATION, configuration.encode(),
+        return await self.kv.replace(self.tables.metadata, layout.CONFIGURATION, record.encode(),
                                      expected_version)
 
     # ------------------------------------------------------------------ state

@@ -23,8 +23,8 @@ import pytest
 
 from clients.connection import WireConnection, next_request_id
 from clients.errors import ConnectionFailed
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.cluster import Cluster
 from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once

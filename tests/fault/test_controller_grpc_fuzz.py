@@ -28,7 +28,7 @@ import grpc
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.api_validation import validate
 from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess

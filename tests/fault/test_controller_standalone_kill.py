@@ -8,8 +8,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import check_each_once_in_key_order, run_scenario
 from tests.support.standalone import StandaloneProcess
 

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
 from controller.store import layout

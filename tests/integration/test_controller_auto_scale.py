@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from clients.connection import WireConnection, next_request_id
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.service.context import ServiceSettings
 from controller.store import layout

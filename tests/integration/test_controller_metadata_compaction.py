@@ -18,7 +18,7 @@ from controller.service.context import ServiceSettings
 from controller.service.scaling import ScaleStatus
 from controller.store import layout
 from controller.store.layout import ChunkSizes
-from controller.store.records import ScalingPolicy, StreamConfiguration
+from controller_api.model import ScalingPolicy, StreamConfiguration
 from tests.support.controller_harness import running_cluster
 from wire import naming
 

@@ -18,13 +18,10 @@ from controller.service.errors import InvalidArgument, StreamBusy
 from controller.service.retention_bounds import RecordedCut, bound_cuts
 from controller.service.retries import STREAM_BUSY, retry_while_busy
 from controller.service.stream_cut_rules import cut_error, is_equal_or_after
-from controller.store.records import (
-    RetentionPolicy,
-    RetentionType,
-    ScaleType,
-    ScalingPolicy,
-    StreamConfiguration,
-)
+from controller_api import controller_pb2 as pb
+from controller_api import errors as api_errors
+from controller_api.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from controller_api.protobuf import configuration_from
 from tests.support.stream_history import ALL, cut
 
 
@@ -90,17 +87,20 @@ def test_create_payload_round_trips():
 
 
 def test_configuration_checks():
-    """Tags are deduplicated, UNKNOWN retention means none, and out-of-range settings are refused."""
+    """Tags are deduplicated, UNKNOWN retention means none, and out-of-range settings are refused: by the
+    Controller API's model (which the gRPC request becomes), or by the controller's own limits."""
     settings = ServiceSettings()
-    checked = checked_configuration(StreamConfiguration(tags=("x", "y", "x"),
-                                                        retention=RetentionPolicy(RetentionType.UNKNOWN, 0)),
-                                    settings)
-    assert checked.tags == ("x", "y") and checked.retention is None
-    for bad in (StreamConfiguration(ScalingPolicy(min_num_segments=0)),
+    checked = checked_configuration(StreamConfiguration(tags=("x", "y", "x")), settings)
+    assert checked.tags == ("x", "y")
+    unknown = pb.StreamConfig(retentionPolicy=pb.RetentionPolicy(retentionType=pb.RetentionPolicy.UNKNOWN))
+    assert configuration_from(unknown).retention is None
+    for refused in (lambda: ScalingPolicy(min_num_segments=0), lambda: RetentionPolicy(RetentionType.TIME, -1),
+                    lambda: StreamConfiguration(rollover_size_bytes=-1)):
+        with pytest.raises(api_errors.InvalidArgument):
+            refused()
+    for bad in (StreamConfiguration(ScalingPolicy(min_num_segments=settings.segments_per_epoch_max + 1)),
                 StreamConfiguration(tags=tuple(f"t{n}" for n in range(128))),
-                StreamConfiguration(tags=("x" * 256,)),
-                StreamConfiguration(retention=RetentionPolicy(RetentionType.TIME, -1)),
-                StreamConfiguration(rollover_size_bytes=-1)):
+                StreamConfiguration(tags=("x" * 256,))):
         with pytest.raises(InvalidArgument):
             checked_configuration(bad, settings)
 

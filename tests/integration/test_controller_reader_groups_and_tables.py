@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from tests.support.controller_harness import info, make_stream, running_cluster
 from wire import naming
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.store import retention as store_retention
 from tests.support.controller_harness import append_to_segment, info, running_cluster

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints
 from tests.support.controller_harness import (append_to_segment, fixed_config, info, key_ranges, make_stream,

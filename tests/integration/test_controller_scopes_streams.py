@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from clients.errors import NoSuchSegment
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.service.context import ServiceSettings
 from tests.support.controller_harness import fixed_config, info, make_stream, running_cluster
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from tests.support.controller_harness import info, make_stream, running_cluster, scale_and_wait
 from wire import naming
 

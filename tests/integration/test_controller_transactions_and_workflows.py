@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
+from controller_api import controller_pb2 as pb
 from controller.store import scale as store_scale
 from tests.support.controller_harness import info, make_stream, running_cluster, scale_and_wait
 from wire import naming

@@ -18,8 +18,8 @@ import threading
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tributary.testing import ProcessServer, Server, ServerStartupError, ThreadedServer
 
 pytestmark = pytest.mark.process

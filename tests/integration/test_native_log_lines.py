@@ -11,8 +11,8 @@ import time
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.certs import make_certificates
 from tests.support.standalone import StandaloneProcess
 

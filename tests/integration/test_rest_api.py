@@ -15,8 +15,8 @@ import uuid
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from controller.rest.api import RestApi
 from controller.rest.openapi import OPENAPI
 from tests.support.processes import free_port

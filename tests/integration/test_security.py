@@ -30,8 +30,8 @@ import grpc
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.processes import free_port
 from tests.support.secured import start_secured_standalone
 from wire import auth

@@ -16,22 +16,29 @@ import pytest
 
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
 from controller.grpc_server import start_grpc_server
 from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
 from controller.service.services import ControllerServices
-from controller.grpc_messages import transaction_id_from
 from controller.service.transactions import TransactionService, TransactionSettings
 from controller.store import InMemoryKeyValueStore, MetadataStore, queries
 from controller.store import transactions as stored
 from controller.store.states import TransactionStatus
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
+from controller_api.protobuf import transaction_id_from
 from tests.support.controller_harness import append_to_segment
-from tests.unit.test_transaction_service import (FAST_RETRIES, SCOPE, client_segment_name, create_stream, read_events,
-                                                 scale_stream, segment_exists)
-from wire.naming import stream_segment_name
 from tests.support.segment_store import running_segment_store
+from tests.unit.test_transaction_service import (
+    FAST_RETRIES,
+    SCOPE,
+    client_segment_name,
+    create_stream,
+    read_events,
+    scale_stream,
+    segment_exists,
+)
+from wire.naming import stream_segment_name
 
 SETTINGS = TransactionSettings(timer_interval_ms=20, job_backoff=FAST_RETRIES)
 WAIT_SECONDS = 20
@@ -143,7 +150,7 @@ async def test_real_client_commits_and_aborts_transactions(cluster):
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         output, errors = await asyncio.wait_for(process.communicate(), 120)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         process.kill()
         await process.wait()
         raise

@@ -10,8 +10,8 @@ import time
 import grpc
 import pytest
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
 from tests.support.standalone import INTEROP_TARGETS, interop_server
 from wire import naming

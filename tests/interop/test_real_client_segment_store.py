@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.minimal_controller import start_minimal_controller
 from wire import commands as c
 from tests.support.segment_store import segment_store

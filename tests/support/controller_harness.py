@@ -11,8 +11,8 @@ import uuid
 import grpc
 
 from clients.connection import WireConnection, next_request_id
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from controller.app import ControllerApp
 from controller.service.context import ServiceSettings
 from controller.service.fault_points import FaultPoints

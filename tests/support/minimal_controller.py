@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import grpc
 
-from clients.grpc_api import controller_pb2 as pb
-from clients.grpc_api import controller_pb2_grpc as pb_grpc
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 
 _END_OF_LISTING = "end"
 

@@ -159,7 +159,7 @@ def test_every_rpc_rule_finds_its_resource_in_the_real_request_message(method):
     """Each rule reads fields the method's request message has (noteTimestampFromWriter once did not)."""
     from google.protobuf import message_factory
 
-    from clients.grpc_api import controller_pb2 as pb
+    from controller_api import controller_pb2 as pb
 
     descriptor = pb.DESCRIPTOR.services_by_name["ControllerService"].methods_by_name[method].input_type
     request = message_factory.GetMessageClass(descriptor)()

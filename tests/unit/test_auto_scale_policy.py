@@ -6,14 +6,17 @@ sealed ones. Time is an argument, so nothing sleeps."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.service.auto_scale import Merge, Split, decide, hot_segments, mark, scale_request
 from controller.service.auto_scale_settings import AutoScaleSettings
 from controller.store.key_space import equal_ranges, initial_epoch
-from controller.store.records import ScaleType, ScalingPolicy, SegmentRecord
+from controller.store.records import SegmentRecord
 from controller.store.records.cold import SILENT_EXPIRY
+from controller_api.errors import InvalidArgument
+from controller_api.model import ScaleType, ScalingPolicy
 from wire.load_reports import Direction, LoadReport
 
 TIMINGS = AutoScaleSettings(cold_mark_seconds=10)
@@ -53,13 +56,14 @@ def test_marks_of_sealed_segments_and_expired_marks_are_dropped():
 
 
 def test_up_report_splits_its_segment_into_capped_equal_ranges():
-    """20 pieces asked, scaleFactor 4: 4 equal ranges tiling the segment's own; scaleFactor 0 or 1 still 2;
-    fewer than 2 asked still 2."""
+    """20 pieces asked, scaleFactor 4: 4 equal ranges tiling the segment's own; scaleFactor 1 still 2 (0 is
+    refused by the Controller API's model, and a stored 0 reads back as 1); fewer than 2 asked still 2."""
     first, second = segments(2)
     assert decide([first, second], {1: 20}, {}, NOW, policy(factor=4)) == [
         Split(1, tuple(equal_ranges(0.5, 1.0, 4)))]
     assert len(decide([first], {0: 20}, {}, NOW, policy(factor=1))[0].ranges) == 2
-    assert len(decide([first], {0: 20}, {}, NOW, policy(factor=0))[0].ranges) == 2
+    with pytest.raises(InvalidArgument):
+        policy(factor=0)
     assert len(decide([first], {0: 1}, {}, NOW, policy(factor=9))[0].ranges) == 2
     assert decide([first], {0: 3}, {}, NOW, policy(factor=9)) == [Split(0, tuple(equal_ranges(0.0, 0.5, 3)))]
 
@@ -93,10 +97,12 @@ def test_merges_never_go_below_min_num_segments():
         Merge((0, 1, 2), (0.0, layout[2].key_end)), Merge((3, 4), (layout[3].key_start, layout[4].key_end))]
 
 
-def test_fixed_policy_or_zero_target_never_scales():
+def test_fixed_policy_never_scales_and_zero_target_is_refused():
+    """A zero target rate is refused by the Controller API's model (a stored one reads back as a fixed policy)."""
     cold = dict.fromkeys(range(3), SILENT_EXPIRY)
     assert decide(segments(3), {0: 5}, cold, NOW, ScalingPolicy(ScaleType.FIXED_NUM_SEGMENTS, 10, 4, 1)) == []
-    assert decide(segments(3), {0: 5}, cold, NOW, policy(target=0)) == []
+    with pytest.raises(InvalidArgument):
+        policy(target=0)
 
 
 def test_one_scale_request_for_a_round():
@@ -116,7 +122,7 @@ def test_any_round_seals_disjoint_segments_replaced_exactly(count, data):
     hot = data.draw(st.dictionaries(st.sampled_from(ids), st.integers(0, 50), max_size=count))
     cold = data.draw(st.dictionaries(st.sampled_from(ids), st.sampled_from([NOW, NOW + 1, SILENT_EXPIRY]),
                                      max_size=count))
-    rules = policy(factor=data.draw(st.integers(0, 6)), minimum=data.draw(st.integers(1, count)))
+    rules = policy(factor=data.draw(st.integers(1, 6)), minimum=data.draw(st.integers(1, count)))
     to_seal, ranges = scale_request(decide(layout, hot, cold, NOW, rules))
     assert len(to_seal) == len(set(to_seal))
     sealed = sorted((segment.key_start, segment.key_end) for segment in layout if segment.segment_id in to_seal)

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from controller.endpoints import SegmentLocator
-from clients.grpc_api import controller_pb2_grpc
+from controller_api import controller_pb2_grpc
 from controller.grpc_server import GrpcStartupError, start_grpc_server
 from wire import naming
 

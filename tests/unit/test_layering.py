@@ -17,11 +17,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAY_IMPORT: dict[str, set[str]] = {
     "wire": set(),
     "coordination": {"wire"},
+    "controller_api": {"wire"},
     "server": {"wire", "coordination"},
-    "clients": {"wire", "coordination"},
-    "controller": {"wire", "coordination", "clients"},
-    "spark_io": {"wire", "coordination", "clients"},
-    "tributary": {"wire", "coordination", "server", "clients", "controller", "spark_io"},
+    "clients": {"wire", "coordination", "controller_api"},
+    "controller": {"wire", "coordination", "controller_api", "clients"},
+    "spark_io": {"wire", "coordination", "controller_api", "clients"},
+    "tributary": {"wire", "coordination", "controller_api", "server", "clients", "controller", "spark_io"},
 }
 FORBIDDEN = {package: set(MAY_IMPORT) - allowed - {package} for package, allowed in MAY_IMPORT.items()}
 

@@ -17,7 +17,8 @@ from controller.service.retention_bounds import (
     truncation_cut,
 )
 from controller.service.stream_cut_rules import cut_error
-from controller.store.records import RetentionPolicy, RetentionType, SegmentRecord
+from controller.store.records import SegmentRecord
+from controller_api.model import RetentionPolicy, RetentionType
 from tests.support.stream_history import ALL, B, cut
 
 compare = functools.partial(compare_cuts, segments=ALL)
@@ -132,11 +133,11 @@ def test_size_choice_honours_min_max_and_subscribers(sizes, bound, minimum, extr
     if chosen is None:
         return
     kept = newest - chosen[0]
-    assert kept >= policy.retention_param
-    if newest - bound < policy.retention_max:
+    assert kept >= policy.minimum
+    if newest - bound < policy.upper_bound:
         assert chosen[0] <= bound
-    elif any(policy.retention_param <= newest - size <= policy.retention_max for size in sizes):
-        assert kept <= policy.retention_max
+    elif any(policy.minimum <= newest - size <= policy.upper_bound for size in sizes):
+        assert kept <= policy.upper_bound
 
 
 # ---------------------------------------------------------------------- TIME: min 1 s, max 3 s

@@ -20,8 +20,6 @@ from clients.connection import WireConnection, next_request_id
 from clients.errors import NoSuchSegment
 from clients.segment_store_client import SegmentStoreClient
 from controller.endpoints import SegmentLocator
-from clients.grpc_api import controller_pb2 as pb
-from controller.grpc_messages import transaction_id_from, transaction_id_to
 from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
 from controller.service.errors import LeaseOutOfRange, StreamNotFound, StreamNotWritable
@@ -32,13 +30,15 @@ from controller.service.transactions.segments import transaction_segment
 from controller.store import InMemoryKeyValueStore, MetadataStore, State, StreamStore, queries, scale
 from controller.store import transactions as stored
 from controller.store.readers import get_writer_mark
-from controller.store.records import ScalingPolicy, StreamConfiguration
+from controller_api.model import ScalingPolicy, StreamConfiguration
 from controller.store.states import TransactionStatus
+from controller_api import controller_pb2 as pb
+from controller_api.protobuf import transaction_id_from, transaction_id_to
 from tests.support.controller_harness import append_to_segment
+from tests.support.segment_store import running_segment_store
 from wire import commands as wc
 from wire.envelope import split_events
 from wire.naming import segment_id, stream_segment_name, transaction_segment_name, uuid_hex
-from tests.support.segment_store import running_segment_store
 
 SCOPE = "scope"
 LEASE_MS = 30_000

@@ -17,7 +17,7 @@ WIRE_DIR = pathlib.Path(wire.__file__).parent
 FORBIDDEN_MODULES = {
     "asyncio", "uvloop", "trio", "selectors", "socket", "ssl", "time", "threading", "concurrent", "subprocess",
     "multiprocessing", "os", "aiofiles", "kazoo", "grpc", "aiohttp", "aiobotocore", "botocore",
-    "coordination", "server", "controller", "clients", "spark_io", "tributary",
+    "coordination", "controller_api", "server", "controller", "clients", "spark_io", "tributary",
 }
 
 

@@ -73,19 +73,6 @@ def compose_transaction_id(epoch: int, counter: int) -> uuid.UUID:
     return uuid.UUID(int=(most_significant << 64) | (counter & COUNTER_LOW_MASK))
 
 
-def _signed_64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def to_signed_halves(transaction_id: uuid.UUID) -> tuple[int, int]:
-    """The wire form (``TxnId{highBits, lowBits}``): most and least significant 64 bits as signed int64s."""
-    return _signed_64(transaction_id.int >> 64), _signed_64(transaction_id.int & _UINT64_MASK)
-
-
-def from_signed_halves(high_bits: int, low_bits: int) -> uuid.UUID:
-    return uuid.UUID(int=((high_bits & _UINT64_MASK) << 64) | (low_bits & _UINT64_MASK))
-
-
 class TransactionIdAllocator:
     """Hands out counter values from blocks reserved in the store; one per controller process."""
 

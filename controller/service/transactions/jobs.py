@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from controller_api.model import StreamConfiguration
 from wire.naming import segment_id
 
 from ... import metrics
@@ -46,7 +47,6 @@ from ...store.records import (
     EMPTY_COMMITTING_TRANSACTIONS,
     CommittingTransactionsRecord,
     EpochRecord,
-    StreamConfiguration,
     TransactionRecord,
     WriterMarkRecord,
 )
@@ -173,8 +173,9 @@ async def _roll(context: ControllerContext, stream: StreamStore, record: Committ
                                        record.transaction_ids)
     sealed_sizes = await segments.seal(transaction_duplicates)
     context.fault_points.reach(STEP_ROLLING_EPOCHS)
-    configuration, _ = await stream.get_configuration()
-    await segments.create([segment_id(segment.number, second) for segment in active.segments], configuration)
+    stored, _ = await stream.get_configuration()
+    await segments.create([segment_id(segment.number, second) for segment in active.segments],
+                          stored.configuration)
     await scale.create_rolling_epochs(stream, record.epoch, record.active_epoch, now)
     context.fault_points.reach(STEP_ROLLING_SEAL)
     sealed_sizes.update(await segments.seal(active.segment_ids))

@@ -29,13 +29,9 @@ from .readers import (
 from .streams import (
     CreationRecord,
     DeletedStreamRecord,
-    RetentionPolicy,
-    RetentionType,
-    ScaleType,
-    ScalingPolicy,
     ScopeRecord,
     StateRecord,
-    StreamConfiguration,
+    StreamConfigurationRecord,
 )
 from .transactions import EMPTY_COMMITTING_TRANSACTIONS, CommittingTransactionsRecord, TransactionRecord
 from .workflows import PendingWorkflowRecord, WorkflowIntentRecord, WorkflowKind
@@ -47,8 +43,7 @@ __all__ = [
     "HistoryIndexRoot", "HistoryTimeSeriesRecord", "NewSegment", "SealedEpochRecord", "SealedSizesShard",
     "SegmentRecord",
     "ReaderGroupConfigRecord", "ReaderGroupRetentionType", "SubscriberRecord", "SubscriberSet", "WriterMarkRecord",
-    "CreationRecord", "DeletedStreamRecord", "RetentionPolicy", "RetentionType", "ScaleType",
-    "ScalingPolicy", "ScopeRecord", "StateRecord", "StreamConfiguration",
+    "CreationRecord", "DeletedStreamRecord", "ScopeRecord", "StateRecord", "StreamConfigurationRecord",
     "EMPTY_COMMITTING_TRANSACTIONS", "CommittingTransactionsRecord", "TransactionRecord",
     "PendingWorkflowRecord", "WorkflowIntentRecord", "WorkflowKind",
 ]

@@ -13,7 +13,8 @@ import pytest
 from controller.store import (ChunkSizes, IllegalStateTransition, MetadataStore, NotEmpty, NotFound, ScaleConflict,
                               ScaleInputInvalid, State, WriteConflict, layout, queries, retention, scale)
 from controller.store.key_space import tiling_error
-from controller.store.records import EpochRecord, ScalingPolicy, StreamConfiguration, TruncationRecord
+from controller.store.records import EpochRecord, StreamConfigurationRecord, TruncationRecord
+from controller_api.model import ScalingPolicy, StreamConfiguration
 
 SIZES = ChunkSizes(history_chunk_epochs=3, index_leaf_epochs=2, sealed_sizes_shard_epochs=2)
 CONFIGURATION = StreamConfiguration(ScalingPolicy(min_num_segments=2), tags=("a", "b"))
@@ -88,7 +89,7 @@ class StreamConformance:
         assert (await metadata.create_stream("scope", "stream", CONFIGURATION, 1000))[1] is True
         assert (await metadata.create_stream("scope", "stream", CONFIGURATION, 2000))[1] is False
         assert (await stream.get_state())[0] == State.CREATING
-        assert (await stream.get_configuration())[0] == CONFIGURATION
+        assert (await stream.get_configuration())[0] == StreamConfigurationRecord(CONFIGURATION)
         assert await stream.creation_time() == 1000
         epoch = await queries.current_segments(stream)
         assert epoch == await queries.epoch_segments(stream, 0)
@@ -136,8 +137,8 @@ class StreamConformance:
         """An update from a stale version is refused; the current one wins."""
         stream = await active_stream(metadata)
         configuration, version = await stream.get_configuration()
-        updated = StreamConfiguration(ScalingPolicy(min_num_segments=3), tags=("c",), updating=True,
-                                      tags_to_remove=("a", "b"))
+        updated = StreamConfigurationRecord(StreamConfiguration(ScalingPolicy(min_num_segments=3), tags=("c",)),
+                                            updating=True, tags_to_remove=("a", "b"))
         await stream.replace_configuration(updated, version)
         with pytest.raises(WriteConflict):
             await stream.replace_configuration(configuration, version)

@@ -6,6 +6,7 @@ import uuid
 
 from controller.store import State, TransactionStatus
 from controller.store import records as r
+from controller_api.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 
 SEGMENT = r.SegmentRecord((3 << 32) | 7, 1234, 0.25, 0.5)
 EPOCH = r.EpochRecord(4, 3, 5000, (r.SegmentRecord(9, 10, 0.0, 0.25), SEGMENT, r.SegmentRecord(5, 11, 0.5, 1.0)))
@@ -16,9 +17,9 @@ SAMPLES = {
     "creation": r.CreationRecord(1_700_000_000_000),
     "deleted": r.DeletedStreamRecord(77),
     "state": r.StateRecord(State.COMMITTING_TXN),
-    "configuration": r.StreamConfiguration(
-        r.ScalingPolicy(r.ScaleType.BY_RATE_IN_EVENTS_PER_SEC, 100, 3, 4),
-        r.RetentionPolicy(r.RetentionType.SIZE, 1 << 30, 1 << 40), ("tag-é", "t2"), 5000, 1 << 20, True, ("old",)),
+    "configuration": r.StreamConfigurationRecord(StreamConfiguration(
+        ScalingPolicy(ScaleType.BY_RATE_IN_EVENTS_PER_SEC, 100, 3, 4),
+        RetentionPolicy(RetentionType.SIZE, 1 << 30, 1 << 40), ("tag-é", "t2"), 1 << 20, 5000), True, ("old",)),
     "epoch": EPOCH,
     "history_chunk": r.HistoryChunk(2, (r.HistoryTimeSeriesRecord(2000, 2000, 99, (1, 2), (SEGMENT,)),
                                         r.HistoryTimeSeriesRecord(2001, 1999, 100, (), ()))),

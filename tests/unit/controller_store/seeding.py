@@ -16,8 +16,8 @@ from __future__ import annotations
 from controller.store import ChunkSizes, MetadataStore, State, StreamStore, Write, layout
 from controller.store.history import append_to_chunk, index_epoch
 from controller.store.key_space import next_epoch, plan_epoch_transition
-from controller.store.records import (EpochRecord, HistoryChunk, HistoryIndexLeaf, HistoryIndexRoot, ScalingPolicy,
-                                      SealedEpochRecord, StreamConfiguration)
+from controller.store.records import EpochRecord, HistoryChunk, HistoryIndexLeaf, HistoryIndexRoot, SealedEpochRecord
+from controller_api.model import ScalingPolicy, StreamConfiguration
 from controller.store.scale import sealed_size_writes
 
 EPOCH_INTERVAL = 1000  # ms between seeded epochs

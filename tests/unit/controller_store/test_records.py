@@ -11,6 +11,15 @@ from hypothesis import strategies as st
 
 from controller.store import CorruptRecord, RecordTooLarge, State, TransactionStatus
 from controller.store import records as r
+from controller.store.codec import Encoder
+from controller_api.model import (
+    NO_MAXIMUM,
+    RetentionPolicy,
+    RetentionType,
+    ScaleType,
+    ScalingPolicy,
+    StreamConfiguration,
+)
 
 from .record_samples import SAMPLES
 
@@ -25,17 +34,31 @@ segment_tuples = st.lists(segments, max_size=5).map(tuple)
 ids = st.lists(int64, max_size=5).map(tuple)
 history_records = st.builds(r.HistoryTimeSeriesRecord, int32, int32, int64, ids, segment_tuples)
 times = st.lists(int64, max_size=8).map(tuple)
+non_negative64 = st.integers(0, 2**63 - 1)
+positive32 = st.integers(1, 2**31 - 1)
+rates = st.sampled_from([ScaleType.BY_RATE_IN_KBYTES_PER_SEC, ScaleType.BY_RATE_IN_EVENTS_PER_SEC])
+scaling_policies = st.one_of(  # every policy the Controller API's model accepts
+    st.builds(ScalingPolicy, st.just(ScaleType.FIXED_NUM_SEGMENTS), int32, int32, positive32),
+    st.builds(ScalingPolicy, rates, positive32, positive32, positive32))
+
+
+@st.composite
+def retention_policies(draw):
+    minimum = draw(st.integers(0, NO_MAXIMUM - 1))
+    maximum = draw(st.just(0) | st.integers(minimum, NO_MAXIMUM - 1))  # 0: no maximum, stored as NO_MAXIMUM
+    return RetentionPolicy(draw(st.sampled_from(RetentionType)), minimum, maximum)
+
 
 STRATEGIES = {
     r.ScopeRecord: st.builds(r.ScopeRecord, st.booleans()),
     r.CreationRecord: st.builds(r.CreationRecord, int64),
     r.DeletedStreamRecord: st.builds(r.DeletedStreamRecord, int32),
     r.StateRecord: st.builds(r.StateRecord, st.sampled_from(State)),
-    r.StreamConfiguration: st.builds(
-        r.StreamConfiguration,
-        st.builds(r.ScalingPolicy, st.sampled_from(r.ScaleType), int32, int32, int32),
-        st.none() | st.builds(r.RetentionPolicy, st.sampled_from(r.RetentionType), int64, int64),
-        st.lists(names, max_size=4).map(tuple), int64, int64, st.booleans(), st.lists(names, max_size=3).map(tuple)),
+    r.StreamConfigurationRecord: st.builds(
+        r.StreamConfigurationRecord,
+        st.builds(StreamConfiguration, scaling_policies, st.none() | retention_policies(),
+                  st.lists(names, max_size=4).map(tuple), non_negative64, non_negative64),
+        st.booleans(), st.lists(names, max_size=3).map(tuple)),
     r.EpochRecord: st.builds(r.EpochRecord, int32, int32, int64, segment_tuples),
     r.HistoryChunk: st.builds(r.HistoryChunk, int32, st.lists(history_records, max_size=4).map(tuple)),
     r.HistoryIndexRoot: st.builds(r.HistoryIndexRoot, times),
@@ -135,3 +158,24 @@ def test_over_long_strings_are_refused_when_encoding():
     """A string field over the u16 length limit raises RecordTooLarge instead of writing a bad length."""
     with pytest.raises(RecordTooLarge):
         r.SubscriberSet(("x" * 70_000,)).encode()
+
+
+def _stored_configuration(scale_type: int, target_rate: int, scale_factor: int, has_retention: bool,
+                          retention: tuple[int, int, int]) -> bytes:
+    """A configuration record as the controller wrote it before it used the Controller API's model."""
+    encoder = (Encoder(1).u8(scale_type).i32(target_rate).i32(scale_factor).i32(2).boolean(has_retention)
+               .u8(retention[0]).i64(retention[1]).i64(retention[2]).i64(0).i64(0))
+    return encoder.sequence((), Encoder.text).boolean(False).sequence((), Encoder.text).to_bytes()
+
+
+def test_stream_configurations_the_model_refuses_still_read_back_as_they_behaved():
+    """Older controllers stored auto-scaling policies without a target rate (they never scaled: read as
+    fixed) or with scale factor 0 (split in two: read as 1), and retention type UNKNOWN as no policy."""
+    decode = r.StreamConfigurationRecord.decode
+    no_rate = decode(_stored_configuration(2, 0, 3, False, (0, 0, 0))).configuration.scaling
+    assert no_rate == ScalingPolicy(ScaleType.FIXED_NUM_SEGMENTS, 0, 3, 2)
+    no_factor = decode(_stored_configuration(1, 10, 0, False, (0, 0, 0))).configuration.scaling
+    assert no_factor == ScalingPolicy(ScaleType.BY_RATE_IN_KBYTES_PER_SEC, 10, 1, 2)
+    assert decode(_stored_configuration(0, 0, 0, True, (0, 5, 9))).configuration.retention is None
+    unbounded = decode(_stored_configuration(0, 0, 0, True, (1, 5, NO_MAXIMUM))).configuration.retention
+    assert unbounded == RetentionPolicy(RetentionType.TIME, 5) and unbounded.upper_bound == NO_MAXIMUM

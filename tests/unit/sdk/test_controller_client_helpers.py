@@ -1,5 +1,5 @@
-"""Pure helpers of clients/controller_client.py: controller URI parsing and the proto
-conversions of transaction ids and stream configurations."""
+"""Pure helpers of clients/controller_client.py (controller URI parsing) and the proto conversions of
+transaction ids and stream configurations it uses (controller_api/protobuf.py)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clients.controller_client import (
-    config_from,
-    config_to,
-    parse_controller_uri,
-    txn_id_from,
-    txn_id_to,
-    uses_tls,
-)
+from clients.controller_client import parse_controller_uri, uses_tls
 from clients.errors import InvalidArgument
-from clients.grpc_api import controller_pb2 as pb
 from clients.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from controller_api import controller_pb2 as pb
+from controller_api.protobuf import configuration_from, configuration_to, transaction_id_from, transaction_id_to
 
 INT32 = st.integers(-2**31, 2**31 - 1)
 INT64_NON_NEGATIVE = st.integers(0, 2**63 - 1)
@@ -112,19 +106,19 @@ def test_any_unicode_uri_parses_or_is_invalid_argument(uri):
 ])
 def test_txn_id_halves_are_signed_longs(value, high, low):
     """TxnId carries the UUID's most/least significant 64 bits as Java's signed longs."""
-    message = txn_id_to(uuid.UUID(int=value))
+    message = transaction_id_to(uuid.UUID(int=value))
     assert (message.highBits, message.lowBits) == (high, low)
-    assert txn_id_from(message) == uuid.UUID(int=value)
+    assert transaction_id_from(message) == uuid.UUID(int=value)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.uuids() | st.integers(0, 2**128 - 1).map(lambda value: uuid.UUID(int=value)))
 def test_txn_id_round_trips(transaction_id):
-    """Any 128-bit UUID survives txn_id_to -> serialized proto -> txn_id_from."""
-    message = txn_id_to(transaction_id)
+    """Any 128-bit UUID survives transaction_id_to -> serialized proto -> transaction_id_from."""
+    message = transaction_id_to(transaction_id)
     assert -2**63 <= message.highBits < 2**63 and -2**63 <= message.lowBits < 2**63
     parsed = pb.TxnId.FromString(message.SerializeToString())
-    assert txn_id_from(parsed) == transaction_id
+    assert transaction_id_from(parsed) == transaction_id
 
 
 # ---------------------------------------------------------------------- stream configurations
@@ -152,10 +146,10 @@ configurations = st.builds(StreamConfiguration, scalings, st.none() | retentions
 
 
 def test_config_to_fields():
-    """config_to writes every field of the proto from the configuration."""
+    """configuration_to writes every field of the proto from the configuration."""
     config = StreamConfiguration(ScalingPolicy.by_event_rate(100, 2, 3), RetentionPolicy.by_size(10, 20),
                                  ("a", "b"), 1024, 500)
-    message = config_to("sc", "st", config)
+    message = configuration_to("sc", "st", config)
     assert (message.streamInfo.scope, message.streamInfo.stream) == ("sc", "st")
     policy = message.scalingPolicy
     assert (policy.scaleType, policy.targetRate, policy.scaleFactor, policy.minNumSegments) == (
@@ -165,19 +159,19 @@ def test_config_to_fields():
         pb.RetentionPolicy.SIZE, 10, 20)
     assert list(message.tags.tag) == ["a", "b"]
     assert (message.rolloverSizeBytes, message.timestampAggregationTimeout) == (1024, 500)
-    assert not config_to("sc", "st", StreamConfiguration()).HasField("retentionPolicy")
+    assert not configuration_to("sc", "st", StreamConfiguration()).HasField("retentionPolicy")
 
 
 def test_config_from_defaults():
     """An empty StreamConfig reads as one fixed segment, no retention, no tags."""
-    assert config_from(pb.StreamConfig()) == StreamConfiguration()
+    assert configuration_from(pb.StreamConfig()) == StreamConfiguration()
 
 
 @settings(max_examples=200, deadline=None)
 @given(configurations, st.sampled_from(["sc", "my-scope"]), st.sampled_from(["st", "s.1"]))
 def test_config_round_trips(config, scope, stream):
-    """Any valid StreamConfiguration survives config_to -> serialized proto -> config_from."""
-    message = config_to(scope, stream, config)
+    """Any valid StreamConfiguration survives configuration_to -> serialized proto -> configuration_from."""
+    message = configuration_to(scope, stream, config)
     parsed = pb.StreamConfig.FromString(message.SerializeToString())
     assert (parsed.streamInfo.scope, parsed.streamInfo.stream) == (scope, stream)
-    assert config_from(parsed) == config
+    assert configuration_from(parsed) == config

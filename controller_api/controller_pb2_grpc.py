@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from clients.grpc_api import controller_pb2 as controller__pb2
+from controller_api import controller_pb2 as controller__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
