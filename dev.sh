@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Tributary developer entry point; the README's two newcomer commands are:
+# Tributary developer entry point; the README's newcomer commands are:
 #   ./dev.sh standalone   set everything up, then start the standalone server
-#   ./dev.sh test         set everything up, then run the whole test suite (pytest)
+#   ./dev.sh test         set everything up, then run the whole test suite (pytest, in parallel)
+#   ./dev.sh test fast    set up Python only, then run the fast tier (tests that start no other process)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV=.venv
+# pytest-xdist workers: more than the cores, since many tests wait on sockets, child processes and timers.
+WORKERS="${TRIBUTARY_TEST_WORKERS:-4}"
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -92,17 +95,21 @@ case "$command" in
         ;;
     test)
         setup
+        if [ "${1:-}" = fast ]; then
+            shift
+            exec "$VENV/bin/python" -m pytest -m fast -n "$WORKERS" "$@"
+        fi
         ensure_java
         ensure_zookeeper
         ensure_chromium
         ensure_docs_tools
-        exec "$VENV/bin/python" -m pytest "$@"
+        exec "$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup "$@"
         ;;
     setup)
         setup
         ;;
     *)
-        echo "usage: ./dev.sh {standalone|test|setup} [args...]" >&2
+        echo "usage: ./dev.sh {standalone|test [fast]|setup} [args...]" >&2
         exit 2
         ;;
 esac

@@ -14,6 +14,10 @@ The cost markers (pyproject.toml lists them) say what a test starts or waits for
 the marks are not left to memory: ``zk``, ``s3`` and ``spark`` follow from the fixtures a test uses, and a
 test that starts a child process without a cost marker that allows one fails with a message naming the
 marker (``ProcessGuard``), whichever helper started it.
+
+The suite runs in parallel (pytest-xdist, ``--dist loadgroup``: ``./dev.sh test``); every test takes free
+ports and its own temporary directory, and what must share one process is a group: the Spark tests share
+one Spark session (``xdist_group("spark")``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def mark_costs(items: Iterable[pytest.Item]) -> None:
                 item.add_marker(cost)
         if "tests/spark/" in item.nodeid:
             item.add_marker("spark")
+        if item.get_closest_marker("spark") is not None:  # one worker runs them all: one Spark JVM, not one each
+            item.add_marker(pytest.mark.xdist_group("spark"))
         if not costs_of(item):
             item.add_marker("fast")
 
