@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -123,16 +124,32 @@ def test_ctrl_c_stops_early_and_still_reports(standalone, tmp_path):
     writes its results (marked interrupted), and exits 130. Not on a terminal, progress came as plain lines
     every 5 s meanwhile."""
     output = tmp_path / "results.json"
+    stderr_file = (tmp_path / "stderr").open("w")
     process = subprocess.Popen([sys.executable, "-m", "tributary", "loadgen", "--controller",
                                 standalone.controller_uri, "--stream", "interrupted", "--duration", "60",
                                 "--rate", "1000", "--output", str(output)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=stderr_file, text=True)
+    lines: list[str] = []
+    progressed = threading.Event()
+
+    def read_stdout() -> None:  # the first progress line is the moment to interrupt (at ~5 s, later under load)
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("[write]"):
+                progressed.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
     try:
-        time.sleep(6)
+        assert progressed.wait(30), "no progress line within 30 s"
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
+        process.wait(30)
+        reader.join(10)
     finally:
         process.kill()
+        stderr_file.close()
+    stdout, stderr = "".join(lines), (tmp_path / "stderr").read_text()
     assert process.returncode == 130, stderr
     results = json.loads(output.read_text())
     assert results["interrupted"] is True

@@ -310,7 +310,9 @@ async def test_writer_survives_dropped_connections_without_losing_or_duplicating
             if at_drop:
                 await asyncio.sleep(0)  # the coalesced piece is sent (and lost, or its acknowledgement is)
                 assert writer._inflight
-                writer._connection.abort()
+                connection = writer._connection
+                if connection is not None:  # None: the reader's abort of the connection they share came first
+                    connection.abort()
                 drops += 1
                 next_drop = position + MIB // 3
         await writer.flush()
