@@ -8,9 +8,9 @@ Layers, dependencies pointing down:
     key_space, history, stream_cuts               pure algorithms over records
     records, codec                                typed records and their versioned binary formats
     VersionedKeyValueStore                        the one storage interface:
-        InMemoryKeyValueStore                       - in memory (unit tests)
         TableSegmentKeyValueStore                   - segment-store table segments (production)
         CountingKeyValueStore                       - call-counting proxy (scalability checks)
+        (the in-memory one for tests: tests/support/doubles/key_value_store.py)
 
 Time is always an argument: nothing here reads a clock.
 """
@@ -32,7 +32,6 @@ from .errors import (
 )
 from .key_value import ABSENT, ANY, Page, Versioned, VersionedKeyValueStore, Write
 from .layout import ChunkSizes, StreamTables
-from .memory import InMemoryKeyValueStore
 from .metadata_store import MetadataStore
 from .scopes import ScopeStore
 from .states import State, TransactionStatus
@@ -41,7 +40,7 @@ from .table_segment import TableSegmentKeyValueStore
 
 __all__ = [
     "queries", "readers", "records", "retention", "scale", "transactions", "workflows",
-    "CountingKeyValueStore", "InMemoryKeyValueStore", "TableSegmentKeyValueStore", "VersionedKeyValueStore",
+    "CountingKeyValueStore", "TableSegmentKeyValueStore", "VersionedKeyValueStore",
     "ABSENT", "ANY", "Page", "Versioned", "Write",
     "AlreadyExists", "CorruptRecord", "DataVersionMismatch", "IllegalStateTransition", "NotEmpty", "NotFound",
     "RecordTooLarge", "ScaleConflict", "ScaleInputInvalid", "StoreError", "WriteConflict",

@@ -1,9 +1,8 @@
-"""Tier-1: the durable data log (design §2) — interface, local fsync'd and in-memory implementations, fault
-injection."""
+"""Tier-1: the durable data log (design §2) — interface, local fsync'd and in-memory implementations (fault
+injection for tests is in tests/support/faults/tier1.py)."""
 
 from .api import DEFAULT_MAX_APPEND_SIZE, AppendData, DurableDataLog, LogAddress
 from .errors import LogBusy, LogClosed, LogCorrupted, LogError, LogFenced, LogWriteFailed, RecordTooLarge
-from .faulty import FaultyDurableDataLog, FaultyFileOperations, SimulatedCrash
 from .file_operations import FileOperations
 from .local import LocalDurableDataLog
 from .memory import MEMORY_LOGS, InMemoryDurableDataLog, MemoryLogs
@@ -12,8 +11,6 @@ __all__ = [
     "DEFAULT_MAX_APPEND_SIZE",
     "AppendData",
     "DurableDataLog",
-    "FaultyDurableDataLog",
-    "FaultyFileOperations",
     "FileOperations",
     "InMemoryDurableDataLog",
     "LocalDurableDataLog",
@@ -27,5 +24,4 @@ __all__ = [
     "MEMORY_LOGS",
     "MemoryLogs",
     "RecordTooLarge",
-    "SimulatedCrash",
 ]

@@ -1,9 +1,9 @@
 """The narrow seam between the local log and the operating system (habit 8).
 
 Every byte the local log reads or writes, every sync and every metadata replacement goes
-through one ``FileOperations`` object passed to its constructor. ``faulty.FaultyFileOperations``
-wraps it to inject the faults we promise to survive (failed fsync, torn write, crash point,
-latency). All methods are blocking and run on the log's own threads, never on the event loop.
+through one ``FileOperations`` object passed to its constructor. The tests' ``FaultyFileOperations``
+(tests/support/faults/tier1.py) wraps it to inject the faults we promise to survive (failed fsync,
+torn write, crash point, latency). All methods are blocking and run on the log's own threads, never on the event loop.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ class LocalDurableDataLog(DurableDataLog):
         self.file_size = file_size
         self.batch_bytes_max = batch_bytes_max
         self.spare_files_max = spare_files_max
-        # Replaceable until open(): the fault-injection seam (faulty.py wraps it).
+        # Replaceable until open(): the fault-injection seam (tests/support/faults/tier1.py wraps it).
         self.file_operations = file_operations or FileOperations()
         self._lock = DirectoryLock(self.directory)
         self._state = LogState.NEW

@@ -4,8 +4,8 @@ The store is a versioned key -> value map with atomic, conditional multi-key
 writes. In the segment store it is the container's storage metadata table
 segment (``server/containers/storage_metadata.py``): every commit is one table
 update logged in Tier-1, so SLTS metadata is fenced exactly as Tier-1 is, and a
-zombie owner can never commit. ``InMemoryMetadataStore`` is the same contract
-in a dict, for SLTS unit tests.
+zombie owner can never commit. The SLTS unit tests use an in-memory one
+(``tests/support/doubles/slts_metadata.py``).
 
 Versions are opaque integers chosen by the store. A write names, for each key,
 the version it expects: ``NOT_EXISTS`` (the key must be absent), a version read
@@ -64,48 +64,3 @@ class MetadataStore(abc.ABC):
     async def keys(self) -> list[str]:
         """Every key present (for tools, sweeps and tests; may be slow)."""
 
-
-class InMemoryMetadataStore(MetadataStore):
-    """The contract in a dict, with knobs for tests: ``fenced = True`` makes every later write raise
-    StorageFenced; ``fail_writes = n`` makes the next n writes raise MetadataStoreUnavailable (writing
-    nothing); ``gets`` counts the calls of ``get``."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, Versioned] = {}
-        self._next_version = 0
-        self.fenced = False
-        self.fail_writes = 0
-        self.gets = 0
-
-    async def get(self, key: str) -> Versioned | None:
-        self.gets += 1
-        return self._entries.get(key)
-
-    async def write(self, writes: Iterable[Write]) -> dict[str, int]:
-        writes = list(writes)
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise MetadataStoreUnavailable("injected: the metadata store is unavailable")
-        if self.fenced:
-            raise StorageFenced("this metadata store was fenced by a newer owner")
-        for key, _, expected in writes:
-            current = self._entries.get(key)
-            if expected is None:
-                continue
-            if expected == NOT_EXISTS:
-                if current is not None:
-                    raise VersionMismatch(f"{key} exists")
-            elif current is None or current.version != expected:
-                raise VersionMismatch(f"{key} is at {current and current.version}, expected {expected}")
-        versions = {}
-        for key, value, _ in writes:
-            if value is None:
-                self._entries.pop(key, None)
-            else:
-                self._next_version += 1
-                self._entries[key] = Versioned(bytes(value), self._next_version)
-                versions[key] = self._next_version
-        return versions
-
-    async def keys(self) -> list[str]:
-        return sorted(self._entries)

@@ -18,7 +18,8 @@ from server import errors
 from server.config import SegmentStoreConfig
 from server.containers.container import ContainerStatus, SegmentContainer
 from server.service import SegmentStoreService
-from server.tier1 import DurableDataLog, FaultyDurableDataLog, FaultyFileOperations, LocalDurableDataLog
+from server.tier1 import DurableDataLog, LocalDurableDataLog
+from tests.support.faults.tier1 import FaultyDurableDataLog, FaultyFileOperations
 from tests.support.replicated import replicated_tier1
 from wire import commands as c
 from wire.envelope import envelope, envelope_all, split_events

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from server.tier1 import FaultyDurableDataLog, LogAddress, LogClosed, LogWriteFailed
+from server.tier1 import LogAddress, LogClosed, LogWriteFailed
+from tests.support.faults.tier1 import FaultyDurableDataLog
 from tests.unit.tier1.helpers import TEST_FILE_SIZE, assert_prefix, recover, small_local_log
 
 from ._log_writer_child import make_payload, number_of

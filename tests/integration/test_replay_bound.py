@@ -14,10 +14,10 @@ import asyncio
 import pytest
 
 from server.containers import ReplayBound
-from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.integration.test_tier2_segment_store import create, flush
 from tests.support.bulk import MiB, append_pattern, verify_pattern
+from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import running_segment_store
 
 pytestmark = pytest.mark.timeout(120)

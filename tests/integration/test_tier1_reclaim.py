@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.integration.test_tier2_segment_store import create, flush
 from tests.support.bulk import MiB, append_pattern, verify_pattern
+from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import TEST_LOG_FILE_SIZE, running_segment_store
 
 pytestmark = pytest.mark.timeout(120)

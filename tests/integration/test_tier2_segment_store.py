@@ -10,9 +10,9 @@ import uuid
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.support.bulk import MiB, append_pattern, verify_pattern
+from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import running_segment_store
 from wire import commands as c
 from wire.constants import NO_VERSION

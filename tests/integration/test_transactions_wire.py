@@ -21,13 +21,14 @@ from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
 from controller.service.services import ControllerServices
 from controller.service.transactions import TransactionService, TransactionSettings
-from controller.store import InMemoryKeyValueStore, MetadataStore, queries
+from controller.store import MetadataStore, queries
 from controller.store import transactions as stored
 from controller.store.states import TransactionStatus
 from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
 from controller_api.protobuf import transaction_id_from
 from tests.support.controller_harness import append_to_segment
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 from tests.support.segment_store import running_segment_store
 from tests.unit.test_transaction_service import (
     FAST_RETRIES,

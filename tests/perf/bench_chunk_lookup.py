@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from server.tier2 import chunk_index  # noqa: E402
 from server.tier2.chunked_storage import ChunkedSegmentStorage  # noqa: E402
 from server.tier2.config import StorageConfig  # noqa: E402
-from server.tier2.memory import InMemoryChunkStorage  # noqa: E402
-from server.tier2.metadata_store import InMemoryMetadataStore  # noqa: E402
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage  # noqa: E402
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore  # noqa: E402
 
 CHUNK = 64
 NAME = "scope/stream/0.#epoch.0"

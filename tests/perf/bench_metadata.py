@@ -26,10 +26,10 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 from clients.segment_store_client import SegmentStoreClient  # noqa: E402
-from controller.store import (CountingKeyValueStore, InMemoryKeyValueStore, MetadataStore,  # noqa: E402
-                              TableSegmentKeyValueStore, queries)
+from controller.store import CountingKeyValueStore, MetadataStore, TableSegmentKeyValueStore, queries  # noqa: E402
 from server.config import SegmentStoreConfig  # noqa: E402
 from server.service import SegmentStoreService  # noqa: E402
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore  # noqa: E402
 from tests.unit.controller_store.seeding import epoch_time, seed_stream  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.storage_writer import StorageWriterConfig
 from server.containers.views import ContainerStatus
 from server.tier1 import LocalDurableDataLog
-from server.tier2.memory import InMemoryChunkStorage
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.segment_store import running_segment_store
 
 RECORD_BYTES_MAX = 64 * 1024

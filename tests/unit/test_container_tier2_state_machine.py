@@ -15,7 +15,7 @@ from server.containers.cache import CacheManager
 from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier2.config import StorageConfig
-from server.tier2.memory import InMemoryChunkStorage
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.replicated import ReplicatedTier1Machine, zookeeper_for_machines  # noqa: F401 - a fixture
 from tests.unit.test_container_state_machine import TABLES, ContainerMachine
 

@@ -24,7 +24,7 @@ from server.containers.metadata import SegmentType
 from server.containers.state import ContainerState
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
-from server.tier2.memory import InMemoryChunkStorage
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.unit.test_container_checkpoints import checkpointed, until
 from tests.unit.test_writer_expiry import Clock
 from wire.constants import NULL_ATTRIBUTE_VALUE

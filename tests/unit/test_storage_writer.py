@@ -8,8 +8,8 @@ import asyncio
 from server.containers.metadata import SegmentMetadata, SegmentType
 from server.containers.storage_writer import StorageWriter, StorageWriterConfig
 from server.tier2.chunked_storage import ChunkedSegmentStorage
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
 
 NAME = "scope/stream/0.#epoch.0"
 

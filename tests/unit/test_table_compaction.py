@@ -15,7 +15,7 @@ from server.containers.metadata import SegmentType
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
 from server.tier2.config import StorageConfig
-from server.tier2.memory import InMemoryChunkStorage
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from wire.constants import NO_VERSION, NOT_EXISTS
 
 TABLE = "scope/_tables/compacted"

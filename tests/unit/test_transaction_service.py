@@ -27,7 +27,7 @@ from controller.service.retries import TRANSACTION_JOB
 from controller.service.transactions import PingStatus, TransactionService, TransactionSettings, jobs, stream_index
 from controller.service.transactions.ids import COUNTER_LOW_MASK, TransactionIdAllocator, compose_transaction_id
 from controller.service.transactions.segments import transaction_segment
-from controller.store import InMemoryKeyValueStore, MetadataStore, State, StreamStore, queries, scale
+from controller.store import MetadataStore, State, StreamStore, queries, scale
 from controller.store import transactions as stored
 from controller.store.readers import get_writer_mark
 from controller_api.model import ScalingPolicy, StreamConfiguration
@@ -35,6 +35,7 @@ from controller.store.states import TransactionStatus
 from controller_api import controller_pb2 as pb
 from controller_api.protobuf import transaction_id_from, transaction_id_to
 from tests.support.controller_harness import append_to_segment
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 from tests.support.segment_store import running_segment_store
 from wire import commands as wc
 from wire.envelope import split_events

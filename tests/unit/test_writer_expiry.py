@@ -16,7 +16,7 @@ from server.containers.cache import CacheManager
 from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
-from server.tier2.memory import InMemoryChunkStorage
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.unit.test_container_checkpoints import checkpointed, logged_operations
 from wire.constants import NULL_ATTRIBUTE_VALUE
 

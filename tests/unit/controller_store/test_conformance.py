@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.store import CountingKeyValueStore, InMemoryKeyValueStore
+from controller.store import CountingKeyValueStore
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 
 from .conformance_key_value import KeyValueConformance
 from .conformance_records import RecordConformance

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.store import ChunkSizes, CountingKeyValueStore, InMemoryKeyValueStore, MetadataStore, queries, scale
+from controller.store import ChunkSizes, CountingKeyValueStore, MetadataStore, queries, scale
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 
 from .seeding import create_active_stream, epoch_time, scale_step, sealed_size, seed_stream
 

@@ -10,8 +10,9 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.store import ChunkSizes, InMemoryKeyValueStore, MetadataStore, queries, scale
+from controller.store import ChunkSizes, MetadataStore, queries, scale
 from controller.store.key_space import equal_ranges, tiling_error
+from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 
 from .seeding import create_active_stream
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from server.tier1 import DurableDataLog, FaultyDurableDataLog, MemoryLogs
+from server.tier1 import DurableDataLog, MemoryLogs
+from tests.support.faults.tier1 import FaultyDurableDataLog
 from tests.support.replicated import replicated_tier1
 
 from .conformance import DurableDataLogConformance

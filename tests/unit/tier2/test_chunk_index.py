@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from server.tier2 import chunk_index
 from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore
 from server.tier2.records import IndexHintRecord, decode
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
 
 CHUNK = 64
 CONFIG = StorageConfig(max_chunk_size=CHUNK, defrag_min_chunk_size=0)  # an index block: 16 chunks, 1 KiB

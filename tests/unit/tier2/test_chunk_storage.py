@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from server.tier2 import filesystem
 from server.tier2.chunk_storage import (ChunkAlreadyExists, ChunkNotFound, ChunkStorage, ChunkStorageError,
                                         ChunkStorageUnavailable, InvalidOffset, NotSupported)
-from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage, encode_name
-from server.tier2.memory import InMemoryChunkStorage
 from server.tier2.s3 import S3ChunkStorage, _translated, plan_parts
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.processes import free_port
 from tests.support.s3_server import MIN_PART_SIZE
 

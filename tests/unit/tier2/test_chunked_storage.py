@@ -15,11 +15,12 @@ from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
 from server.tier2.errors import (BadOffset, SegmentExists, SegmentNotFound, SegmentNotSealed, SegmentSealed,
                                  SegmentTruncated, StorageNotPrimary)
-from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore, MetadataStoreUnavailable, VersionMismatch
+from server.tier2.metadata_store import MetadataStoreUnavailable, VersionMismatch
 from server.tier2.records import ChunkRecord, decode
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
+from tests.support.faults.tier2 import FaultyChunkStorage
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -26,10 +26,11 @@ from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
 from server.tier2.errors import (BadOffset, SegmentExists, SegmentNotFound, SegmentNotSealed, SegmentSealed,
                                  SegmentTruncated)
-from server.tier2.faulty import FaultyChunkStorage
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore, MetadataStoreUnavailable
+from server.tier2.metadata_store import MetadataStoreUnavailable
 from server.tier2.records import decode
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
+from tests.support.faults.tier2 import FaultyChunkStorage
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,8 +10,8 @@ import pytest
 
 from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,8 +11,9 @@ from server.tier2.chunk_storage import ChunkStorageUnavailable
 from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
 from server.tier2.errors import SegmentExists, StorageNotPrimary
-from server.tier2.memory import InMemoryChunkStorage
-from server.tier2.metadata_store import InMemoryMetadataStore, MetadataStore
+from server.tier2.metadata_store import MetadataStore
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.doubles.slts_metadata import InMemoryMetadataStore
 
 pytestmark = pytest.mark.timeout(30)
 

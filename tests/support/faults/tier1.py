@@ -1,4 +1,4 @@
-"""Fault injection for Tier-1: only the faults we promise to survive (habit 8).
+"""Fault injection for Tier-1, for tests and benchmarks: only the faults we promise to survive (habit 8).
 
 Two layers, both wrapping the real implementation:
 
@@ -26,10 +26,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from ..buffers import prefix_views
-from .api import AppendData, DurableDataLog, LogAddress
-from .errors import LogError, LogWriteFailed
-from .file_operations import FileOperations
+from server.buffers import prefix_views
+from server.tier1.api import AppendData, DurableDataLog, LogAddress
+from server.tier1.errors import LogError, LogWriteFailed
+from server.tier1.file_operations import FileOperations
 
 PAGE_BYTES = 4096
 

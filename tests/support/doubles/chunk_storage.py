@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .chunk_storage import (
+from server.tier2.chunk_storage import (
     ChunkAlreadyExists,
     ChunkInfo,
     ChunkNotFound,

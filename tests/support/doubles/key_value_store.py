@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from sortedcontainers import SortedDict
 
-from .errors import NotFound
-from .key_value import (
+from controller.store.errors import NotFound
+from controller.store.key_value import (
     PAGE_ENTRIES_DEFAULT,
     Page,
     Versioned,

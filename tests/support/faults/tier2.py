@@ -27,8 +27,8 @@ import collections
 import dataclasses
 from collections.abc import Sequence
 
-from ..buffers import prefix_views
-from .chunk_storage import (
+from server.buffers import prefix_views
+from server.tier2.chunk_storage import (
     ChunkInfo,
     ChunkRegion,
     ChunkStorage,
