@@ -14,8 +14,8 @@ partition and change together atomically. Modules, one concern each:
 * :mod:`.iterator`: iteration by key family, ranges and prefixes;
 * :mod:`.management`: create, delete, list and open tables (a mixin of the Client).
 
-This package's ``__init__`` leaves :mod:`.management` out: it imports the controller client, which
-imports this package's modules itself.
+This package's ``__init__`` leaves :mod:`.management` out: it is a mixin of the Client
+(``clients.client`` imports it) and needs the controller client.
 """
 
 from controller_api.key_value_tables import KeyValueTableConfiguration
