@@ -33,6 +33,7 @@ from controller_api.protobuf import (
     key_value_table_to,
     reader_group_from,
     reader_group_to,
+    segment_id,
     stream_cut_to,
     stream_info,
     transaction_id_from,
@@ -425,7 +426,7 @@ class ControllerClient:
         return await self._call("getSegments", request, check, not_found=StreamNotFound)
 
     async def get_successors(self, segment: Segment) -> Successors:
-        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        request = segment_id(segment.scope, segment.stream, segment.segment_id)
 
         def check(reply: pb.SuccessorResponse) -> Successors:
             return Successors(tuple((segment_range_from(entry.segment), frozenset(entry.value))
@@ -446,7 +447,7 @@ class ControllerClient:
 
     async def get_endpoint(self, segment: Segment) -> tuple[str, int]:
         """The segment store that owns ``segment`` (getURI)."""
-        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        request = segment_id(segment.scope, segment.stream, segment.segment_id)
 
         def check(reply: pb.NodeUri) -> tuple[str, int]:
             return reply.endpoint, reply.port

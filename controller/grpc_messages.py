@@ -21,7 +21,7 @@ from controller_api import errors as api_errors
 from controller_api import protobuf as api_protobuf
 from controller_api.key_value_tables import KeyValueTableConfiguration
 from controller_api.model import StreamConfiguration
-from controller_api.protobuf import stream_info, transaction_id_to
+from controller_api.protobuf import segment_id, transaction_id_to
 from controller_api.reader_groups import ReaderGroupConfiguration
 
 from .service.errors import InvalidArgument
@@ -31,10 +31,6 @@ from .store.states import TransactionStatus
 
 M = TypeVar("M")
 V = TypeVar("V")
-
-
-def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
-    return pb.SegmentId(streamInfo=stream_info(scope, stream), segmentId=value)
 
 
 def key_range(scope: str, stream: str, value: int, key_start: float, key_end: float) -> pb.SegmentRange:

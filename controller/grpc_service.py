@@ -25,6 +25,7 @@ from controller_api.protobuf import (
     configuration_to,
     key_value_table_to,
     reader_group_to,
+    segment_id,
     stream_info,
     transaction_id_from,
 )
@@ -372,7 +373,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         info = request.streamInfo
         segments = await self._query(context, self._services.queries.segments_between(
             info.scope, info.stream, dict(getattr(request, "from")), dict(request.to)))
-        return pb.StreamCutRangeResponse(segments=[messages.segment_id(info.scope, info.stream, segment.segment_id)
+        return pb.StreamCutRangeResponse(segments=[segment_id(info.scope, info.stream, segment.segment_id)
                                                    for segment in sorted(segments)])
 
     async def isSegmentValid(self, request: pb.SegmentId, context: RpcContext) -> pb.SegmentValidityResponse:

@@ -28,6 +28,11 @@ def stream_info(scope: str, stream: str) -> pb.StreamInfo:
     return pb.StreamInfo(scope=scope, stream=stream)
 
 
+def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
+    """A SegmentId message: the segment's stream and its id (epoch in the high 32 bits)."""
+    return pb.SegmentId(streamInfo=stream_info(scope, stream), segmentId=value)
+
+
 def stream_cut_to(scope: str, stream: str, positions: Mapping[int, int]) -> pb.StreamCut:
     """A StreamCut message: the stream and ``{segment id: offset}``."""
     return pb.StreamCut(streamInfo=stream_info(scope, stream), cut=positions)
