@@ -25,13 +25,21 @@ from google.protobuf.message import Message
 
 from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from controller_api.protobuf import (
     configuration_from,
     configuration_to,
+    key_value_table_from,
+    key_value_table_to,
+    reader_group_from,
+    reader_group_to,
+    segment_id,
+    stream_cut_to,
     stream_info,
     transaction_id_from,
     transaction_id_to,
 )
+from controller_api.reader_groups import ReaderGroupConfiguration
 from coordination.retry import Backoff, retry
 
 from . import controller_probe
@@ -57,7 +65,6 @@ from .errors import (
     TransactionNotFound,
     TributaryError,
 )
-from .kvt.config import KeyValueTableConfiguration
 from .model import Segment, SegmentRange, StreamConfiguration, Successors, TransactionState
 from .security import TLS_SCHEMES, basic_authorization, trusted_certificates
 from .stream_cut import StreamCut
@@ -124,7 +131,7 @@ def segment_range_from(message: pb.SegmentRange) -> SegmentRange:
 
 
 def cut_to(cut: StreamCut) -> pb.StreamCut:
-    return pb.StreamCut(streamInfo=stream_info(cut.scope, cut.stream), cut=cut.positions)
+    return stream_cut_to(cut.scope, cut.stream, cut.positions)
 
 
 # ---------------------------------------------------------------------- the seam
@@ -170,7 +177,8 @@ class Controller(Protocol):
 
     async def remove_writer(self, writer_id: str, scope: str, stream: str) -> bool: ...
 
-    async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration: ...
+    async def create_reader_group(self, scope: str, group: str,
+                                  configuration: ReaderGroupConfiguration) -> ReaderGroupConfiguration: ...
 
     async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool: ...
 
@@ -418,7 +426,7 @@ class ControllerClient:
         return await self._call("getSegments", request, check, not_found=StreamNotFound)
 
     async def get_successors(self, segment: Segment) -> Successors:
-        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        request = segment_id(segment.scope, segment.stream, segment.segment_id)
 
         def check(reply: pb.SuccessorResponse) -> Successors:
             return Successors(tuple((segment_range_from(entry.segment), frozenset(entry.value))
@@ -439,7 +447,7 @@ class ControllerClient:
 
     async def get_endpoint(self, segment: Segment) -> tuple[str, int]:
         """The segment store that owns ``segment`` (getURI)."""
-        request = pb.SegmentId(streamInfo=stream_info(segment.scope, segment.stream), segmentId=segment.segment_id)
+        request = segment_id(segment.scope, segment.stream, segment.segment_id)
 
         def check(reply: pb.NodeUri) -> tuple[str, int]:
             return reply.endpoint, reply.port
@@ -576,18 +584,25 @@ class ControllerClient:
 
     # ------------------------------------------------------------------ reader groups (controller records)
 
-    async def create_reader_group(self, message: pb.ReaderGroupConfiguration) -> pb.ReaderGroupConfiguration:
+    async def create_reader_group(self, scope: str, group: str,
+                                  configuration: ReaderGroupConfiguration) -> ReaderGroupConfiguration:
+        """Registers reader group ``scope/group``; returns the configuration the controller keeps (its id
+        chosen), the stored one if the group exists.
+
+        Raises:
+            InvalidArgument: a bad group name. ScopeNotFound: no such scope.
+        """
         S = pb.CreateReaderGroupResponse
 
-        def check(reply: pb.CreateReaderGroupResponse) -> pb.ReaderGroupConfiguration:
+        def check(reply: pb.CreateReaderGroupResponse) -> ReaderGroupConfiguration:
             if reply.status == S.INVALID_RG_NAME:
-                raise InvalidArgument(f"invalid reader group name {message.readerGroupName!r}")
+                raise InvalidArgument(f"invalid reader group name {group!r}")
             if reply.status == S.SCOPE_NOT_FOUND:
-                raise ScopeNotFound(f"scope {message.scope!r} does not exist")
+                raise ScopeNotFound(f"scope {scope!r} does not exist")
             _retry_on(reply.status == S.FAILURE, "createReaderGroup")
-            return reply.config
+            return reader_group_from(reply.config)
 
-        return await self._call("createReaderGroup", message, check)
+        return await self._call("createReaderGroup", reader_group_to(scope, group, configuration), check)
 
     async def delete_reader_group(self, scope: str, group: str, group_id: str) -> bool:
         S = pb.DeleteReaderGroupStatus
@@ -654,10 +669,7 @@ class ControllerClient:
             _retry_on(reply.status == S.FAILURE, "createKeyValueTable")
             return reply.status == S.SUCCESS
 
-        return await self._call("createKeyValueTable", pb.KeyValueTableConfig(
-            scope=scope, kvtName=table, partitionCount=config.partition_count,
-            primaryKeyLength=config.primary_key_length, secondaryKeyLength=config.secondary_key_length,
-            rolloverSizeBytes=config.rollover_size_bytes), check)
+        return await self._call("createKeyValueTable", key_value_table_to(scope, table, config), check)
 
     async def delete_key_value_table(self, scope: str, table: str) -> bool:
         """Deletes the table's partitions, then its record; False if it does not exist."""
@@ -697,9 +709,7 @@ class ControllerClient:
             if reply.status == S.TABLE_NOT_FOUND:
                 raise KeyValueTableNotFound(f"key-value table {scope}/{table} does not exist")
             _retry_on(reply.status == S.FAILURE, "getKeyValueTableConfiguration")
-            config = reply.config
-            return KeyValueTableConfiguration(config.partitionCount, config.primaryKeyLength,
-                                              config.secondaryKeyLength, config.rolloverSizeBytes)
+            return key_value_table_from(reply.config)
 
         return await self._call("getKeyValueTableConfiguration", pb.KeyValueTableInfo(scope=scope, kvtName=table),
                                 check, not_found=KeyValueTableNotFound)

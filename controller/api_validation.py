@@ -39,9 +39,8 @@ from google.protobuf.message import Message
 
 from controller_api import controller_pb2 as pb
 from controller_api.model import RetentionType, ScaleType
+from controller_api.reader_groups import AUTOMATIC_CHECKPOINTS_OFF, StreamDataRetention
 from wire import naming
-
-from .store.records import ReaderGroupRetentionType
 
 Code = grpc.StatusCode
 SHOWN_NAME_LENGTH = 40  # how much of a rejected name a message repeats (details travel in gRPC metadata)
@@ -213,9 +212,9 @@ def stream_cut_problem(cut: pb.StreamCut) -> str | None:
 
 def reader_group_settings_problem(config: pb.ReaderGroupConfiguration) -> str | None:
     """Everything in a reader-group configuration but its scope and name."""
-    if _unknown(ReaderGroupRetentionType, config.retentionType):
+    if _unknown(StreamDataRetention, config.retentionType):
         return f"unknown reader group retentionType {config.retentionType}"
-    if config.automaticCheckpointIntervalMillis < -1:  # -1: automatic checkpoints off
+    if config.automaticCheckpointIntervalMillis < AUTOMATIC_CHECKPOINTS_OFF:
         return f"automaticCheckpointIntervalMillis must be -1 or more, got {config.automaticCheckpointIntervalMillis}"
     problem = (group_id_problem(config.readerGroupId)
                or not_negative_problem(groupRefreshTimeMillis=config.groupRefreshTimeMillis,

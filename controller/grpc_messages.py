@@ -1,8 +1,9 @@
 """Conversions between the gRPC messages and the services' values (spec §3, presence rules §1.5).
 
 The only place besides ``grpc_service`` that knows the protobuf messages: the services take and
-return plain values. Stream configurations and transaction ids use the Controller API's one
-mapping (``controller_api.protobuf``), shared with the SDK's controller client.
+return plain values. Stream configurations, reader-group and key-value-table configurations and
+transaction ids use the Controller API's one mapping (``controller_api.protobuf``), shared with the
+SDK's controller client; this module raises what it refuses as the services' InvalidArgument.
 
 Every ``SegmentId`` built here carries its ``streamInfo``; key ranges are copied exactly (epochs
 tile [0, 1) with the last range ending at exactly 1.0). The configuration's rules (tags always set,
@@ -12,29 +13,24 @@ a retention policy only when the stream has one) are ``controller_api.protobuf``
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from controller_api import controller_pb2 as pb
 from controller_api import errors as api_errors
 from controller_api import protobuf as api_protobuf
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from controller_api.model import StreamConfiguration
-from controller_api.protobuf import stream_info, transaction_id_to
+from controller_api.protobuf import segment_id, transaction_id_to
+from controller_api.reader_groups import ReaderGroupConfiguration
 
 from .service.errors import InvalidArgument
-from .service.key_value_tables import KeyValueTableRecord
 from .service.transactions import CreatedTransaction, TransactionSegment
-from .store.records import (
-    NewSegment,
-    ReaderGroupConfigRecord,
-    ReaderGroupRetentionType,
-    SegmentRecord,
-    TransactionRecord,
-)
+from .store.records import NewSegment, SegmentRecord, TransactionRecord
 from .store.states import TransactionStatus
 
-
-def segment_id(scope: str, stream: str, value: int) -> pb.SegmentId:
-    return pb.SegmentId(streamInfo=stream_info(scope, stream), segmentId=value)
+M = TypeVar("M")
+V = TypeVar("V")
 
 
 def key_range(scope: str, stream: str, value: int, key_start: float, key_end: float) -> pb.SegmentRange:
@@ -72,81 +68,39 @@ def token(value: str) -> pb.ContinuationToken:
     return pb.ContinuationToken(token=value)
 
 
-# ---------------------------------------------------------------------- stream configuration
+# ---------------------------------------------------------------------- values of the Controller API
 
 
-def configuration_from(message: pb.StreamConfig) -> StreamConfiguration:
-    """The configuration a createStream/updateStream asks for (``controller_api.protobuf``).
-
-    Raises:
-        InvalidArgument: an unknown scale or retention type, or values the Controller API's model refuses.
-    """
+def _checked(convert: Callable[[M], V], message: M) -> V:
+    """``convert(message)``, a value the Controller API's model refuses raised as the services' InvalidArgument."""
     try:
-        return api_protobuf.configuration_from(message)
+        return convert(message)
     except api_errors.InvalidArgument as error:
         raise InvalidArgument(str(error)) from None
 
 
-# ---------------------------------------------------------------------- reader groups
+def configuration_from(message: pb.StreamConfig) -> StreamConfiguration:
+    """The configuration a createStream/updateStream asks for.
+
+    Raises:
+        InvalidArgument: an unknown scale or retention type, or values the Controller API's model refuses.
+    """
+    return _checked(api_protobuf.configuration_from, message)
 
 
 def group_id_from(text: str) -> uuid.UUID:
-    """A reader group id ("" is the all-zero id). Raises InvalidArgument for a malformed UUID."""
-    if not text:
-        return uuid.UUID(int=0)
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise InvalidArgument(f"readerGroupId {text[:40]!r} is not a UUID") from None
+    """A reader group id ("" is the nil id). Raises InvalidArgument for a malformed UUID."""
+    return _checked(api_protobuf.reader_group_id_from, text)
 
 
-def _cuts_from(cuts: Iterable[pb.StreamCut]) -> dict[str, dict[int, int]]:
-    return {f"{cut.streamInfo.scope}/{cut.streamInfo.stream}": dict(cut.cut) for cut in cuts}
-
-
-def _cuts_to(cuts: dict[str, dict[int, int]]) -> list[pb.StreamCut]:
-    result = []
-    for scoped, cut in sorted(cuts.items()):
-        scope, _, stream = scoped.partition("/")
-        result.append(pb.StreamCut(streamInfo=stream_info(scope, stream), cut=cut))
-    return result
-
-
-def reader_group_from(message: pb.ReaderGroupConfiguration) -> ReaderGroupConfigRecord:
+def reader_group_from(message: pb.ReaderGroupConfiguration) -> ReaderGroupConfiguration:
     """Raises InvalidArgument for a malformed id or retention type."""
-    try:
-        retention = ReaderGroupRetentionType(message.retentionType)
-    except ValueError:
-        raise InvalidArgument(f"unknown reader group retention type {message.retentionType}") from None
-    return ReaderGroupConfigRecord(
-        group_id_from(message.readerGroupId), message.generation, message.groupRefreshTimeMillis,
-        message.automaticCheckpointIntervalMillis, message.maxOutstandingCheckpointRequest, retention,
-        message.rolloverSizeBytes, False, _cuts_from(message.startingStreamCuts), _cuts_from(message.endingStreamCuts))
+    return _checked(api_protobuf.reader_group_from, message)
 
 
-def reader_group_to(scope: str, group: str, record: ReaderGroupConfigRecord) -> pb.ReaderGroupConfiguration:
-    return pb.ReaderGroupConfiguration(
-        scope=scope, readerGroupName=group, groupRefreshTimeMillis=record.group_refresh_time_ms,
-        automaticCheckpointIntervalMillis=record.checkpoint_interval_ms,
-        maxOutstandingCheckpointRequest=record.max_outstanding_checkpoints, retentionType=int(record.retention_type),
-        generation=record.generation, readerGroupId=str(record.reader_group_id),
-        startingStreamCuts=_cuts_to(record.starting_cuts), endingStreamCuts=_cuts_to(record.ending_cuts),
-        rolloverSizeBytes=record.rollover_size_bytes)
-
-
-# ---------------------------------------------------------------------- key-value tables
-
-
-def table_from(message: pb.KeyValueTableConfig) -> KeyValueTableRecord:
-    return KeyValueTableRecord(message.partitionCount, message.primaryKeyLength, message.secondaryKeyLength,
-                               message.rolloverSizeBytes)
-
-
-def table_to(scope: str, table: str, record: KeyValueTableRecord) -> pb.KeyValueTableConfig:
-    return pb.KeyValueTableConfig(scope=scope, kvtName=table, partitionCount=record.partition_count,
-                                  primaryKeyLength=record.primary_key_length,
-                                  secondaryKeyLength=record.secondary_key_length,
-                                  rolloverSizeBytes=record.rollover_size_bytes)
+def table_from(message: pb.KeyValueTableConfig) -> KeyValueTableConfiguration:
+    """Raises InvalidArgument for values the Controller API's model refuses."""
+    return _checked(api_protobuf.key_value_table_from, message)
 
 
 # ---------------------------------------------------------------------- transactions

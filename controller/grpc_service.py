@@ -21,7 +21,15 @@ import grpc
 
 from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
-from controller_api.protobuf import configuration_to, stream_info, transaction_id_from
+from controller_api.protobuf import (
+    configuration_to,
+    key_value_table_to,
+    reader_group_to,
+    segment_id,
+    stream_info,
+    transaction_id_from,
+)
+from controller_api.reader_groups import ReaderGroupConfiguration
 from wire import auth
 
 from . import grpc_messages as messages
@@ -58,7 +66,6 @@ from .service.errors import (
 )
 from .service.scaling import ScaleAccepted
 from .service_api import ServiceCalls, TransactionCalls
-from .store.records import ReaderGroupConfigRecord
 
 log = logging.getLogger("tributary.controller")
 Code = grpc.StatusCode
@@ -366,7 +373,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         info = request.streamInfo
         segments = await self._query(context, self._services.queries.segments_between(
             info.scope, info.stream, dict(getattr(request, "from")), dict(request.to)))
-        return pb.StreamCutRangeResponse(segments=[messages.segment_id(info.scope, info.stream, segment.segment_id)
+        return pb.StreamCutRangeResponse(segments=[segment_id(info.scope, info.stream, segment.segment_id)
                                                    for segment in sorted(segments)])
 
     async def isSegmentValid(self, request: pb.SegmentId, context: RpcContext) -> pb.SegmentValidityResponse:
@@ -454,12 +461,12 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                                 context: RpcContext) -> pb.CreateReaderGroupResponse:
         S = pb.CreateReaderGroupResponse
 
-        async def create() -> ReaderGroupConfigRecord:
+        async def create() -> ReaderGroupConfiguration:
             return await self._services.reader_groups.create_reader_group(
                 request.scope, request.readerGroupName, messages.reader_group_from(request))
 
-        return await self._reply(context, create(), _CREATE_GROUP, S, fields=lambda record: {
-            "config": messages.reader_group_to(request.scope, request.readerGroupName, record)})
+        return await self._reply(context, create(), _CREATE_GROUP, S, fields=lambda configuration: {
+            "config": reader_group_to(request.scope, request.readerGroupName, configuration)})
 
     async def getReaderGroupConfig(self, request: pb.ReaderGroupInfo,
                                    context: RpcContext) -> pb.ReaderGroupConfigResponse:
@@ -467,7 +474,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         return await self._reply(
             context, self._services.reader_groups.get_reader_group(request.scope, request.readerGroup),
             {ReaderGroupNotFound: S.RG_NOT_FOUND}, S,
-            fields=lambda record: {"config": messages.reader_group_to(request.scope, request.readerGroup, record)},
+            fields=lambda configuration: {"config": reader_group_to(request.scope, request.readerGroup, configuration)},
             failure_fields={"config": pb.ReaderGroupConfiguration(scope=request.scope,
                                                                   readerGroupName=request.readerGroup)})
 
@@ -550,8 +557,8 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                                             context: RpcContext) -> pb.KeyValueTableConfigResponse:
         S = pb.KeyValueTableConfigResponse
         return await self._reply(context, self._services.key_value_tables.get_table(request.scope, request.kvtName),
-                                 {TableNotFound: S.TABLE_NOT_FOUND}, S, fields=lambda record: {
-                                     "config": messages.table_to(request.scope, request.kvtName, record)})
+                                 {TableNotFound: S.TABLE_NOT_FOUND}, S, fields=lambda configuration: {
+                                     "config": key_value_table_to(request.scope, request.kvtName, configuration)})
 
     async def deleteKeyValueTable(self, request: pb.KeyValueTableInfo, context: RpcContext) -> pb.DeleteKVTableStatus:
         S = pb.DeleteKVTableStatus

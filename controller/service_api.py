@@ -12,15 +12,16 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from controller_api.model import StreamConfiguration
+from controller_api.reader_groups import ReaderGroupConfiguration
 from wire.commands import StreamSegmentInfo
 
 from .endpoints import Endpoint
-from .service.key_value_tables import KeyValueTableRecord
 from .service.scaling import ScaleAccepted, ScaleStatus
 from .service.stream_descriptions import StreamDescription
 from .service.transactions import CreatedTransaction, PingStatus
-from .store.records import EpochRecord, ReaderGroupConfigRecord, SegmentRecord, TransactionRecord
+from .store.records import EpochRecord, SegmentRecord, TransactionRecord
 from .store.states import TransactionStatus
 
 
@@ -86,11 +87,11 @@ class ScalingCalls(Protocol):
 
 class ReaderGroupCalls(Protocol):
     async def create_reader_group(self, scope: str, group: str,
-                                  config: ReaderGroupConfigRecord) -> ReaderGroupConfigRecord: ...
+                                  config: ReaderGroupConfiguration) -> ReaderGroupConfiguration: ...
 
-    async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfigRecord: ...
+    async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfiguration: ...
 
-    async def update_reader_group(self, scope: str, group: str, config: ReaderGroupConfigRecord) -> int: ...
+    async def update_reader_group(self, scope: str, group: str, config: ReaderGroupConfiguration) -> int: ...
 
     async def delete_reader_group(self, scope: str, group: str, group_id: uuid.UUID) -> None: ...
 
@@ -112,13 +113,13 @@ class WriterMarkCalls(Protocol):
 
 
 class KeyValueTableCalls(Protocol):
-    async def create_table(self, scope: str, table: str, record: KeyValueTableRecord) -> None: ...
+    async def create_table(self, scope: str, table: str, configuration: KeyValueTableConfiguration) -> None: ...
 
     async def partitions(self, scope: str, table: str) -> list[tuple[int, float, float]]: ...
 
     async def list_tables(self, scope: str, token: str) -> tuple[list[str], str]: ...
 
-    async def get_table(self, scope: str, table: str) -> KeyValueTableRecord: ...
+    async def get_table(self, scope: str, table: str) -> KeyValueTableConfiguration: ...
 
     async def delete_table(self, scope: str, table: str) -> None: ...
 

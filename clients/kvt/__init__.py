@@ -4,7 +4,7 @@ A key-value table is a set of partitions (table segments) of one scope; keys are
 an optional secondary key of fixed lengths; keys sharing a primary key (a key family) live in one
 partition and change together atomically. Modules, one concern each:
 
-* :mod:`.config`: :class:`KeyValueTableConfiguration`;
+* :class:`KeyValueTableConfiguration`: the Controller API's value (``controller_api.key_value_tables``);
 * :mod:`.model`: :class:`TableKey`, :class:`Version`, :class:`TableEntry`;
 * :mod:`.modifications`: :class:`Insert`, :class:`Put`, :class:`Remove`;
 * :mod:`.hashing`: primary key -> key-space fraction (Pravega's MurmurHash3 with Guava's seed);
@@ -14,11 +14,12 @@ partition and change together atomically. Modules, one concern each:
 * :mod:`.iterator`: iteration by key family, ranges and prefixes;
 * :mod:`.management`: create, delete, list and open tables (a mixin of the Client).
 
-This package's ``__init__`` leaves :mod:`.management` out: it imports the controller client, which
-imports :mod:`.config` (and so this package) itself.
+This package's ``__init__`` leaves :mod:`.management` out: it is a mixin of the Client
+(``clients.client`` imports it) and needs the controller client.
 """
 
-from .config import KeyValueTableConfiguration
+from controller_api.key_value_tables import KeyValueTableConfiguration
+
 from .iterator import IteratorBuilder, KeyValueTableIterator, TableItems
 from .model import TableEntry, TableKey, Version
 from .modifications import Insert, Put, Remove, TableModification

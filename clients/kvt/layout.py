@@ -8,10 +8,10 @@ here, before anything is sent, so a bad key raises :class:`InvalidArgument` sayi
 
 from __future__ import annotations
 
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from wire.constants import MAX_TABLE_VALUE_LENGTH
 
 from ..errors import InvalidArgument
-from .config import KeyValueTableConfiguration
 from .model import TableKey, as_bytes
 
 

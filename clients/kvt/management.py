@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from controller_api.key_value_tables import KeyValueTableConfiguration
+
 from ..controller_client import ControllerClient
 from ..errors import InvalidArgument
 from ..model import check_scope_name, check_user_name
 from ..segment_stores import SegmentStores
-from .config import KeyValueTableConfiguration
 from .partitions import Partitions
 from .table import KeyValueTable
 

@@ -29,7 +29,7 @@ class TableKey:
     Keys that share a primary key form a *key family*: they live in the same partition, can be
     updated together atomically and iterated together. Every primary key of a table has the same
     length, and so does every secondary key (``b""`` in a table without secondary keys); see
-    :class:`~clients.kvt.config.KeyValueTableConfiguration`. Keys compare as their bytes do
+    :class:`~controller_api.key_value_tables.KeyValueTableConfiguration`. Keys compare as their bytes do
     (primary first), the order iteration returns them in.
     """
 

@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from wire.constants import MAX_PAYLOAD_SIZE, MAX_TABLE_KEY_LENGTH, MAX_TABLE_VALUE_LENGTH, NO_VERSION, NOT_EXISTS
 
 from ..errors import (
@@ -32,7 +33,6 @@ from ..errors import (
     TableKeyDoesNotExist,
 )
 from ..segment_store_client import SegmentStoreClient
-from .config import KeyValueTableConfiguration
 from .iterator import IteratorBuilder, TableSource
 from .layout import KeyLayout
 from .model import NO_SEGMENT, TableEntry, TableKey, Version

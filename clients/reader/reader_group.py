@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from controller_api import controller_pb2 as pb
+from controller_api.reader_groups import AUTOMATIC_CHECKPOINTS_OFF, ReaderGroupConfiguration, StreamDataRetention
 from coordination.retry import Backoff
 
 from ..config import ReaderConfig
-from ..controller_client import Controller, ControllerClient, cut_to
+from ..controller_client import Controller, ControllerClient
 from ..errors import CheckpointFailed, InvalidArgument, ReaderGroupNotFound
 from ..model import check_scope_name, check_stream_name, check_user_name
 from ..segment_stores import SegmentStores, segment_of
@@ -30,25 +29,6 @@ from .group_state import GroupState
 from .group_store import GroupConfig, GroupStore
 
 _CHECKPOINT_POLL_SECONDS = 0.05
-
-
-class StreamDataRetention(enum.IntEnum):
-    """Whether a group holds back its streams' data until it has read it (consumption-based retention).
-
-    * ``NONE``: the group does not subscribe; retention ignores it.
-    * ``MANUAL_RELEASE_AT_USER_STREAMCUT``: the group subscribes and releases data up to the cuts the
-      application passes to :meth:`ReaderGroup.release_at`.
-    * ``AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT``: the group subscribes and each checkpoint completed
-      through :meth:`ReaderGroup.initiate_checkpoint` releases the data before it.
-
-    A subscribing group holds its streams from its starting cuts. Retention still truncates a
-    stream whose policy's maximum is exceeded (a lagging group loses the oldest data then), and
-    only streams with a retention policy are truncated at all. Values as Java's and the wire's.
-    """
-
-    NONE = 0
-    MANUAL_RELEASE_AT_USER_STREAMCUT = 1
-    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +69,11 @@ class Checkpoint:
 def positions_of(cuts: Iterable[StreamCut]) -> dict[str, int]:
     """Stream cuts -> ``{segment name: offset}`` (the inverse of :func:`cuts_of`)."""
     return {segment.qualified_name: offset for cut in cuts for segment, offset in cut.segments.items()}
+
+
+def _positions_by_stream(cuts: Iterable[StreamCut]) -> dict[str, dict[int, int]]:
+    """Stream cuts as the Controller API keeps a group's: ``{"scope/stream": {segment id: offset}}``."""
+    return {f"{cut.scope}/{cut.stream}": dict(cut.positions) for cut in cuts}
 
 
 def cuts_of(positions: Mapping[str, int]) -> dict[str, StreamCut]:
@@ -261,13 +246,12 @@ class ReaderGroupManagement:
         names = cuts_by_stream(starts)  # raises InvalidArgument for a stream named twice
         if not cuts_by_stream(ends).keys() <= names.keys():
             raise InvalidArgument("end cuts only for the group's streams")
-        registered = await self._controller.create_reader_group(pb.ReaderGroupConfiguration(
-            scope=scope, readerGroupName=group, groupRefreshTimeMillis=config.refresh_ms,
-            automaticCheckpointIntervalMillis=-1, maxOutstandingCheckpointRequest=config.max_outstanding_checkpoints,
-            retentionType=int(config.retention), generation=0, readerGroupId=str(uuid.UUID(int=0)),
-            startingStreamCuts=[cut_to(cut) for cut in starts], endingStreamCuts=[cut_to(cut) for cut in ends]))
+        registered = await self._controller.create_reader_group(scope, group, ReaderGroupConfiguration(
+            group_refresh_time_ms=config.refresh_ms, checkpoint_interval_ms=AUTOMATIC_CHECKPOINTS_OFF,
+            max_outstanding_checkpoints=config.max_outstanding_checkpoints, retention_type=config.retention,
+            starting_cuts=_positions_by_stream(starts), ending_cuts=_positions_by_stream(ends)))
         handle = ReaderGroup(self._controller, self._stores, scope, group, self._group_retry(), self._adopt)
-        group_config = GroupConfig(scope, group, registered.readerGroupId, tuple(sorted(names)),
+        group_config = GroupConfig(scope, group, str(registered.reader_group_id), tuple(sorted(names)),
                                    config.reader_timeout_ms, config.refresh_ms, config.max_outstanding_checkpoints,
                                    int(config.retention))
         created = await handle.store.create(group_config,

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from clients.errors import ClientError
 from controller_api import errors as api_errors
+from controller_api.key_value_tables import KeyValueTableConfiguration
 from controller_api.model import (
     NO_MAXIMUM,
     RetentionPolicy,
@@ -34,13 +35,13 @@ from controller_api.model import (
     ScalingPolicy,
     StreamConfiguration,
 )
+from controller_api.reader_groups import StreamDataRetention
 from wire import auth, naming
 from wire.auth import Permission
 
 from ..api_validation import scope_problem, stream_problem, user_name_problem
 from ..security import PermissionDenied, Security, Unauthenticated
 from ..service import errors
-from ..service.key_value_tables import KeyValueTableRecord
 from ..service.scaling import ScaleStatus
 from ..service_api import ServiceCalls, TransactionCalls
 from .openapi import OPENAPI
@@ -367,18 +368,18 @@ class RestApi:
         scope = self._scope(request)
         group = request.match_info["group"]
         self._allow(request, auth.reader_group_resource(scope, group), READ)
-        record = await self._services.reader_groups.get_reader_group(scope, group)
-        streams = sorted(set(record.starting_cuts) | set(record.ending_cuts))
+        configuration = await self._services.reader_groups.get_reader_group(scope, group)
+        streams = sorted(set(configuration.starting_cuts) | set(configuration.ending_cuts))
         lag: dict[str, int] = {}
         for scoped in streams:
             stream_scope, _, stream = scoped.partition("/")
             lag[scoped] = await self._lag(stream_scope, stream, f"{scope}/{group}")
         return web.json_response({
-            "scopeName": scope, "readerGroupName": group, "readerGroupId": str(record.reader_group_id),
-            "generation": record.generation, "streams": streams,
-            "startingCuts": {name: _cut_json(cut) for name, cut in record.starting_cuts.items()},
-            "endingCuts": {name: _cut_json(cut) for name, cut in record.ending_cuts.items()},
-            "retentionType": record.retention_type.name, "lagBytes": lag})
+            "scopeName": scope, "readerGroupName": group, "readerGroupId": str(configuration.reader_group_id),
+            "generation": configuration.generation, "streams": streams,
+            "startingCuts": {name: _cut_json(cut) for name, cut in configuration.starting_cuts.items()},
+            "endingCuts": {name: _cut_json(cut) for name, cut in configuration.ending_cuts.items()},
+            "retentionType": _RETENTION_TYPE_NAMES[configuration.retention_type], "lagBytes": lag})
 
     async def _lag(self, scope: str, stream: str, subscriber: str) -> int:
         """Bytes between the group's last reported position (its subscriber cut) and the stream's tail;
@@ -411,9 +412,9 @@ class RestApi:
         table = _string(body, "kvtName")
         _check(user_name_problem(table, "key-value table"))
         self._allow(request, auth.table_resource(scope, table), UPDATE)
-        record = KeyValueTableRecord(_integer(body, "partitionCount"), _integer(body, "primaryKeyLength"),
-                                     _integer(body, "secondaryKeyLength", 0))
-        await self._services.key_value_tables.create_table(scope, table, record)
+        configuration = KeyValueTableConfiguration(_integer(body, "partitionCount"), _integer(body, "primaryKeyLength"),
+                                                   _integer(body, "secondaryKeyLength", 0))
+        await self._services.key_value_tables.create_table(scope, table, configuration)
         return web.json_response(await self._table(scope, table), status=201)
 
     async def get_table(self, request: web.Request) -> web.Response:
@@ -428,10 +429,11 @@ class RestApi:
         return web.Response(status=204)
 
     async def _table(self, scope: str, table: str) -> dict[str, Any]:
-        record = await self._services.key_value_tables.get_table(scope, table)
+        configuration = await self._services.key_value_tables.get_table(scope, table)
         partitions = await self._services.key_value_tables.partitions(scope, table)
-        return {"scopeName": scope, "kvtName": table, "partitionCount": record.partition_count,
-                "primaryKeyLength": record.primary_key_length, "secondaryKeyLength": record.secondary_key_length,
+        return {"scopeName": scope, "kvtName": table, "partitionCount": configuration.partition_count,
+                "primaryKeyLength": configuration.primary_key_length,
+                "secondaryKeyLength": configuration.secondary_key_length,
                 "partitions": [{"segmentId": segment, "keyStart": start, "keyEnd": end}
                                for segment, start, end in partitions]}
 
@@ -514,6 +516,11 @@ def _segment_json(segment) -> dict[str, Any]:
     return {"segmentId": segment.segment_id, "number": naming.segment_number_of(segment.segment_id),
             "epoch": naming.epoch_of(segment.segment_id), "creationTime": segment.creation_time,
             "keyStart": segment.key_start, "keyEnd": segment.key_end}
+
+
+_RETENTION_TYPE_NAMES = {  # the wire's names
+    StreamDataRetention.NONE: "NONE", StreamDataRetention.MANUAL_RELEASE_AT_USER_STREAMCUT: "MANUAL",
+    StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT: "AUTOMATIC"}
 
 
 def _cut_json(cut: dict[int, int]) -> dict[str, int]:

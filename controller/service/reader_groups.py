@@ -13,11 +13,12 @@ import dataclasses
 import uuid
 
 from controller_api.model import ScalingPolicy, StreamConfiguration
+from controller_api.reader_groups import NIL_GROUP_ID, ReaderGroupConfiguration, StreamDataRetention
 from wire import naming
 
 from ..store import AlreadyExists, NotFound, WriteConflict
 from ..store import readers as store_readers
-from ..store.records import ReaderGroupConfigRecord, ReaderGroupRetentionType
+from ..store.records import ReaderGroupConfigRecord
 from .context import ControllerContext
 from .errors import (
     ConcurrentWorkflow,
@@ -38,7 +39,6 @@ from .stream_deletion import StreamDeletion
 from .stream_sealing import StreamSealing
 from .truncation import check_cut
 
-NIL_GROUP_ID = uuid.UUID(int=0)
 GROUP_STREAM_PREFIX = "_RG"
 GROUP_STREAM_ROLLOVER_BYTES = 4 * 1024 * 1024
 
@@ -47,11 +47,11 @@ def group_stream(group: str) -> str:
     return GROUP_STREAM_PREFIX + group
 
 
-def subscribed_streams(record: ReaderGroupConfigRecord) -> set[str]:
+def subscribed_streams(configuration: ReaderGroupConfiguration) -> set[str]:
     """The ``scope/stream`` names a group subscribes to (none when its retention type is NONE)."""
-    if record.retention_type == ReaderGroupRetentionType.NONE:
+    if configuration.retention_type == StreamDataRetention.NONE:
         return set()
-    return set(record.starting_cuts)
+    return set(configuration.starting_cuts)
 
 
 class ReaderGroups:
@@ -66,7 +66,7 @@ class ReaderGroups:
     # ------------------------------------------------------------------ configuration
 
     async def create_reader_group(self, scope: str, group: str,
-                                  config: ReaderGroupConfigRecord) -> ReaderGroupConfigRecord:
+                                  config: ReaderGroupConfiguration) -> ReaderGroupConfiguration:
         """Creates the group, or returns the stored configuration if it exists (the new one is ignored).
 
         Raises:
@@ -81,23 +81,24 @@ class ReaderGroups:
         except NotFound:
             stored = None
         if stored is not None and not stored.updating:
-            return stored
+            return stored.configuration
         if stored is None:
             group_id = uuid.uuid4() if config.reader_group_id == NIL_GROUP_ID else config.reader_group_id
-            stored = dataclasses.replace(config, reader_group_id=group_id, generation=0, updating=True)
+            stored = ReaderGroupConfigRecord(dataclasses.replace(config, reader_group_id=group_id, generation=0),
+                                             updating=True)
             try:
                 await self._store.scopes.create_reader_group(scope, group, stored)
             except AlreadyExists:
                 stored, _ = await self._store.scopes.get_reader_group(scope, group)
-        await self._subscribe(scope, group, stored, subscribed_streams(stored))
+        await self._subscribe(scope, group, stored.configuration, subscribed_streams(stored.configuration))
         await self._creation.create_stream(scope, group_stream(group), StreamConfiguration(
             ScalingPolicy(min_num_segments=1), rollover_size_bytes=GROUP_STREAM_ROLLOVER_BYTES))
         return await self._clear_updating(scope, group)
 
-    async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfigRecord:
+    async def get_reader_group(self, scope: str, group: str) -> ReaderGroupConfiguration:
         """Raises ReaderGroupNotFound."""
         record, _ = await self._stored(scope, group)
-        return record
+        return record.configuration
 
     async def _stored(self, scope: str, group: str) -> tuple[ReaderGroupConfigRecord, int]:
         """The stored configuration and its version. Raises ReaderGroupNotFound."""
@@ -106,7 +107,7 @@ class ReaderGroups:
         except NotFound:
             raise ReaderGroupNotFound(f"reader group {scope}/{group} does not exist") from None
 
-    async def update_reader_group(self, scope: str, group: str, config: ReaderGroupConfigRecord) -> int:
+    async def update_reader_group(self, scope: str, group: str, config: ReaderGroupConfiguration) -> int:
         """Stores a new configuration at the next generation and fixes subscriptions. Returns the generation.
 
         Raises:
@@ -114,14 +115,16 @@ class ReaderGroups:
             ReaderGroupConfigMismatch: another generation or group id than the stored ones.
             ConcurrentWorkflow: another update is being applied.
         """
-        stored, version = await self._stored(scope, group)
+        record, version = await self._stored(scope, group)
+        stored = record.configuration
         if config.generation != stored.generation or config.reader_group_id != stored.reader_group_id:
             raise ReaderGroupConfigMismatch(f"reader group {scope}/{group} is at generation {stored.generation}")
-        if stored.updating:
+        if record.updating:
             raise ConcurrentWorkflow(f"reader group {scope}/{group} is being updated")
-        updated = dataclasses.replace(config, generation=stored.generation + 1, updating=True)
+        updated = dataclasses.replace(config, generation=stored.generation + 1)
         try:
-            await self._store.scopes.replace_reader_group(scope, group, updated, version)
+            await self._store.scopes.replace_reader_group(scope, group, ReaderGroupConfigRecord(updated, updating=True),
+                                                          version)
         except WriteConflict:
             raise ConcurrentWorkflow(f"reader group {scope}/{group} changed concurrently") from None
         old, new = subscribed_streams(stored), subscribed_streams(updated)
@@ -136,7 +139,7 @@ class ReaderGroups:
         Raises:
             ReaderGroupNotFound: no such group, or another group id.
         """
-        stored, _ = await self._stored(scope, group)
+        stored = (await self._stored(scope, group))[0].configuration
         if group_id != stored.reader_group_id:
             raise ReaderGroupNotFound(f"reader group {scope}/{group} has another id")
         for name in subscribed_streams(stored):
@@ -151,27 +154,28 @@ class ReaderGroups:
     async def list_reader_groups(self, scope: str) -> list[str]:
         return await all_pages(lambda token: self._store.scopes.list_reader_groups(scope, token))
 
-    async def _clear_updating(self, scope: str, group: str) -> ReaderGroupConfigRecord:
+    async def _clear_updating(self, scope: str, group: str) -> ReaderGroupConfiguration:
         stored, version = await self._store.scopes.get_reader_group(scope, group)
         if stored.updating:
             stored = dataclasses.replace(stored, updating=False)
             await self._store.scopes.replace_reader_group(scope, group, stored, version)
-        return stored
+        return stored.configuration
 
     # ------------------------------------------------------------------ subscribers
 
-    async def _subscribe(self, scope: str, group: str, record: ReaderGroupConfigRecord, streams: set[str]) -> None:
+    async def _subscribe(self, scope: str, group: str, configuration: ReaderGroupConfiguration,
+                         streams: set[str]) -> None:
         name = naming_subscriber(scope, group)
         for scoped in sorted(streams):
             stream_scope, _, stream = scoped.partition("/")
             handle = self._store.stream(stream_scope, stream)
             try:
-                await store_readers.add_subscriber(handle, name, record.generation, self._context.now_ms())
+                await store_readers.add_subscriber(handle, name, configuration.generation, self._context.now_ms())
             except AlreadyExists:
                 subscriber, _ = await store_readers.get_subscriber(handle, name)
-                if subscriber.generation != record.generation:
-                    await store_readers.update_subscriber_cut(handle, name, record.generation, subscriber.stream_cut,
-                                                              self._context.now_ms())
+                if subscriber.generation != configuration.generation:
+                    await store_readers.update_subscriber_cut(handle, name, configuration.generation,
+                                                              subscriber.stream_cut, self._context.now_ms())
             except NotFound:
                 pass  # the stream does not exist (any more): nothing to subscribe to
 
@@ -218,7 +222,7 @@ class ReaderGroups:
             group_record, _ = await self._store.scopes.get_reader_group(group_scope, group)
         except NotFound:
             raise SubscriberNotFound(f"reader group {subscriber!r} does not exist") from None
-        if group_record.reader_group_id != group_id:
+        if group_record.configuration.reader_group_id != group_id:
             raise SubscriberNotFound(f"reader group {subscriber!r} has another id")
         if generation != record.generation:
             raise GenerationMismatch(f"{subscriber!r} is at generation {record.generation}, not {generation}")

@@ -116,8 +116,8 @@ class ControllerServices:
         except NotFound:
             return
         for group in await self.reader_groups.list_reader_groups(scope):
-            record = await self.reader_groups.get_reader_group(scope, group)
-            await self.reader_groups.delete_reader_group(scope, group, record.reader_group_id)
+            configuration = await self.reader_groups.get_reader_group(scope, group)
+            await self.reader_groups.delete_reader_group(scope, group, configuration.reader_group_id)
         for stream in await all_pages(lambda token: self.scopes.list_streams(scope, token)):
             try:
                 await self.sealing.seal_stream(scope, stream)

@@ -21,7 +21,6 @@ from .epochs import (
 )
 from .readers import (
     ReaderGroupConfigRecord,
-    ReaderGroupRetentionType,
     SubscriberRecord,
     SubscriberSet,
     WriterMarkRecord,
@@ -42,7 +41,7 @@ __all__ = [
     "EMPTY_EPOCH_TRANSITION", "EpochRecord", "EpochTransitionRecord", "HistoryChunk", "HistoryIndexLeaf",
     "HistoryIndexRoot", "HistoryTimeSeriesRecord", "NewSegment", "SealedEpochRecord", "SealedSizesShard",
     "SegmentRecord",
-    "ReaderGroupConfigRecord", "ReaderGroupRetentionType", "SubscriberRecord", "SubscriberSet", "WriterMarkRecord",
+    "ReaderGroupConfigRecord", "SubscriberRecord", "SubscriberSet", "WriterMarkRecord",
     "CreationRecord", "DeletedStreamRecord", "ScopeRecord", "StateRecord", "StreamConfigurationRecord",
     "EMPTY_COMMITTING_TRANSACTIONS", "CommittingTransactionsRecord", "TransactionRecord",
     "PendingWorkflowRecord", "WorkflowIntentRecord", "WorkflowKind",

@@ -15,20 +15,12 @@ Formats (after the format-version byte)::
 from __future__ import annotations
 
 import dataclasses
-import enum
-import uuid
+
+from controller_api.reader_groups import ReaderGroupConfiguration, StreamDataRetention
 
 from ..codec import Decoder, Encoder
 
 FORMAT_VERSION = 1
-
-
-class ReaderGroupRetentionType(enum.IntEnum):
-    """The wire's ``ReaderGroupConfiguration.RetentionType``."""
-
-    NONE = 0
-    MANUAL = 1
-    AUTOMATIC = 2
 
 
 def _encode_cuts(encoder: Encoder, cuts: dict[str, dict[int, int]]) -> Encoder:
@@ -44,33 +36,30 @@ def _decode_cuts(decoder: Decoder) -> dict[str, dict[int, int]]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReaderGroupConfigRecord:
-    """A (Java) reader group's configuration; ``generation`` grows with every update."""
+    """A (Java) reader group's configuration (the Controller API's value) as stored; ``updating`` is set
+    while a create or update applies it."""
 
-    reader_group_id: uuid.UUID
-    generation: int = 0
-    group_refresh_time_ms: int = 0
-    checkpoint_interval_ms: int = 0
-    max_outstanding_checkpoints: int = 0
-    retention_type: ReaderGroupRetentionType = ReaderGroupRetentionType.NONE
-    rollover_size_bytes: int = 0
+    configuration: ReaderGroupConfiguration
     updating: bool = False
-    starting_cuts: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)  # "scope/stream" -> cut
-    ending_cuts: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     def encode(self) -> bytes:
-        encoder = (Encoder(FORMAT_VERSION).uuid(self.reader_group_id).i64(self.generation)
-                   .i64(self.group_refresh_time_ms).i64(self.checkpoint_interval_ms)
-                   .i32(self.max_outstanding_checkpoints).u8(self.retention_type)
-                   .i64(self.rollover_size_bytes).boolean(self.updating))
-        _encode_cuts(encoder, self.starting_cuts)
-        return _encode_cuts(encoder, self.ending_cuts).to_bytes()
+        configuration = self.configuration
+        encoder = (Encoder(FORMAT_VERSION).uuid(configuration.reader_group_id).i64(configuration.generation)
+                   .i64(configuration.group_refresh_time_ms).i64(configuration.checkpoint_interval_ms)
+                   .i32(configuration.max_outstanding_checkpoints).u8(configuration.retention_type)
+                   .i64(configuration.rollover_size_bytes).boolean(self.updating))
+        _encode_cuts(encoder, configuration.starting_cuts)
+        return _encode_cuts(encoder, configuration.ending_cuts).to_bytes()
 
     @classmethod
     def decode(cls, data: bytes) -> ReaderGroupConfigRecord:
         with Decoder(data, cls.__name__, FORMAT_VERSION) as decoder:
-            return cls(decoder.uuid(), decoder.i64(), decoder.i64(), decoder.i64(), decoder.i32(),
-                       decoder.enum(ReaderGroupRetentionType, decoder.u8()), decoder.i64(), decoder.boolean(),
-                       _decode_cuts(decoder), _decode_cuts(decoder))
+            reader_group_id, generation, refresh, interval = decoder.uuid(), decoder.i64(), decoder.i64(), decoder.i64()
+            outstanding, retention_type = decoder.i32(), decoder.enum(StreamDataRetention, decoder.u8())
+            rollover, updating = decoder.i64(), decoder.boolean()
+            return cls(ReaderGroupConfiguration(reader_group_id, generation, refresh, interval, outstanding,
+                                                retention_type, rollover, _decode_cuts(decoder), _decode_cuts(decoder)),
+                       updating)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

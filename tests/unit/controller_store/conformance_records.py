@@ -15,6 +15,7 @@ from controller.store import (AlreadyExists, IllegalStateTransition, NotFound, T
                               readers, records, retention, transactions, workflows)
 from controller.store.records import (CommittingTransactionsRecord, ReaderGroupConfigRecord, StreamCutRecord,
                                       TransactionRecord, WorkflowIntentRecord, WorkflowKind, WriterMarkRecord)
+from controller_api.reader_groups import ReaderGroupConfiguration
 
 from .conformance_streams import active_stream, make_metadata
 from .record_samples import SAMPLES
@@ -119,11 +120,12 @@ class RecordConformance:
         """Reader-group configs are created once per scope, replaced with CAS, listed, and deleted."""
         metadata = await make_metadata(kv)
         await metadata.scopes.create_scope("scope")
-        config = ReaderGroupConfigRecord(uuid.UUID(int=5), starting_cuts={"scope/stream": {0: 1}})
+        config = ReaderGroupConfigRecord(ReaderGroupConfiguration(uuid.UUID(int=5),
+                                                                  starting_cuts={"scope/stream": {0: 1}}))
         version = await metadata.scopes.create_reader_group("scope", "group", config)
         with pytest.raises(AlreadyExists):
             await metadata.scopes.create_reader_group("scope", "group", config)
-        newer = dataclasses.replace(config, generation=1)
+        newer = ReaderGroupConfigRecord(dataclasses.replace(config.configuration, generation=1))
         await metadata.scopes.replace_reader_group("scope", "group", newer, version)
         with pytest.raises(WriteConflict):
             await metadata.scopes.replace_reader_group("scope", "group", config, version)

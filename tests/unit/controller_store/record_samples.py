@@ -7,6 +7,7 @@ import uuid
 from controller.store import State, TransactionStatus
 from controller.store import records as r
 from controller_api.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
+from controller_api.reader_groups import ReaderGroupConfiguration, StreamDataRetention
 
 SEGMENT = r.SegmentRecord((3 << 32) | 7, 1234, 0.25, 0.5)
 EPOCH = r.EpochRecord(4, 3, 5000, (r.SegmentRecord(9, 10, 0.0, 0.25), SEGMENT, r.SegmentRecord(5, 11, 0.5, 1.0)))
@@ -37,8 +38,9 @@ SAMPLES = {
     "transaction": r.TransactionRecord(TRANSACTION_ID, 3, TransactionStatus.COMMITTING, 10, 20, 30, "writer-1", 15,
                                        8, -1, {SEGMENT.segment_id: 4096}),
     "committing": r.CommittingTransactionsRecord(3, (TRANSACTION_ID, uuid.UUID(int=5)), 6),
-    "reader_group": r.ReaderGroupConfigRecord(uuid.UUID(int=99), 3, 100, 200, 5, r.ReaderGroupRetentionType.AUTOMATIC,
-                                              1 << 20, True, {"s/a": {1: 2}}, {"s/a": {3: 4}, "s/b": {}}),
+    "reader_group": r.ReaderGroupConfigRecord(ReaderGroupConfiguration(
+        uuid.UUID(int=99), 3, 100, 200, 5, StreamDataRetention.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT, 1 << 20,
+        {"s/a": {1: 2}}, {"s/a": {3: 4}, "s/b": {}}), updating=True),
     "subscriber_set": r.SubscriberSet(("g1", "g2")),
     "subscriber": r.SubscriberRecord(4, 300, {1: 2, 3: -1}),
     "writer_mark": r.WriterMarkRecord(123, {1: 2}, is_alive=False),

@@ -20,6 +20,7 @@ from controller_api.model import (
     ScalingPolicy,
     StreamConfiguration,
 )
+from controller_api.reader_groups import ReaderGroupConfiguration, StreamDataRetention
 
 from .record_samples import SAMPLES
 
@@ -75,10 +76,9 @@ STRATEGIES = {
                                    int64, names, int64, int64, int64, cuts),
     r.CommittingTransactionsRecord: st.builds(r.CommittingTransactionsRecord, int32,
                                               st.lists(uuids, max_size=4).map(tuple), int32),
-    r.ReaderGroupConfigRecord: st.builds(r.ReaderGroupConfigRecord, uuids, int64, int64, int64, int32,
-                                         st.sampled_from(r.ReaderGroupRetentionType), int64, st.booleans(),
-                                         st.dictionaries(names, cuts, max_size=3),
-                                         st.dictionaries(names, cuts, max_size=3)),
+    r.ReaderGroupConfigRecord: st.builds(r.ReaderGroupConfigRecord, st.builds(
+        ReaderGroupConfiguration, uuids, int64, int64, int64, int32, st.sampled_from(StreamDataRetention), int64,
+        st.dictionaries(names, cuts, max_size=3), st.dictionaries(names, cuts, max_size=3)), st.booleans()),
     r.SubscriberSet: st.builds(r.SubscriberSet, st.lists(names, max_size=4).map(tuple)),
     r.SubscriberRecord: st.builds(r.SubscriberRecord, int64, int64, cuts),
     r.WriterMarkRecord: st.builds(r.WriterMarkRecord, int64, cuts, st.booleans()),

@@ -1,4 +1,9 @@
-"""The configuration of a key-value table: its partition count and the fixed lengths of its keys."""
+"""The Controller API's key-value-table value: a table's partition count and the fixed lengths of its keys.
+
+The SDK exports it (``clients.kvt``), the controller's key-value-table service takes and returns it
+and stores it (``controller.service.key_value_tables.KeyValueTableRecord``). The protobuf
+conversions are in :mod:`controller_api.protobuf`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import dataclasses
 
 from wire.constants import MAX_TABLE_KEY_LENGTH
 
-from ..errors import InvalidArgument
+from .errors import InvalidArgument
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,5 +54,3 @@ class KeyValueTableConfiguration:
         """The length of every key in the table's segments: primary + secondary."""
         return self.primary_key_length + self.secondary_key_length
 
-
-__all__ = ["KeyValueTableConfiguration"]
