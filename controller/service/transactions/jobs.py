@@ -34,6 +34,7 @@ Abort: DeleteSegment for every transaction segment of the txn epoch, then ABORTE
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
@@ -185,16 +186,27 @@ async def _roll(context: ControllerContext, stream: StreamStore, record: Committ
 
 async def _complete_batch(stream: StreamStore, record: CommittingTransactionsRecord, record_version: int,
                           offsets: dict[uuid.UUID, dict[int, int]], now: int) -> None:
-    """Transactions COMMITTED, writer marks noted, the committing record EMPTY, the stream ACTIVE."""
-    committed = []
+    """Writer marks noted, transactions COMMITTED, the committing record EMPTY, the stream ACTIVE.
+
+    The marks come first: a writer that saw its transaction COMMITTED and then closed (which removes its
+    mark) must not have the mark of that commit noted again after it left."""
+    committing = []
     for transaction_id in record.transaction_ids:
         try:
-            committed.append(await transition_transaction(stream, transaction_id, TransactionStatus.COMMITTED, now,
-                                                          commit_offsets=offsets.get(transaction_id, {})))
-            metrics.TRANSACTIONS.labels("committed").inc()
+            transaction, _ = await get_transaction(stream, transaction_id)
         except NotFound:
             continue  # purged already: a much older run completed it
-    await _note_writer_marks(stream, committed)
+        if transaction.status != TransactionStatus.COMMITTED:  # a re-driven step keeps what the first one stored
+            transaction = dataclasses.replace(transaction, commit_offsets=offsets.get(transaction_id, {}))
+        committing.append(transaction)
+    await _note_writer_marks(stream, committing)
+    for transaction in committing:
+        try:
+            await transition_transaction(stream, transaction.transaction_id, TransactionStatus.COMMITTED, now,
+                                         commit_offsets=transaction.commit_offsets)
+            metrics.TRANSACTIONS.labels("committed").inc()
+        except NotFound:
+            continue  # purged meanwhile
     await replace_committing_transactions(stream, EMPTY_COMMITTING_TRANSACTIONS, record_version)
     state, _ = await stream.get_state()
     if state == State.COMMITTING_TXN:
