@@ -21,6 +21,7 @@ from server.containers.views import ContainerStatus
 from server.tier1 import LocalDurableDataLog
 from server.tier2.memory import InMemoryChunkStorage
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 
 RECORD_BYTES_MAX = 64 * 1024
 SEGMENTS = 3_000  # a snapshot of ~280 KB: five records' worth
@@ -54,14 +55,7 @@ async def checkpointed(owner: SegmentContainer) -> None:
     pipeline = owner._pipeline  # white box
     logged = pipeline.checkpoints_logged
     pipeline.request_checkpoint()
-    await until(lambda: pipeline.checkpoints_logged > logged, "a checkpoint")
-
-
-async def until(condition, what: str, seconds: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+    await eventually(lambda: pipeline.checkpoints_logged > logged, "a checkpoint")
 
 
 async def test_a_snapshot_larger_than_a_record_goes_in_parts_and_the_log_still_truncates(tmp_path):
@@ -74,7 +68,7 @@ async def test_a_snapshot_larger_than_a_record_goes_in_parts_and_the_log_still_t
     await owner.flush_to_storage()
     durable_log = owner._pipeline._log  # white box: the one log of this container
     # Age checkpoints follow the flush; the storage writer's next pass truncates the log before the newest.
-    await until(lambda: durable_log.truncation_address is not None, "the log to be truncated")
+    await eventually(lambda: durable_log.truncation_address is not None, "the log to be truncated")
     await owner.stop()
 
     logged = await logged_operations(tmp_path)
@@ -170,7 +164,7 @@ async def test_a_segment_store_restarts_a_container_whose_checkpoint_failed(tmp_
             for number in range(20):
                 await asyncio.wait_for(first.create_segment(f"scope/s-{number}/0.#epoch.0"), 10)
                 acknowledged.append(f"scope/s-{number}/0.#epoch.0")
-        await until(lambda: store.containers.get(0) not in (None, first)
+        await eventually(lambda: store.containers.get(0) not in (None, first)
                     and store.containers[0].status is ContainerStatus.RUNNING, "the container to be restarted")
         assert store.container_failures == 1
         again = store.containers[0]

@@ -25,7 +25,8 @@ from server.containers.state import ContainerState
 from server.containers.storage_writer import StorageWriterConfig
 from server.tier1 import LocalDurableDataLog
 from server.tier2.memory import InMemoryChunkStorage
-from tests.unit.test_container_checkpoints import checkpointed, until
+from tests.support.waiting import eventually
+from tests.unit.test_container_checkpoints import checkpointed
 from tests.unit.test_writer_expiry import Clock
 from wire.constants import NULL_ATTRIBUTE_VALUE
 
@@ -58,7 +59,7 @@ async def populated(tmp_path, chunks=None, clock=None) -> tuple[SegmentContainer
     await owner.create_segment("scope/table", SegmentType.TABLE)
     await owner.create_transient_segment(name_of(0), uuid.uuid4())
     await owner.flush_to_storage()
-    await until(lambda: all(not owner.writer.has_work(segment.segment_id)
+    await eventually(lambda: all(not owner.writer.has_work(segment.segment_id)
                             for segment in owner._state.by_id.values()), "the storage writer to be idle")
     clock.now_ms += IDLE_MS + 1
     return owner, clock, chunks
@@ -134,7 +135,7 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
     assert (await asyncio.wait_for(parked, 5)).data() == b"!"
     clock.now_ms += IDLE_MS + 1
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
     # 0: its use is a look old now; 2: flushed and idle; 1: read again once the append woke its parked read
     assert await owner.dormancy.sweep() == 2
     assert await owner.dormancy.sweep() == 1
@@ -150,7 +151,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     await owner.start()
     for start in range(0, 1_000, 50):
         await asyncio.gather(*(owner.create_segment(name_of(number)) for number in range(start, start + 50)))
-    await until(lambda: owner.dormancy.shrinking is None or owner.dormancy.shrinking.done(), "the shrink")
+    await eventually(lambda: owner.dormancy.shrinking is None or owner.dormancy.shrinking.done(), "the shrink")
     live_streams = [segment for segment in owner._state.by_id.values() if segment.segment_type is SegmentType.STREAM]
     assert len(live_streams) <= 100 + 50, len(live_streams)  # the working set, and what came after the shrink
     assert owner.segment_count() == 1_000
@@ -158,7 +159,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     for number in range(0, 1_000, 3):  # reads wake them; the working set holds again
         assert owner.get_info(name_of(number)).length == 0
         await asyncio.sleep(0)
-    await until(lambda: owner.dormancy.shrinking.done(), "the shrink")
+    await eventually(lambda: owner.dormancy.shrinking.done(), "the shrink")
     assert len(owner._state.by_id) <= 100 + 150
     await owner.append(name_of(500), b"data")
     assert await read_all(owner, name_of(500)) == b"data"
@@ -182,7 +183,7 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
     writer_id = uuid.uuid4()
     await owner.submit_event_append(name_of(10), b"by a writer", writer_id, 0, NULL_ATTRIBUTE_VALUE, 1)
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(10)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(10)].segment_id), "the flush")
     for segment in owner._state.by_id.values():
         segment.used = False
     clock.now_ms += IDLE_MS + 1
@@ -220,7 +221,7 @@ async def test_writer_expiry_reaches_dormant_segments(tmp_path):
     await owner.create_segment(name_of(0))
     await owner.submit_event_append(name_of(0), b"e", uuid.uuid4(), 0, NULL_ATTRIBUTE_VALUE, 1)
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
     clock.now_ms += IDLE_MS + 1
     assert await owner.dormancy.sweep() == 1
     assert await owner.expire_writers() == 1
