@@ -433,8 +433,9 @@ async def test_background_chaos_is_cancelled_by_stop(proxy):
     """start_chaos runs until stopped; stop_chaos returns the faults injected; a second run ended by proxy.stop()
     leaves no task behind either."""
     clients = [await connect(proxy.port) for _ in range(2)]
+    await eventually(lambda: proxy.live_connections == 2, "both clients to be accepted")
     proxy.start_chaos(None, seed=9, drop_probability_per_second=30)
-    await asyncio.sleep(0.3)
+    await eventually(lambda: proxy.stats.drop_events > 0, "a chaos drop")
     injected = await proxy.stop_chaos()
     assert injected > 0 and proxy.stats.drop_events == injected
     assert [await end_of(reader) for reader, _ in clients] == ["reset", "reset"]
