@@ -121,7 +121,7 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
         segment.used = False
     owner.get_info(name_of(0))  # read since the previous look: stays live this time
     parked = asyncio.ensure_future(owner.read(name_of(1), len(expected_bytes(1)), wait_timeout=30))  # at the tail
-    await asyncio.sleep(0.01)
+    await eventually(lambda: owner._state.by_name[name_of(1)].waiters, "the read to park at the tail")
     owner._state.by_name[name_of(1)].used = False  # what keeps it live is the parked read
     owner.writer._wake.clear()  # white box: the next append stays unflushed until the writer is woken
     fresh = clock.now_ms
