@@ -13,13 +13,21 @@ from server.tier2.chunk_names import parse_segment_chunk
 from server.tier2.chunk_storage import ChunkStorageUnavailable
 from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
-from server.tier2.errors import (BadOffset, SegmentExists, SegmentNotFound, SegmentNotSealed, SegmentSealed,
-                                 SegmentTruncated, StorageNotPrimary)
+from server.tier2.errors import (
+    BadOffset,
+    SegmentExists,
+    SegmentNotFound,
+    SegmentNotSealed,
+    SegmentSealed,
+    SegmentTruncated,
+    StorageNotPrimary,
+)
 from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
 from server.tier2.memory import InMemoryChunkStorage
 from server.tier2.metadata_store import InMemoryMetadataStore, MetadataStoreUnavailable, VersionMismatch
 from server.tier2.records import ChunkRecord, decode
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -454,10 +462,10 @@ async def test_the_background_collector_deletes_after_the_delay(open_storage, ch
     await segment_with(storage, "s", b"x" * 25)
     head = (await storage.list_chunks("s"))[0].name
     await storage.truncate("s", 10)
-    for _ in range(200):
-        if not await chunks.exists(head):
-            break
-        await asyncio.sleep(0.01)
+    async def deleted() -> bool:
+        return not await chunks.exists(head)
+
+    await eventually(deleted, "the collector to delete the truncated chunk", timeout=5)
     assert not await chunks.exists(head)
     await storage.close()
     await storage.close()
