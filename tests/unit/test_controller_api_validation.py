@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller_api import controller_pb2 as pb
+from controller_api import controller_pb2_grpc as pb_grpc
 from controller.api_validation import VALIDATORS, validate
 from controller.bad_requests import SERVICE, BadRequestLog, Undecodable, add_guarded_servicer, tolerant
 from controller.grpc_server import start_grpc_server
-from controller_api import controller_pb2 as pb
-from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.waiting import eventually
 from wire import naming
 

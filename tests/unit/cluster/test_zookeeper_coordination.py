@@ -10,9 +10,9 @@ import pytest
 
 from controller.cluster import LeaseBusy
 from controller.cluster.zk import ControllerCluster
+from server.cluster import ClusterMember
 from coordination.cluster import ClusterMismatch, ClusterPaths
 from coordination.zookeeper import ZooKeeper
-from server.cluster import ClusterMember
 from tests.support.waiting import eventually
 
 COUNT = 4

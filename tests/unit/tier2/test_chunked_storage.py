@@ -13,15 +13,8 @@ from server.tier2.chunk_names import parse_segment_chunk
 from server.tier2.chunk_storage import ChunkStorageUnavailable
 from server.tier2.chunked_storage import ChunkedSegmentStorage
 from server.tier2.config import StorageConfig
-from server.tier2.errors import (
-    BadOffset,
-    SegmentExists,
-    SegmentNotFound,
-    SegmentNotSealed,
-    SegmentSealed,
-    SegmentTruncated,
-    StorageNotPrimary,
-)
+from server.tier2.errors import (BadOffset, SegmentExists, SegmentNotFound, SegmentNotSealed, SegmentSealed,
+                                 SegmentTruncated, StorageNotPrimary)
 from server.tier2.faulty import FaultyChunkStorage
 from server.tier2.filesystem import FileSystemChunkStorage
 from server.tier2.memory import InMemoryChunkStorage
