@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -118,6 +119,24 @@ def test_unlimited_rate_without_keys(standalone, tmp_path):
     assert results["rates"]["write_events_per_second"] > 2000  # far above any paced test rate
 
 
+def lines_until(stream, prefix: str, timeout: float) -> str:
+    """What ``stream`` gives up to and including the first line starting with ``prefix``; fails after
+    ``timeout`` seconds without one (a thread reads, so a silent process cannot block the test)."""
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith(prefix):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive() and lines and lines[-1].startswith(prefix), f"no {prefix} line: {lines}"
+    return "".join(lines)
+
+
 def test_ctrl_c_stops_early_and_still_reports(standalone, tmp_path):
     """SIGINT during a 60 s run ends writing at once; the run still flushes, drains, prints the summary and
     writes its results (marked interrupted), and exits 130. Not on a terminal, progress came as plain lines
@@ -128,9 +147,10 @@ def test_ctrl_c_stops_early_and_still_reports(standalone, tmp_path):
                                 "--rate", "1000", "--output", str(output)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(6)
+        before_the_signal = lines_until(process.stdout, "[write]", timeout=30)  # the first progress line, at 5 s
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
+        rest, stderr = process.communicate(timeout=30)
+        stdout = before_the_signal + rest
     finally:
         process.kill()
     assert process.returncode == 130, stderr

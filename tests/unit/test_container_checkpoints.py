@@ -165,7 +165,7 @@ async def test_a_segment_store_restarts_a_container_whose_checkpoint_failed(tmp_
                 await asyncio.wait_for(first.create_segment(f"scope/s-{number}/0.#epoch.0"), 10)
                 acknowledged.append(f"scope/s-{number}/0.#epoch.0")
         await eventually(lambda: store.containers.get(0) not in (None, first)
-                    and store.containers[0].status is ContainerStatus.RUNNING, "the container to be restarted")
+                         and store.containers[0].status is ContainerStatus.RUNNING, "the container to be restarted")
         assert store.container_failures == 1
         again = store.containers[0]
         await asyncio.wait_for(again.create_segment("scope/after/0.#epoch.0"), 10)
