@@ -60,7 +60,7 @@ async def populated(tmp_path, chunks=None, clock=None) -> tuple[SegmentContainer
     await owner.create_transient_segment(name_of(0), uuid.uuid4())
     await owner.flush_to_storage()
     await eventually(lambda: all(not owner.writer.has_work(segment.segment_id)
-                            for segment in owner._state.by_id.values()), "the storage writer to be idle")
+                                 for segment in owner._state.by_id.values()), "the storage writer to be idle")
     clock.now_ms += IDLE_MS + 1
     return owner, clock, chunks
 
