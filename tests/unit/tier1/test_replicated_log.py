@@ -630,7 +630,8 @@ async def test_appends_that_reached_one_replica_are_recovered_whole_or_not_at_al
                 store.store._add = lambda message, reply: None  # type: ignore[method-assign]
             tail = [record("t", n) for n in range(5)]
             futures = [a.append(payload) for payload in tail]
-            await eventually(lambda: holder.store._journal.read(ledger_id, 14) is not None, "the tail on one replica", timeout=5)
+            await eventually(lambda: holder.store._journal.read(ledger_id, 14) is not None, "the tail on one replica",
+                             timeout=5)
             assert not any(future.done() for future in futures)  # one replica of three: not acknowledged
             await tier_a.zk.stop()  # A dies
             for store in silent:
