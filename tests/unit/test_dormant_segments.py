@@ -23,7 +23,7 @@ from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.metadata import SegmentType
 from server.containers.state import ContainerState
 from server.containers.storage_writer import StorageWriterConfig
-from server.tier1 import LocalDurableDataLog
+from server.tier1 import LocalDurableDataLog, LogAddress
 from server.tier2.memory import InMemoryChunkStorage
 from tests.support.waiting import eventually
 from tests.unit.test_container_checkpoints import checkpointed
@@ -178,6 +178,12 @@ async def test_without_tier2_nothing_goes_dormant(tmp_path):
     await owner.stop()
 
 
+def truncated_to(owner: SegmentContainer, checkpoint: LogAddress) -> bool:
+    """White box: the container's log starts at ``checkpoint`` (recovery replays from there)."""
+    truncation = owner._log.truncation_address
+    return truncation is not None and truncation.sequence >= checkpoint.sequence - 1
+
+
 async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(tmp_path):
     owner, clock, chunks = await populated(tmp_path)
     writer_id = uuid.uuid4()
@@ -189,6 +195,8 @@ async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(
     clock.now_ms += IDLE_MS + 1
     assert await owner.dormancy.sweep() == SEGMENTS
     await checkpointed(owner)  # a checkpoint of dormant records...
+    (_, dormant_checkpoint, _) = owner._pipeline.checkpoints[-1]  # white box: where it lies in the log
+    await eventually(lambda: truncated_to(owner, dormant_checkpoint), "the log to be truncated to that checkpoint")
     await owner.append(name_of(11), b"+after")  # ...then operations on dormant segments, replayed at the restart
     await owner.seal(name_of(12))
     await checkpointed(owner)  # a later checkpoint, compared with the replayed state (matches_snapshot)
