@@ -30,6 +30,7 @@ from tests.support.cluster import Cluster
 from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once
 from tests.support.pravega_driver import Scenario
 from tests.support.sdk import check_each_once_in_key_order, read_all, sdk
+from tests.support.waiting import eventually
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
@@ -53,10 +54,8 @@ async def start_writing(client, scope: str, stream: str, segments: int = 4) -> t
     await create_stream(client, scope, stream, segments)
     writer = ContinuousWriter(client, scope, stream)
     task = asyncio.ensure_future(writer.run())
-    deadline = time.monotonic() + 30
-    while not writer.acknowledged:
-        assert time.monotonic() < deadline and not task.done(), "the writer acknowledged nothing"
-        await asyncio.sleep(0.1)
+    await eventually(lambda: writer.acknowledged or task.done(), "the writer's first acknowledgement", timeout=30)
+    assert writer.acknowledged, "the writer acknowledged nothing"
     return writer, task
 
 
@@ -83,14 +82,16 @@ async def test_a_killed_segment_store_fails_over_while_both_clients_write(cluste
             print(f"containers served again {time.monotonic() - killed_at:.1f} s after the kill")
             assert time.monotonic() - killed_at < FAILOVER_LIMIT, f"failover took {failover:.1f} s"
             assert set(cluster.owners().values()) == {cluster.store_id(cluster.segment_stores[1])}
-            await asyncio.sleep(2.0)
-            assert [t for t in writer.ack_times if t > killed_at + failover], "the SDK writer did not carry on"
+            await eventually(lambda: [t for t in writer.ack_times if t > killed_at + failover],
+                             "the SDK writer to carry on after the failover", timeout=2.0)
             # The Rust client retries the address it resolved until something answers there (it asks getURI
             # again only after a reply such as WrongHost): its supervisor restarts the killed store, which
             # answers WrongHost or takes some containers back.
             await asyncio.to_thread(victim.start, 60)
             await asyncio.to_thread(cluster.wait_until_served, 60.0)
-            await asyncio.sleep(1.0)
+            served_at = time.monotonic()
+            await eventually(lambda: writer.ack_times[-1] > served_at,
+                             "an acknowledgement once the restarted store is served", timeout=30)
             acknowledged_before_stop = len(writer.acknowledged)
             await stop_writing(writer, task)
             print(f"SDK: {len(writer.acknowledged)} events acknowledged ({acknowledged_before_stop} before stopping); "
@@ -158,10 +159,8 @@ async def test_a_zombie_segment_store_changes_nothing_and_drops_its_containers(c
 
         # Back to life, the zombie finds its logs fenced and stops its containers (then, registered again, it
         # is a store like any other: the leader may give it containers, which it recovers at a newer epoch).
-        deadline = time.monotonic() + 30
-        while not owned_before <= fenced_containers(zombie.log_path):
-            assert time.monotonic() < deadline, f"the zombie did not stop all of {owned_before}"
-            await asyncio.sleep(0.2)
+        await eventually(lambda: owned_before <= fenced_containers(zombie.log_path),
+                         f"the zombie to stop all of {owned_before}", timeout=30, interval=0.2)
         await asyncio.to_thread(cluster.wait_until_served, 60.0)
 
         (events,) = await read_all(client, "zombie", "s", "check")
@@ -175,12 +174,10 @@ async def test_a_joining_segment_store_takes_containers_without_client_errors(cl
         writer, task = await start_writing(client, "join", "s")
         newcomer = await asyncio.to_thread(cluster.add_segment_store)
         newcomer_id = cluster.store_id(newcomer)
-        deadline = time.monotonic() + 30
-        while newcomer_id not in cluster.owners().values():
-            assert time.monotonic() < deadline, "the new segment store got no container"
-            await asyncio.sleep(0.2)
+        await eventually(lambda: newcomer_id in cluster.owners().values(), "the new segment store to get a container",
+                         timeout=30, interval=0.2)
         joined_at = time.monotonic()
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(2.0)  # writing through the handover: only time shows that no write fails meanwhile
         await stop_writing(writer, task)  # raises if any write failed
         assert [t for t in writer.ack_times if t > joined_at], "no acknowledgement after the join"
         owners = cluster.owners()
@@ -212,10 +209,11 @@ async def test_a_controller_killed_in_a_scale_is_completed_by_the_other(tmp_path
             doomed.kill()
             call.cancel()
         async with grpc.aio.insecure_channel(cluster.controllers[0].endpoint) as channel:
-            deadline = time.monotonic() + 60
-            while (segments := await current_segments(channel, "scaling", "s")) == [0, 1]:
-                assert time.monotonic() < deadline, "the other controller did not complete the scale"
-                await asyncio.sleep(0.25)
+            async def scaled() -> bool:
+                return await current_segments(channel, "scaling", "s") != [0, 1]
+
+            await eventually(scaled, "the other controller to complete the scale", timeout=60, interval=0.25)
+            segments = await current_segments(channel, "scaling", "s")
             assert len(segments) == 3 and 0 not in segments and 1 in segments
         async with sdk.connect(cluster.controllers[0].uri) as client:
             async with client.create_writer("scaling", "s") as writer:
@@ -254,20 +252,16 @@ async def test_a_controller_paused_past_its_session_comes_back_and_serves(cluste
     paused = cluster.controllers[0]
     cluster.pause(paused.process)
     try:
-        deadline = time.monotonic() + 30
-        while len(cluster.status()[1]["controllers"]) != 1:
-            assert time.monotonic() < deadline, "the paused controller's registration did not go"
-            await asyncio.sleep(0.2)
+        await eventually(lambda: len(cluster.status()[1]["controllers"]) == 1,
+                         "the paused controller's registration to go", timeout=30, interval=0.2)
         async with sdk.connect(cluster.controllers[1].uri) as client:  # the other serves meanwhile
             await client.create_scope("paused")
             await client.create_stream("paused", "during", StreamConfiguration(ScalingPolicy.fixed(2)))
     finally:
         cluster.resume(paused.process)
-    deadline = time.monotonic() + 30
-    while len((state := cluster.status()[1])["controllers"]) != 2 or \
-            "controller work restarted under a new ZooKeeper session" not in paused.log_path.read_text():
-        assert time.monotonic() < deadline, f"the resumed controller did not register again and restart: {state}"
-        await asyncio.sleep(0.2)
+    await eventually(lambda: len(cluster.status()[1]["controllers"]) == 2
+                     and "controller work restarted under a new ZooKeeper session" in paused.log_path.read_text(),
+                     "the resumed controller to register again and restart its work", timeout=30, interval=0.2)
     async with sdk.connect(paused.uri) as client:
         await client.create_stream("paused", "after", StreamConfiguration(ScalingPolicy.fixed(2)))
         async with client.create_writer("paused", "after") as writer:

@@ -16,6 +16,7 @@ from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.cluster import Cluster
 from tests.support.processes import free_port, kill_process
 from tests.support.standalone import StandaloneProcess
+from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.process
 
@@ -107,8 +108,7 @@ def test_status_of_a_cluster_and_of_one_missing_a_store(tmp_path, zookeeper):
         assert mismatch.returncode == 1 and "the cluster has 2 containers" in mismatch.stderr
 
         cluster.segment_stores[0].kill()
-        deadline = time.monotonic() + 30
-        while (result := run("status", "--zk", cluster.zk_hosts)).returncode == 0:
-            assert time.monotonic() < deadline, "status still says every container is served"
-            time.sleep(0.2)
+        eventually_blocking(lambda: run("status", "--zk", cluster.zk_hosts).returncode != 0,
+                            "status to say a container is not served", timeout=30, interval=0.2)
+        result = run("status", "--zk", cluster.zk_hosts)
         assert result.returncode == 1 and result.stdout.splitlines()[-1] == "NOT SERVED: containers 0,1 of 2"

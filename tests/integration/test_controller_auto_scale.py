@@ -22,6 +22,7 @@ from controller.store.records import ColdSegmentsRecord, WorkflowIntentRecord, W
 from controller.store.records.cold import SILENT_EXPIRY
 from server.containers import LoadSettings
 from tests.support.controller_harness import info, make_stream, running_cluster
+from tests.support.waiting import eventually
 from wire import commands as c
 from wire import naming
 from wire.envelope import envelope_all
@@ -105,6 +106,16 @@ async def wait_for_ranges(stub, stream: str, predicate, timeout: float) -> list[
         await asyncio.sleep(0.05)
 
 
+async def cold_marks(stream) -> dict[int, int]:
+    """The cold marks persisted in the stream's record (none before the first)."""
+    (found,) = await stream.find_records((layout.COLD_SEGMENTS, ColdSegmentsRecord))
+    return found[0].marks if found is not None else {}
+
+
+async def marked(stream, count: int) -> bool:
+    return len(await cold_marks(stream)) >= count
+
+
 @pytest.mark.slow
 async def test_hot_segment_splits_then_idle_segments_merge_back(tmp_path):
     """~1,000 events/s into the one segment of a stream targeting 10 events/s: the store reports it hot
@@ -161,13 +172,8 @@ async def test_cold_marks_outlive_the_controller_that_wrote_them(tmp_path):
                                                       stop, events_per_block=3, pause=0.1))
         try:
             stream = cluster.app.context.store.stream(SCOPE, "pair")
-            deadline = time.monotonic() + 10
-            marks: dict[int, int] = {}
-            while time.monotonic() < deadline and 0 not in marks:
-                (found,) = await stream.find_records((layout.COLD_SEGMENTS, ColdSegmentsRecord))
-                marks = found[0].marks if found is not None else {}
-                await asyncio.sleep(0.1)
-            assert marks == {0: SILENT_EXPIRY}
+            await eventually(lambda: marked(stream, 1), "the idle segment's cold mark", timeout=10, interval=0.1)
+            assert await cold_marks(stream) == {0: SILENT_EXPIRY}
             await asyncio.sleep(1.5)  # the idle report is older than the cold-mark period now
             await cluster.restart_controller(settings=settings)
             assert await current_ranges(cluster.stub, "pair") == [(0.0, 0.5), (0.5, 1.0)]
@@ -188,7 +194,7 @@ async def test_disabled_auto_scaler_leaves_hot_streams_alone(tmp_path):
         stop = asyncio.Event()
         writer = asyncio.create_task(write_until_sealed(cluster.store.port,
                                                         naming.stream_segment_name(SCOPE, "hot", 0), stop))
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(2.0)  # about what an enabled scaler takes to split it: only time shows nothing happens
         stop.set()
         assert await writer > 0
         assert await current_ranges(stub, "hot") == [(0.0, 1.0)]
@@ -209,14 +215,14 @@ async def test_report_segments_are_truncated_behind_expired_reports(tmp_path):
         client = cluster.app.client
         assert client is not None
         names = [naming.load_report_segment_name(container) for container in range(4)]
-        deadline = time.monotonic() + 15
-        while True:
+
+        async def truncated_to_their_ends() -> bool:
             infos = [await client.segment_info(name) for name in names]
             written = [info for info in infos if info.write_offset > 0]
-            if written and all(info.start_offset == info.write_offset for info in written):
-                break
-            assert time.monotonic() < deadline, infos
-            await asyncio.sleep(0.2)
+            return bool(written) and all(info.start_offset == info.write_offset for info in written)
+
+        await eventually(truncated_to_their_ends, "the report segments to be truncated to their ends", timeout=15,
+                         interval=0.2)
         (found,) = await cluster.app.context.store.stream(SCOPE, "idle").find_records(
             (layout.COLD_SEGMENTS, ColdSegmentsRecord))
         assert found is not None and found[0].marks == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
@@ -238,14 +244,9 @@ async def test_cold_segments_of_a_busy_stream_merge_once_it_is_free(tmp_path):
         holding = asyncio.create_task(services.runner.run(
             stream, WorkflowIntentRecord(WorkflowKind.UPDATE, context.now_ms()), release.wait))
         try:
-            deadline = time.monotonic() + 10
-            marks: dict[int, int] = {}
-            while time.monotonic() < deadline and len(marks) < 2:
-                (found,) = await stream.find_records((layout.COLD_SEGMENTS, ColdSegmentsRecord))
-                marks = found[0].marks if found is not None else {}
-                await asyncio.sleep(0.1)
-            assert marks == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
-            await asyncio.sleep(0.5)
+            await eventually(lambda: marked(stream, 2), "both segments' cold marks", timeout=10, interval=0.1)
+            assert await cold_marks(stream) == {0: SILENT_EXPIRY, 1: SILENT_EXPIRY}
+            await asyncio.sleep(0.5)  # no merge while the workflow holds the stream: only time can show it
             assert await current_ranges(cluster.stub, "busy") == [(0.0, 0.5), (0.5, 1.0)]
         finally:
             release.set()

@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 import grpc
 import pytest
@@ -18,6 +17,7 @@ from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.certs import make_certificates
 from tests.support.processes import ServerProcess, free_port
 from tests.support.standalone import StandaloneProcess
+from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.process
 
@@ -52,9 +52,8 @@ def test_the_standalone_banner_gives_the_uri_clients_must_use(tmp_path):
         "--tls-cert", str(certificates.certificate), "--tls-key", str(certificates.key),
         "--advertise-address", "localhost", "--rest-port", str(rest_port)]).start()
     try:
-        deadline = time.monotonic() + 30
-        while "clients use" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)  # the banner comes once the controller serves, after its port opened
+        # the banner comes once the controller serves, after its port opened
+        eventually_blocking(lambda: "clients use" in (tmp_path / "log").read_text(), "the banner", timeout=30)
     finally:
         standalone.remove_data()
     banner = (tmp_path / "log").read_text().splitlines()[0]
@@ -70,14 +69,17 @@ def test_controller_command_against_a_segment_store_process(tmp_path):
                                    "--segment-store", f"127.0.0.1:{store.port}", "--containers", "4"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        status = None
-        for _ in range(100):
+        statuses = []
+
+        def created() -> bool:
             try:
-                status = create_scope(controller_port, "cli")
-                break
+                statuses.append(create_scope(controller_port, "cli"))
             except grpc.RpcError:
-                time.sleep(0.1)
-        assert status == pb.CreateScopeStatus.SUCCESS
+                return False
+            return True
+
+        eventually_blocking(created, "the controller to serve", timeout=20, interval=0.1)
+        assert statuses == [pb.CreateScopeStatus.SUCCESS]
         controller.terminate()
         assert controller.wait(20) == 0
     finally:

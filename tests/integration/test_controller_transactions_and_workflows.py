@@ -11,6 +11,7 @@ import pytest
 from controller_api import controller_pb2 as pb
 from controller.store import scale as store_scale
 from tests.support.controller_harness import info, make_stream, running_cluster, scale_and_wait
+from tests.support.waiting import eventually
 from wire import naming
 
 SCOPE, STREAM = "txn-workflows", "s"
@@ -28,12 +29,11 @@ async def transaction_state(stub, txn_id) -> int:
     return (await stub.checkTransactionState(pb.TxnRequest(streamInfo=info(SCOPE, STREAM), txnId=txn_id))).state
 
 
-async def wait_for_state(stub, txn_id, state: int, polls: int = 300) -> None:
-    for _ in range(polls):
-        if await transaction_state(stub, txn_id) == state:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"transaction never reached state {state}")
+async def wait_for_state(stub, txn_id, state: int) -> None:
+    async def reached() -> bool:
+        return await transaction_state(stub, txn_id) == state
+
+    await eventually(reached, f"the transaction to reach state {state}", timeout=10, interval=0.02)
 
 
 async def test_concurrent_creations_on_one_stream_all_succeed(cluster):

@@ -119,37 +119,40 @@ def test_unlimited_rate_without_keys(standalone, tmp_path):
     assert results["rates"]["write_events_per_second"] > 2000  # far above any paced test rate
 
 
+def lines_until(stream, prefix: str, timeout: float) -> str:
+    """What ``stream`` gives up to and including the first line starting with ``prefix``; fails after
+    ``timeout`` seconds without one (a thread reads, so a silent process cannot block the test)."""
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith(prefix):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive() and lines and lines[-1].startswith(prefix), f"no {prefix} line: {lines}"
+    return "".join(lines)
+
+
 def test_ctrl_c_stops_early_and_still_reports(standalone, tmp_path):
     """SIGINT during a 60 s run ends writing at once; the run still flushes, drains, prints the summary and
     writes its results (marked interrupted), and exits 130. Not on a terminal, progress came as plain lines
     every 5 s meanwhile."""
     output = tmp_path / "results.json"
-    stderr_file = (tmp_path / "stderr").open("w")
     process = subprocess.Popen([sys.executable, "-m", "tributary", "loadgen", "--controller",
                                 standalone.controller_uri, "--stream", "interrupted", "--duration", "60",
                                 "--rate", "1000", "--output", str(output)],
-                               stdout=subprocess.PIPE, stderr=stderr_file, text=True)
-    lines: list[str] = []
-    progressed = threading.Event()
-
-    def read_stdout() -> None:  # the first progress line is the moment to interrupt (at ~5 s, later under load)
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("[write]"):
-                progressed.set()
-
-    reader = threading.Thread(target=read_stdout, daemon=True)
-    reader.start()
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert progressed.wait(30), "no progress line within 30 s"
+        before_the_signal = lines_until(process.stdout, "[write]", timeout=30)  # the first progress line, at 5 s
         process.send_signal(signal.SIGINT)
-        process.wait(30)
-        reader.join(10)
+        rest, stderr = process.communicate(timeout=30)
+        stdout = before_the_signal + rest
     finally:
         process.kill()
-        stderr_file.close()
-    stdout, stderr = "".join(lines), (tmp_path / "stderr").read_text()
     assert process.returncode == 130, stderr
     results = json.loads(output.read_text())
     assert results["interrupted"] is True

@@ -6,7 +6,6 @@ count of those held back; stderr holds nothing but JSON and the command's own tw
 from __future__ import annotations
 
 import json
-import time
 
 import grpc
 import pytest
@@ -15,6 +14,7 @@ from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.certs import make_certificates
 from tests.support.standalone import StandaloneProcess
+from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.process
 
@@ -36,9 +36,8 @@ def test_handshake_failures_are_structured_and_rate_limited(tmp_path):
                     raise AssertionError("a plaintext call to the TLS port succeeded")
                 except grpc.RpcError as error:
                     assert error.code() == grpc.StatusCode.UNAVAILABLE
-        deadline = time.monotonic() + 30  # the banner: SIGTERM is handled from then on
-        while "standalone:" not in log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # the banner: SIGTERM is handled from then on
+        eventually_blocking(lambda: "standalone:" in log_path.read_text(), "the banner", timeout=30)
         assert standalone.terminate() == 0  # held-back lines are flushed at exit
     finally:
         standalone.remove_data()

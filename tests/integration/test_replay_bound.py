@@ -19,6 +19,7 @@ from tests.integration.test_tier2_segment_store import create, flush
 from tests.support.bulk import MiB, append_pattern, verify_pattern
 from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,12 +48,14 @@ async def test_appends_wait_at_the_replay_bound_while_tier2_is_down_and_go_on_wh
         writing = asyncio.ensure_future(append_pattern(store.port, SEGMENT, 40 * MiB, first_block=2,
                                                        in_flight=IN_FLIGHT))
         container, peak = store.containers[0], 0
-        for _ in range(600):  # until the appends wait (and some more: they must stay waiting)
+
+        def throttled() -> bool:
+            nonlocal peak
             peak = max(peak, container.replay_backlog()[0])
-            if store.cache.throttled:
-                break
-            await asyncio.sleep(0.02)
-        assert store.cache.throttled, f"appends never waited; the log holds {container.replay_backlog()}"
+            return store.cache.throttled
+
+        await eventually(throttled, "the appends to wait at the replay bound", timeout=12, interval=0.02)
+        # They must stay waiting: only time can show that they do not fail meanwhile.
         await asyncio.sleep(1.0)
         assert not writing.done()  # waiting, not failed
         peak = max(peak, container.replay_backlog()[0])
@@ -62,11 +65,9 @@ async def test_appends_wait_at_the_replay_bound_while_tier2_is_down_and_go_on_wh
         assert await asyncio.wait_for(writing, 60) == 42 * MiB
         assert await verify_pattern(store.port, SEGMENT, 42 * MiB) == 42 * MiB
         await flush(store.port)
-        for _ in range(200):  # a checkpoint after the flush lets the log drop it all
-            if container.replay_backlog()[0] <= 2 * MiB and not store.cache.throttled:
-                break
-            await asyncio.sleep(0.05)
-        assert container.replay_backlog()[0] <= 2 * MiB and not store.cache.throttled
+        # a checkpoint after the flush lets the log drop it all
+        await eventually(lambda: container.replay_backlog()[0] <= 2 * MiB and not store.cache.throttled,
+                         "the log to drop what Tier-2 now holds", timeout=10, interval=0.05)
 
 
 async def test_a_restart_replays_at_most_the_bound(tmp_path):
@@ -76,10 +77,8 @@ async def test_a_restart_replays_at_most_the_bound(tmp_path):
         await create(store.port)
         storage.set_unavailable()
         writing = asyncio.ensure_future(append_pattern(store.port, SEGMENT, 40 * MiB, in_flight=IN_FLIGHT))
-        for _ in range(600):
-            if store.cache.throttled:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: store.cache.throttled, "the appends to wait at the replay bound", timeout=12,
+                         interval=0.02)
         acknowledged = store.containers[0].get_info(SEGMENT).length
         writing.cancel()
         await asyncio.gather(writing, return_exceptions=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from kazoo.client import KazooClient
 import pytest
 
 from clients.connection import WireConnection, next_request_id
 from tests.support.processes import ServerProcess, free_port, terminate_process
+from tests.support.waiting import eventually_blocking
 from wire import commands as c
 
 pytestmark = pytest.mark.process
@@ -53,19 +53,14 @@ def test_a_log_store_registers_and_leaves_on_sigterm(tmp_path, zk_hosts):
     store = ServerProcess("logstore", tmp_path / "store", extra_args=["--zk", zk_hosts, "--journal-file-size", "1"],
                           log_path=tmp_path / "store.log").start()
     try:
-        deadline = time.monotonic() + 10
-        while not registered(zk_hosts):
-            assert time.monotonic() < deadline, "the log store did not register"
-            time.sleep(0.1)
+        eventually_blocking(lambda: registered(zk_hosts), "the log store to register", timeout=10, interval=0.1)
         (replica_id,) = registered(zk_hosts)
         assert (tmp_path / "store" / "IDENTITY").exists()
         assert terminate_process(store.process) == 0
         assert registered(zk_hosts) == []
         store.start()  # the same data dir is the same replica
-        deadline = time.monotonic() + 10
-        while registered(zk_hosts) != [replica_id]:
-            assert time.monotonic() < deadline, f"registered {registered(zk_hosts)}, expected {replica_id}"
-            time.sleep(0.1)
+        eventually_blocking(lambda: registered(zk_hosts) == [replica_id], f"{replica_id} to register again",
+                            timeout=10, interval=0.1)
     finally:
         store.kill()
 

@@ -25,12 +25,12 @@ import json
 import os
 import pathlib
 import struct
-import time
 
 import pytest
 
 import tributary
 from tests.support.processes import ServerProcess, free_port, listening, wait_until_ready
+from tests.support.waiting import eventually
 from tributary import RetentionPolicy, ScalingPolicy, StreamConfiguration
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.process]
@@ -114,14 +114,6 @@ async def write(client, stream: str, first: int, mebibytes: int) -> int:
     return first + count
 
 
-async def wait_until(condition, what: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not await condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {what}")
-        await asyncio.sleep(0.1)
-
-
 async def head_offset(client, stream: str) -> int:
     [offset] = (await client.head_cut(SCOPE, stream)).positions.values()
     return offset
@@ -176,20 +168,21 @@ async def test_retention_and_deletion_shrink_tier1_and_tier2(tmp_path):
                 # (a) + (b): 16 MiB timed, 32 MiB sized in rounds a retention period apart
                 timed_end, sized_end = await asyncio.gather(write(client, "timed", 0, 16),
                                                             write(client, "sized", 0, 16))
-                await wait_until(lambda: _at_least(data_dir / "tier2", 32 * MiB), "round 1 in Tier-2", 30.0)
+                await eventually(lambda: _at_least(data_dir / "tier2", 32 * MiB), "round 1 in Tier-2",
+                                 timeout=30.0, interval=0.1)
                 for _ in range(2):
                     await asyncio.sleep(1.5)
                     sized_end = await write(client, "sized", sized_end, 8)
 
                 # (c): 16 MiB into a stream without retention, flushed to Tier-2, then deleted
                 await write(client, "doomed", 0, 16)
-                await wait_until(lambda: _at_least(data_dir / "tier2", 16 * MiB, within="doomed"),
-                                 "the doomed stream in Tier-2", 30.0)
+                await eventually(lambda: _at_least(data_dir / "tier2", 16 * MiB, within="doomed"),
+                                 "the doomed stream in Tier-2", timeout=30.0, interval=0.1)
                 doomed_before = usage(data_dir / "tier2", within="doomed")
                 await client.seal_stream(SCOPE, "doomed")
                 assert await client.delete_stream(SCOPE, "doomed")
-                await wait_until(lambda: _at_most(data_dir / "tier2", 0, within="doomed"),
-                                 "the doomed stream's chunks deleted", 15.0)
+                await eventually(lambda: _at_most(data_dir / "tier2", 0, within="doomed"),
+                                 "the doomed stream's chunks deleted", timeout=15.0, interval=0.1)
                 doomed_after = usage(data_dir / "tier2", within="doomed")
 
                 # retention truncates both streams, the collector deletes their chunks, age checkpoints let
@@ -201,7 +194,7 @@ async def test_retention_and_deletion_shrink_tier1_and_tier2(tmp_path):
                             and tier1.apparent <= 2 * LOG_FILE + MiB
                             and tier2.apparent <= 20 * MiB)
 
-                await wait_until(settled, "retention, GC and log truncation", 60.0)
+                await eventually(settled, "retention, GC and log truncation", timeout=60.0, interval=0.1)
                 end_tier1, end_tier2 = sampler.sample()
                 peak_tier1, peak_tier2 = sampler.peak_tier1, sampler.peak_tier2
 

@@ -18,6 +18,7 @@ from clients.config import WriterConfig
 from clients.errors import InvalidArgument, OffsetConflict, StreamSealed, TruncatedData
 from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.standalone import serve
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.process
 
@@ -117,6 +118,11 @@ async def test_round_trip_of_random_bytes_in_many_write_sizes(client):
     assert digest == hashlib.sha256(data).digest()
 
 
+def parked_at(reader: ByteStreamReader, offset: int) -> bool:
+    """White box: the reader's read at ``offset`` is sent and unanswered (the server holds it at the tail)."""
+    return reader._connection is not None and reader._outstanding == offset
+
+
 async def test_reader_started_before_the_writer_waits_at_the_tail_across_a_lost_connection(client):
     """A reader opened on an empty stream waits at the tail; its connection dropping while it waits (as
     when the server ends a long tail read) does not fail it: it reconnects, and gets each write as it
@@ -124,10 +130,12 @@ async def test_reader_started_before_the_writer_waits_at_the_tail_across_a_lost_
     await byte_stream(client, "tail")
     async with reader_of(client, "tail", buffer_size=16) as reader, writer_of(client, "tail") as writer:
         waiting = asyncio.create_task(reader.read(100))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: parked_at(reader, 0), "the read to be parked at the tail")
         assert not waiting.done() and reader.available == 0 and reader.tell() == 0
-        reader._connection.abort()
-        await asyncio.sleep(0.3)
+        lost = reader._connection
+        lost.abort()
+        await eventually(lambda: reader._connection not in (None, lost) and parked_at(reader, 0),
+                         "the reader to reconnect and park its read again")
         assert not waiting.done()
         await writer.write(b"hello")
         assert await asyncio.wait_for(waiting, 10) == b"hello"
@@ -136,12 +144,13 @@ async def test_reader_started_before_the_writer_waits_at_the_tail_across_a_lost_
             await writer.flush()
             assert await read_exactly(reader, len(word)) == word
         assert reader.tell() == len(b"hello byte streams")
-        await asyncio.sleep(0.1)  # the reader's next read is parked at the tail (offset 18)
+        await eventually(lambda: parked_at(reader, 18), "the reader's next read to be parked at the tail")
         assert await reader.seek(0) == 0
-        await asyncio.sleep(0.1)  # 16 bytes from 0 are buffered; nothing is outstanding
+        await eventually(lambda: reader.available == 16 and reader._outstanding is None,
+                         "16 bytes from 0 buffered, nothing outstanding")
         await writer.write(b"!")  # answers the abandoned read at 18: that reply must be ignored
         await writer.flush()
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the answer to the abandoned read arrives: nothing tells when it was ignored
         assert await read_exactly(reader, 19) == b"hello byte streams!"
 
 
@@ -221,7 +230,7 @@ async def test_seal_ends_readers_and_refuses_writes(client):
         await writer.write(data)
         assert await read_exactly(reader, len(data)) == data
         at_tail = asyncio.create_task(reader.read())
-        await asyncio.sleep(0.2)
+        await eventually(lambda: parked_at(reader, len(data)), "the read to be parked at the tail")
         assert not at_tail.done()
         await writer.seal()
         assert await asyncio.wait_for(at_tail, 10) == b""
@@ -336,7 +345,9 @@ async def test_write_waits_only_while_the_window_is_full(client):
             await asyncio.wait_for(writer.write(data[start:start + 50_000]), 1)
         await asyncio.wait_for(writer.write(data[200_000:290_000]), 1)  # now 290,000 bytes are pending
         blocked = asyncio.create_task(writer.write(data[290_000:]))
-        await asyncio.sleep(0.3)
+        # Nothing can acknowledge (every frame is lost): a write that did not wait would be done within a few
+        # turns of the loop, so a short while shows that it waits.
+        await asyncio.sleep(0.05)
         assert not blocked.done()
         lossy.abort()
         await asyncio.wait_for(blocked, 10)

@@ -13,6 +13,7 @@ from wire import commands as c
 from wire.constants import NO_VERSION, NOT_EXISTS, NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope, envelope_all
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 
 SEGMENT = "scope/stream/0.#epoch.0"
 TABLE = "scope/rg_kvtable/0.#epoch.0"
@@ -381,12 +382,10 @@ async def test_transient_segments_vanish_when_their_connection_closes(store, cli
     other = await WireConnection.connect("127.0.0.1", store.port)
     created = await other.request(c.CreateTransientSegment(rid(), uuid.uuid4(), SEGMENT, ""))
     await other.close()
-    for _ in range(50):
-        reply = await client.request(c.GetStreamSegmentInfo(rid(), created.segment, ""))
-        if isinstance(reply, c.NoSuchSegment):
-            break
-        await asyncio.sleep(0.05)
-    assert isinstance(reply, c.NoSuchSegment)
+    async def gone() -> bool:
+        return isinstance(await client.request(c.GetStreamSegmentInfo(rid(), created.segment, "")), c.NoSuchSegment)
+
+    await eventually(gone, "the transient segment to be deleted", timeout=2.5, interval=0.05)
 
 
 async def test_update_segment_policy_and_delete(client):

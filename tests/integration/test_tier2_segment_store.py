@@ -3,7 +3,6 @@ truncation, restart from Tier-2 (table segments included), metadata-only merges,
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import uuid
 
@@ -14,6 +13,7 @@ from server.tier2.filesystem import FileSystemChunkStorage
 from tests.support.bulk import MiB, append_pattern, verify_pattern
 from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 from wire import commands as c
 from wire.constants import NO_VERSION
 
@@ -170,8 +170,8 @@ async def test_tier2_outage_keeps_appends_acknowledged_and_never_truncates_unflu
         truncation = {cid: container._log.truncation_address for cid, container in store.containers.items()}
         # Tier-2 is down: appends are still acknowledged (from Tier-1), for a while
         assert await append_pattern(store.port, SEGMENT, 24 * MiB, first_block=8) == 32 * MiB
-        await asyncio.sleep(1.0)
-        assert sum(container.writer.failures for container in store.containers.values()) > 0
+        await eventually(lambda: sum(container.writer.failures for container in store.containers.values()) > 0,
+                         "the storage writer to fail against the Tier-2 outage")
         assert sum(container.writer.bytes_flushed for container in store.containers.values()) == flushed_before
         for cid, container in store.containers.items():
             assert container._log.truncation_address == truncation[cid]  # the unflushed tail stays in the log

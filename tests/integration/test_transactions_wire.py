@@ -30,6 +30,7 @@ from controller_api.protobuf import transaction_id_from
 from tests.support.controller_harness import append_to_segment
 from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 from tests.unit.test_transaction_service import (
     FAST_RETRIES,
     SCOPE,
@@ -69,10 +70,10 @@ async def cluster(tmp_path):
 
 
 async def wait_for_status(context: ControllerContext, stream: str, transaction_id, expected: TransactionStatus):
-    async def poll():
-        while (await stored.get_transaction(context.store.stream(SCOPE, stream), transaction_id))[0].status != expected:
-            await asyncio.sleep(0.02)
-    await asyncio.wait_for(poll(), WAIT_SECONDS)
+    async def reached() -> bool:
+        return (await stored.get_transaction(context.store.stream(SCOPE, stream), transaction_id))[0].status == expected
+
+    await eventually(reached, f"the transaction to be {expected.name}", timeout=WAIT_SECONDS, interval=0.02)
 
 
 async def test_transaction_rpcs_over_grpc(cluster):

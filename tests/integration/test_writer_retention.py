@@ -4,10 +4,12 @@ the retention; one still set up on a connection keeps it however idle, and its a
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 from clients.connection import WireConnection, next_request_id
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 from wire import commands as c
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope_all
@@ -52,11 +54,15 @@ async def test_writers_gone_for_the_retention_lose_their_attribute_writers_set_u
         assert service.writer_attribute_count() == 2
         await leaving.close()
 
-        deadline = asyncio.get_running_loop().time() + 20
-        while await attribute(staying, gone) != NULL_ATTRIBUTE_VALUE:
-            assert asyncio.get_running_loop().time() < deadline, "the attribute of a writer gone never expired"
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(3 * RETENTION)  # more expiry passes: the writer still set up is left alone
+        async def gone_expired() -> bool:
+            return await attribute(staying, gone) == NULL_ATTRIBUTE_VALUE
+
+        await eventually(gone_expired, "the attribute of the writer gone to expire", timeout=20, interval=0.1)
+        # More expiry passes, at a clock far past the retention rather than after waiting for one: the writer
+        # still set up is left alone.
+        far_later = int(time.time() * 1000) + 10 * int(RETENTION * 1000)
+        for _ in range(3):
+            await service.containers[0].expire_writers(now_ms=far_later)
         assert await attribute(staying, idle) == 1
         await append(staying, idle, 2)  # its event number is still there to compare with: no fencing
         assert service.writer_attribute_count() == 1

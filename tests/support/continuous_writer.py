@@ -8,6 +8,7 @@ import time
 
 from clients.model import ScalingPolicy, StreamConfiguration
 from tests.support.sdk import parse_event
+from tests.support.waiting import eventually
 
 
 class ContinuousWriter:
@@ -52,7 +53,7 @@ async def run_writer_through(client, scope: str, stream: str, fault, seconds: fl
     await client.create_stream(scope, stream, StreamConfiguration(ScalingPolicy.fixed(2)))
     writer = ContinuousWriter(client, scope, stream)
     task = asyncio.ensure_future(writer.run())
-    await asyncio.sleep(1.0)
+    await eventually(lambda: writer.acknowledged or task.done(), "the writer's first acknowledgement", timeout=30)
     assert writer.acknowledged, "nothing acknowledged before the fault"
     await fault()
     await asyncio.sleep(max(0.0, seconds))

@@ -21,6 +21,7 @@ from server.containers.views import ContainerStatus
 from server.tier1 import LocalDurableDataLog
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 
 RECORD_BYTES_MAX = 64 * 1024
 SEGMENTS = 3_000  # a snapshot of ~280 KB: five records' worth
@@ -54,7 +55,7 @@ async def checkpointed(owner: SegmentContainer) -> None:
     pipeline = owner._pipeline  # white box
     logged = pipeline.checkpoints_logged
     pipeline.request_checkpoint()
-    await until(lambda: pipeline.checkpoints_logged > logged, "a checkpoint")
+    await eventually(lambda: pipeline.checkpoints_logged > logged, "a checkpoint")
 
 
 def last_truncated(log) -> int:
@@ -64,13 +65,6 @@ def last_truncated(log) -> int:
 def last_sequence(log) -> int:
     """The sequence number of the last record ``log`` holds (records after the truncation point, plus it)."""
     return last_truncated(log) + log.readable_records()
-
-
-async def until(condition, what: str, seconds: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_snapshot_larger_than_a_record_goes_in_parts_and_the_log_still_truncates(tmp_path):
@@ -85,7 +79,7 @@ async def test_a_snapshot_larger_than_a_record_goes_in_parts_and_the_log_still_t
     created = last_sequence(durable_log)  # every creation is logged at or before this record
     # Age checkpoints follow the flush; the storage writer's next pass truncates the log before the newest.
     # (An earlier pass may truncate before the container's first, empty checkpoint: that one is not awaited.)
-    await until(lambda: last_truncated(durable_log) > created, "the log to be truncated past the creations")
+    await eventually(lambda: last_truncated(durable_log) > created, "the log to be truncated past the creations")
     await owner.stop()
 
     logged = await logged_operations(tmp_path)
@@ -181,8 +175,8 @@ async def test_a_segment_store_restarts_a_container_whose_checkpoint_failed(tmp_
             for number in range(20):
                 await asyncio.wait_for(first.create_segment(f"scope/s-{number}/0.#epoch.0"), 10)
                 acknowledged.append(f"scope/s-{number}/0.#epoch.0")
-        await until(lambda: store.containers.get(0) not in (None, first)
-                    and store.containers[0].status is ContainerStatus.RUNNING, "the container to be restarted")
+        await eventually(lambda: store.containers.get(0) not in (None, first)
+                         and store.containers[0].status is ContainerStatus.RUNNING, "the container to be restarted")
         assert store.container_failures == 1
         again = store.containers[0]
         await asyncio.wait_for(again.create_segment("scope/after/0.#epoch.0"), 10)

@@ -6,7 +6,6 @@ refused requests never reach the servicer and are logged as one summary line per
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import grpc
@@ -19,6 +18,7 @@ from controller_api import controller_pb2_grpc as pb_grpc
 from controller.api_validation import VALIDATORS, validate
 from controller.bad_requests import SERVICE, BadRequestLog, Undecodable, add_guarded_servicer, tolerant
 from controller.grpc_server import start_grpc_server
+from tests.support.waiting import eventually
 from wire import naming
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -388,7 +388,7 @@ async def test_the_last_refusals_of_a_burst_are_logged_when_the_interval_ends(ca
         for _ in range(100):
             bad.note("scale", "key range [nan, 1.0) is not within [0, 1] with low < high")
         assert bad.lines == 1
-        await asyncio.sleep(0.15)
+        await eventually(lambda: bad.lines == 2, "the interval to end and log the rest", timeout=5)
     assert bad.lines == 2 and "refused 99 bad controller request(s)" in caplog.records[-1].getMessage()
 
 

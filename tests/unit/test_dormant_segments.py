@@ -23,9 +23,10 @@ from server.containers.container import SegmentContainer, Tier2Settings
 from server.containers.metadata import SegmentType
 from server.containers.state import ContainerState
 from server.containers.storage_writer import StorageWriterConfig
-from server.tier1 import LocalDurableDataLog
+from server.tier1 import LocalDurableDataLog, LogAddress
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
-from tests.unit.test_container_checkpoints import checkpointed, until
+from tests.support.waiting import eventually
+from tests.unit.test_container_checkpoints import checkpointed
 from tests.unit.test_writer_expiry import Clock
 from wire.constants import NULL_ATTRIBUTE_VALUE
 
@@ -58,8 +59,8 @@ async def populated(tmp_path, chunks=None, clock=None) -> tuple[SegmentContainer
     await owner.create_segment("scope/table", SegmentType.TABLE)
     await owner.create_transient_segment(name_of(0), uuid.uuid4())
     await owner.flush_to_storage()
-    await until(lambda: all(not owner.writer.has_work(segment.segment_id)
-                            for segment in owner._state.by_id.values()), "the storage writer to be idle")
+    await eventually(lambda: all(not owner.writer.has_work(segment.segment_id)
+                                 for segment in owner._state.by_id.values()), "the storage writer to be idle")
     clock.now_ms += IDLE_MS + 1
     return owner, clock, chunks
 
@@ -120,7 +121,7 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
         segment.used = False
     owner.get_info(name_of(0))  # read since the previous look: stays live this time
     parked = asyncio.ensure_future(owner.read(name_of(1), len(expected_bytes(1)), wait_timeout=30))  # at the tail
-    await asyncio.sleep(0.01)
+    await eventually(lambda: owner._state.by_name[name_of(1)].waiters, "the read to park at the tail")
     owner._state.by_name[name_of(1)].used = False  # what keeps it live is the parked read
     owner.writer._wake.clear()  # white box: the next append stays unflushed until the writer is woken
     fresh = clock.now_ms
@@ -134,7 +135,7 @@ async def test_only_segments_with_nothing_to_lose_go_dormant(tmp_path):
     assert (await asyncio.wait_for(parked, 5)).data() == b"!"
     clock.now_ms += IDLE_MS + 1
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(2)].segment_id), "the flush")
     # 0: its use is a look old now; 2: flushed and idle; 1: read again once the append woke its parked read
     assert await owner.dormancy.sweep() == 2
     assert await owner.dormancy.sweep() == 1
@@ -150,7 +151,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     await owner.start()
     for start in range(0, 1_000, 50):
         await asyncio.gather(*(owner.create_segment(name_of(number)) for number in range(start, start + 50)))
-    await until(lambda: owner.dormancy.shrinking is None or owner.dormancy.shrinking.done(), "the shrink")
+    await eventually(lambda: owner.dormancy.shrinking is None or owner.dormancy.shrinking.done(), "the shrink")
     live_streams = [segment for segment in owner._state.by_id.values() if segment.segment_type is SegmentType.STREAM]
     assert len(live_streams) <= 100 + 50, len(live_streams)  # the working set, and what came after the shrink
     assert owner.segment_count() == 1_000
@@ -158,7 +159,7 @@ async def test_past_the_working_set_unused_segments_go_dormant_without_waiting_f
     for number in range(0, 1_000, 3):  # reads wake them; the working set holds again
         assert owner.get_info(name_of(number)).length == 0
         await asyncio.sleep(0)
-    await until(lambda: owner.dormancy.shrinking.done(), "the shrink")
+    await eventually(lambda: owner.dormancy.shrinking.done(), "the shrink")
     assert len(owner._state.by_id) <= 100 + 150
     await owner.append(name_of(500), b"data")
     assert await read_all(owner, name_of(500)) == b"data"
@@ -177,17 +178,25 @@ async def test_without_tier2_nothing_goes_dormant(tmp_path):
     await owner.stop()
 
 
+def truncated_to(owner: SegmentContainer, checkpoint: LogAddress) -> bool:
+    """White box: the container's log starts at ``checkpoint`` (recovery replays from there)."""
+    truncation = owner._log.truncation_address
+    return truncation is not None and truncation.sequence >= checkpoint.sequence - 1
+
+
 async def test_a_restart_restores_stream_segments_dormant_and_replays_onto_them(tmp_path):
     owner, clock, chunks = await populated(tmp_path)
     writer_id = uuid.uuid4()
     await owner.submit_event_append(name_of(10), b"by a writer", writer_id, 0, NULL_ATTRIBUTE_VALUE, 1)
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(10)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(10)].segment_id), "the flush")
     for segment in owner._state.by_id.values():
         segment.used = False
     clock.now_ms += IDLE_MS + 1
     assert await owner.dormancy.sweep() == SEGMENTS
     await checkpointed(owner)  # a checkpoint of dormant records...
+    (_, dormant_checkpoint, _) = owner._pipeline.checkpoints[-1]  # white box: where it lies in the log
+    await eventually(lambda: truncated_to(owner, dormant_checkpoint), "the log to be truncated to that checkpoint")
     await owner.append(name_of(11), b"+after")  # ...then operations on dormant segments, replayed at the restart
     await owner.seal(name_of(12))
     await checkpointed(owner)  # a later checkpoint, compared with the replayed state (matches_snapshot)
@@ -220,7 +229,7 @@ async def test_writer_expiry_reaches_dormant_segments(tmp_path):
     await owner.create_segment(name_of(0))
     await owner.submit_event_append(name_of(0), b"e", uuid.uuid4(), 0, NULL_ATTRIBUTE_VALUE, 1)
     await owner.flush_to_storage()
-    await until(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
+    await eventually(lambda: not owner.writer.has_work(owner._state.by_name[name_of(0)].segment_id), "the flush")
     clock.now_ms += IDLE_MS + 1
     assert await owner.dormancy.sweep() == 1
     assert await owner.expire_writers() == 1

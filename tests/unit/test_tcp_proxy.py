@@ -15,6 +15,7 @@ import pytest
 import uvloop
 
 from tests.support.tcp_proxy import FaultyProxy, ThreadedFaultyProxy, chaos_schedule
+from tests.support.waiting import eventually
 
 HOST = "127.0.0.1"
 
@@ -100,13 +101,6 @@ async def end_of(reader: asyncio.StreamReader, timeout: float = 2.0) -> str:
         return "reset"
     assert data == b"", f"expected the end of the stream, got {len(data)} bytes"
     return "eof"
-
-
-async def eventually(condition, timeout: float = 2.0, what: str = "condition") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 async def nothing_arrives(reader: asyncio.StreamReader, seconds: float) -> bool:
@@ -195,7 +189,7 @@ async def test_bytes_pass_unchanged_both_ways(proxy, echo_upstream):
     total = sum(map(len, bulk)) + len(sent_small)
     assert sorted(bytes(connection.received) for connection in echo_upstream.connections) == sorted(
         [*bulk, sent_small])
-    await eventually(lambda: proxy.stats.bytes_to_downstream == total, what="all bytes counted")
+    await eventually(lambda: proxy.stats.bytes_to_downstream == total, "all bytes counted")
     assert proxy.stats.bytes_to_upstream == total
     assert proxy.stats.accepted == 4 and proxy.stats.dropped == 0
 
@@ -207,8 +201,8 @@ async def test_half_close_is_passed_on(proxy, echo_upstream):
     writer.write(b"last words")
     writer.write_eof()
     assert await asyncio.wait_for(reader.read(), 2) == b"last words"  # read() returns at EOF
-    await eventually(lambda: echo_upstream.connections[0].ended == "eof", what="upstream EOF")
-    await eventually(lambda: proxy.live_connections == 0, what="the pair to end")
+    await eventually(lambda: echo_upstream.connections[0].ended == "eof", "upstream EOF")
+    await eventually(lambda: proxy.live_connections == 0, "the pair to end")
     assert proxy.stats.closed == 1
     writer.close()
 
@@ -240,7 +234,7 @@ async def test_drop_all_ends_every_connection_on_both_sides(echo_upstream, loop_
         assert outcomes == ["reset" if reset else "eof"] * 3
         await eventually(lambda: all(connection.ended for connection in echo_upstream.connections),
                          what="upstream connections to end")
-        await eventually(lambda: proxy.live_connections == 0, what="pairs to go")
+        await eventually(lambda: proxy.live_connections == 0, "pairs to go")
         assert proxy.stats.dropped == 3 and proxy.stats.drop_events == 1 and proxy.stats.closed == 0
         assert proxy.faults[-1].kind == "drop" and len(proxy.faults[-1].connections) == 3
         assert await echo_round_trip(proxy.port, b"again") == b"again"
@@ -282,7 +276,7 @@ async def test_stall_holds_both_directions_then_delivers_in_order(loop_errors):
         reader, writer = await connect(proxy.port)
         writer.write(b"before")
         server = await asyncio.wait_for(upstream.new_connections.get(), 2)
-        await eventually(lambda: server.received == b"before", what="pre-stall bytes")
+        await eventually(lambda: server.received == b"before", "pre-stall bytes")
 
         stalled_at = loop.time()
         assert proxy.stall(0.5) == 1
@@ -305,7 +299,7 @@ async def test_stall_holds_both_directions_then_delivers_in_order(loop_errors):
         received = await asyncio.wait_for(reader.readexactly(len(expected)), 2)
         delay = loop.time() - stalled_at
         assert received == expected
-        await eventually(lambda: server.received == b"before" + b"".join(to_server), what="held bytes upstream")
+        await eventually(lambda: server.received == b"before" + b"".join(to_server), "held bytes upstream")
         assert 0.45 <= delay <= 1.0, delay
         assert proxy.stats.stalled == 1 and proxy.stats.stall_events == 1
         writer.transport.abort()
@@ -417,7 +411,7 @@ async def test_chaos_with_a_seed_injects_the_planned_faults_and_stop_leaves_no_t
     stop = asyncio.Event()
     counts = {"ok": 0, "faults seen": 0}
     workers = [asyncio.create_task(echo_worker(proxy.port, worker, stop, counts)) for worker in range(4)]
-    await eventually(lambda: counts["ok"] > 20, what="traffic before chaos")
+    await eventually(lambda: counts["ok"] > 20, "traffic before chaos")
 
     assert await proxy.run_chaos(1.5, **arguments) == len(plan)
     injected = [(fault.kind, fault.seconds) for fault in proxy.faults if fault.source == "chaos"]
@@ -427,7 +421,7 @@ async def test_chaos_with_a_seed_injects_the_planned_faults_and_stop_leaves_no_t
     assert "seed=1234" in caplog.text and "chaos drop" in caplog.text and "chaos stall" in caplog.text
 
     ok_after_chaos = counts["ok"]
-    await eventually(lambda: counts["ok"] > ok_after_chaos + 20, what="traffic after chaos")
+    await eventually(lambda: counts["ok"] > ok_after_chaos + 20, "traffic after chaos")
     stop.set()
     await asyncio.gather(*workers)  # re-raises a worker's AssertionError about corrupted data
     await proxy.stop()
@@ -439,8 +433,9 @@ async def test_background_chaos_is_cancelled_by_stop(proxy):
     """start_chaos runs until stopped; stop_chaos returns the faults injected; a second run ended by proxy.stop()
     leaves no task behind either."""
     clients = [await connect(proxy.port) for _ in range(2)]
+    await eventually(lambda: proxy.live_connections == 2, "both clients to be accepted")
     proxy.start_chaos(None, seed=9, drop_probability_per_second=30)
-    await asyncio.sleep(0.3)
+    await eventually(lambda: proxy.stats.drop_events > 0, "a chaos drop")
     injected = await proxy.stop_chaos()
     assert injected > 0 and proxy.stats.drop_events == injected
     assert [await end_of(reader) for reader, _ in clients] == ["reset", "reset"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 
 import grpc
 import pytest
@@ -37,6 +38,7 @@ from controller_api.protobuf import transaction_id_from, transaction_id_to
 from tests.support.controller_harness import append_to_segment
 from tests.support.doubles.key_value_store import InMemoryKeyValueStore
 from tests.support.segment_store import running_segment_store
+from tests.support.waiting import eventually
 from wire import commands as wc
 from wire.envelope import split_events
 from wire.naming import segment_id, stream_segment_name, transaction_segment_name, uuid_hex
@@ -46,6 +48,7 @@ LEASE_MS = 30_000
 FAST_RETRIES = dataclasses.replace(TRANSACTION_JOB, initial_seconds=0.005, max_delay_seconds=0.05)
 SETTINGS = TransactionSettings(lease_grace_ms=0, timer_interval_ms=10, job_backoff=FAST_RETRIES)
 WAIT_SECONDS = 10
+WORKERS_LOG = "controller.service.transactions.workers"
 
 
 class FakeClock:
@@ -207,10 +210,17 @@ async def state_of(service: TransactionService, stream: StreamStore, transaction
 
 async def wait_for_state(service: TransactionService, stream: StreamStore, transaction_id: pb.TxnId,
                          expected: int) -> None:
-    async def poll():
-        while await state_of(service, stream, transaction_id) != expected:
-            await asyncio.sleep(0.01)
-    await asyncio.wait_for(poll(), WAIT_SECONDS)
+    async def reached() -> bool:
+        return await state_of(service, stream, transaction_id) == expected
+    await eventually(reached, f"the transaction to reach state {expected}", timeout=WAIT_SECONDS)
+
+
+async def commit_turned_away(caplog: pytest.LogCaptureFixture, state: State) -> None:
+    """Waits until the stream's commit worker has found the stream held by ``state`` (its retry log line)."""
+    def seen() -> bool:
+        return any("retry in" in record.getMessage() and f"is {state.name}" in record.getMessage()
+                   for record in caplog.records)
+    await eventually(seen, f"the commit worker to find the stream {state.name}")
 
 
 # ---------------------------------------------------------------------- ids
@@ -305,7 +315,7 @@ async def test_create_refuses_bad_leases_missing_and_sealed_streams(service, con
 # ---------------------------------------------------------------------- commit and abort
 
 
-async def test_committed_data_lands_in_the_parents_in_commit_order(service, context, segment_store):
+async def test_committed_data_lands_in_the_parents_in_commit_order(service, context, segment_store, caplog):
     """Two txns written over the wire and committed (second first, while an update holds the
     stream, so both go in one batch) land after the data already in each parent, in commit order;
     the txn segments are gone, both are COMMITTED, a repeated commit is SUCCESS, an abort of a
@@ -318,11 +328,12 @@ async def test_committed_data_lands_in_the_parents_in_commit_order(service, cont
     for response, label in ((first, b"first"), (second, b"second")):
         for index in range(2):
             await append_to_segment(segment_store.port, client_segment_name(response, index), [label + b"-%d" % index, label])
+    caplog.set_level(logging.INFO, logger=WORKERS_LOG)
     await stream.transition_state(State.UPDATING)
     api = rpcs(service)
     assert (await api.commit_transaction(request(stream, second.txnId, "7", 5000))).status == pb.TxnStatus.SUCCESS
     assert (await api.commit_transaction(request(stream, first.txnId, "7", 4000))).status == pb.TxnStatus.SUCCESS
-    await asyncio.sleep(0.05)
+    await commit_turned_away(caplog, State.UPDATING)
     await stream.transition_state(State.ACTIVE)
     for response in (first, second):
         await wait_for_state(service, stream, response.txnId, pb.TxnState.COMMITTED)
@@ -424,7 +435,7 @@ async def test_lease_expiry_aborts_unpinged_transactions(service, context, segme
     context.now_ms.now += LEASE_MS - 1_000
     ping = pb.PingTxnRequest(streamInfo=request(stream, pinged.txnId).streamInfo, txnId=pinged.txnId, lease=LEASE_MS)
     assert (await rpcs(service).ping_transaction(ping)).status == pb.PingTxnStatus.OK
-    await asyncio.sleep(0.05)
+    await service.abort_expired_transactions(context.now_ms())  # the timer's tick, now: nothing is due yet
     assert await state_of(service, stream, idle.txnId) == pb.TxnState.OPEN  # not yet expired
     context.now_ms.now += 2_000
     await wait_for_state(service, stream, idle.txnId, pb.TxnState.ABORTED)
@@ -443,7 +454,7 @@ async def test_lease_grace_delays_the_timeout_abort(context):
     try:
         response = await begin(service, stream)
         context.now_ms.now += LEASE_MS + 59_000
-        await asyncio.sleep(0.05)
+        await service.abort_expired_transactions(context.now_ms())  # the timer's tick, now: within the grace
         assert await state_of(service, stream, response.txnId) == pb.TxnState.OPEN
         context.now_ms.now += 1_000
         await wait_for_state(service, stream, response.txnId, pb.TxnState.ABORTED)
@@ -521,15 +532,16 @@ async def test_rolling_commit_after_a_scale(service, context, segment_store):
                               stream_segment_name(SCOPE, "stream", active.segments[0].segment_id)))[-1] == b"later"
 
 
-async def test_commits_wait_while_another_workflow_holds_the_stream(service, context, segment_store):
+async def test_commits_wait_while_another_workflow_holds_the_stream(service, context, segment_store, caplog):
     """While the stream is SCALING the commit stays COMMITTING and nothing is merged; once it is
     ACTIVE again the batch commits, holding the stream in COMMITTING_TXN meanwhile."""
     stream = await create_stream(context, segments=1)
     response = await begin(service, stream)
     await append_to_segment(segment_store.port, client_segment_name(response, 0), [b"waits"])
+    caplog.set_level(logging.INFO, logger=WORKERS_LOG)
     await stream.transition_state(State.SCALING)
     await rpcs(service).commit_transaction(request(stream, response.txnId))
-    await asyncio.sleep(0.1)
+    await commit_turned_away(caplog, State.SCALING)
     assert await state_of(service, stream, response.txnId) == pb.TxnState.COMMITTING
     assert await segment_exists(context.segments, client_segment_name(response, 0))
     context.fault_points.arm(jobs.STEP_MERGE)  # the job stops right before merging, and is resumed below

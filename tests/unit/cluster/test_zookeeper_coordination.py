@@ -5,7 +5,6 @@ that leaves is noticed, and the leader's map drives which containers each segmen
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -14,19 +13,13 @@ from controller.cluster.zk import ControllerCluster
 from server.cluster import ClusterMember
 from coordination.cluster import ClusterMismatch, ClusterPaths
 from coordination.zookeeper import ZooKeeper
+from tests.support.waiting import eventually
 
 COUNT = 4
 
 
 def controller(zk_hosts: str) -> ControllerCluster:
     return ControllerCluster(zk_hosts, COUNT, session_timeout=2.0, grace_seconds=0.2, poll_interval=0.2)
-
-
-async def eventually(condition, timeout: float = 15.0, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not hold within {timeout}s"
-        await asyncio.sleep(0.05)
 
 
 async def test_leases_are_exclusive_and_go_with_the_session(zk_hosts):
@@ -62,7 +55,7 @@ async def test_each_stream_has_one_owner_and_a_leaving_controller_is_noticed(zk_
     await first.register("127.0.0.1", 9001)
     await second.register("127.0.0.1", 9002)
     try:
-        await eventually(lambda: len(first.controllers) == len(second.controllers) == 2, what="membership")
+        await eventually(lambda: len(first.controllers) == len(second.controllers) == 2, "membership")
         streams = [("scope", f"stream-{index}") for index in range(100)]
         owners = [(first.owns(*stream), second.owns(*stream)) for stream in streams]
         assert all(mine != theirs for mine, theirs in owners), "a stream with no owner or two"
@@ -73,7 +66,7 @@ async def test_each_stream_has_one_owner_and_a_leaving_controller_is_noticed(zk_
         await second.stop()
         await asyncio.wait_for(lost.wait(), 15)
         assert all(first.owns(*stream) for stream in streams)
-        await eventually(lambda: first.is_leader, what="the survivor leading")
+        await eventually(lambda: first.is_leader, "the survivor leading")
     finally:
         await first.stop()
         await second.stop()
@@ -102,14 +95,14 @@ async def test_the_leaders_map_drives_the_members(zk_hosts):
     first, second = Member(sessions[0], 7001), Member(sessions[1], 7002)
     try:
         await first.member.start()
-        await eventually(lambda: first.running == set(range(COUNT)), what="the first store running everything")
+        await eventually(lambda: first.running == set(range(COUNT)), "the first store running everything")
         await second.member.start()
-        await eventually(lambda: len(first.running) == len(second.running) == COUNT // 2, what="a balanced map")
+        await eventually(lambda: len(first.running) == len(second.running) == COUNT // 2, "a balanced map")
         assert first.running.isdisjoint(second.running)
         assert leader.endpoint_of_container(min(second.running)) == ("127.0.0.1", 7002)
         await first.member.stop()
         await sessions[0].stop()  # the store is gone: after the grace, the second runs everything
-        await eventually(lambda: second.running == set(range(COUNT)), what="the survivor running everything")
+        await eventually(lambda: second.running == set(range(COUNT)), "the survivor running everything")
     finally:
         await first.member.stop()
         await second.member.stop()

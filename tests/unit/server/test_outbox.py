@@ -19,6 +19,7 @@ from server.outbox import FileFrame, Outbox
 from server.tier2.chunk_storage import ChunkRegion
 from server.tls import server_tls_context
 from tests.support.certs import make_certificates
+from tests.support.waiting import eventually
 
 LIMIT = 1 << 20
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
@@ -94,13 +95,14 @@ async def tls_pair(directory) -> tuple[Sender, asyncio.StreamReader, asyncio.Str
     return sender, reader, writer, server
 
 
-async def released(releases: Releases) -> bool:
-    """Whether every region is released once, waiting (bounded) for the send threads' completions."""
-    for _ in range(200):
-        if releases.all_once():
-            return True
-        await asyncio.sleep(0.01)
-    return False
+async def released(releases: Releases) -> None:
+    """Waits (bounded) for the send threads' completions to release every region once."""
+    await eventually(releases.all_once, "every region to be released once", timeout=5)
+
+
+def waiting_for_room(sender: Sender) -> bool:
+    """White box: the outbox's file frame has filled the socket and waits for it to be writable."""
+    return sender.outbox._writable is not None
 
 
 async def raw_client_pair() -> tuple[Sender, socket.socket, asyncio.AbstractServer]:
@@ -148,7 +150,8 @@ def test_file_frames_keep_their_place_among_other_frames(tmp_path, loop_name):
             expected += frame.head + data[offset:offset + length] + frame.tail
         received = await reader.readexactly(len(expected))
         assert received == expected
-        assert await released(releases) and len(releases.counts) == 20
+        await released(releases)
+        assert len(releases.counts) == 20
         assert not sender.failures
         writer.close()
         server.close()
@@ -169,7 +172,7 @@ def test_frames_held_behind_a_file_frame_block_the_writer_until_sent(tmp_path, l
         received = await reader.readexactly(1 + (16 << 20) + 1 + len(held))
         assert received == b"H" + data + b"T" + held
         assert not outbox.blocked and sender.unblocked == 1
-        assert await released(releases)
+        await released(releases)
         writer.close()
         server.close()
 
@@ -188,7 +191,7 @@ def test_a_file_frame_waits_for_bytes_the_transport_still_buffers(tmp_path, loop
         sender.outbox.send([b"after"])
         received = await reader.readexactly(len(big) + 2 + (1 << 20) + 5)
         assert received == big + b"H" + data + b"T" + b"after"
-        assert await released(releases)
+        await released(releases)
         writer.close()
         server.close()
 
@@ -202,16 +205,16 @@ def test_closing_stops_a_send_stuck_on_a_reader_that_never_reads(tmp_path, loop_
         releases = Releases()
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 100), b"T"))  # held
-        await asyncio.sleep(0.2)  # the first is in its thread, waiting for room in the socket
+        await eventually(lambda: waiting_for_room(sender), "the first frame to wait for room in the socket")
         assert releases.counts == {0: 0, 1: 0}
         started = time.monotonic()
         sender.outbox.close()
         sender.transport.close()
         assert releases.counts[1] == 1  # a held frame is given back at once
-        while releases.counts[0] == 0:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: releases.counts[0] > 0, "the stopped send to release its region")
         assert time.monotonic() - started < 3
-        assert await released(releases) and not sender.failures
+        await released(releases)
+        assert not sender.failures
         sender.outbox.send([b"late"])  # after close: ignored
         late = releases.region(fd, 0, 10)
         sender.outbox.send_file(FileFrame(b"", late, b""))
@@ -228,12 +231,10 @@ def test_a_reader_that_goes_away_fails_the_send_and_releases(tmp_path, loop_name
         sender, client, server = await raw_client_pair()
         releases = Releases()
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
-        await asyncio.sleep(0.1)  # the socket is full: the send waits for room
+        await eventually(lambda: waiting_for_room(sender), "the socket to be full and the send to wait for room")
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()  # the client resets the connection mid-frame
-        while releases.counts[0] == 0:
-            await asyncio.sleep(0.01)
-        assert await released(releases)
+        await released(releases)
         assert sender.failures and "failed" in sender.failures[0]
         server.close()
 
@@ -272,7 +273,7 @@ def test_file_frames_on_a_tls_connection_arrive_encrypted_like_the_others(tmp_pa
         sender.outbox.send([b" after"])
         received = await asyncio.wait_for(reader.readexactly(7 + 200_002 + 6), 10)
         assert received == b"before <" + data[3:200_003] + b"> after"
-        assert await released(releases)
+        await released(releases)
         assert not sender.failures
         writer.close()
         server.close()
@@ -289,10 +290,9 @@ def test_without_a_socket_regions_are_read_and_written(tmp_path):
         outbox.send([b"a"])
         outbox.send_file(FileFrame(b"<", releases.region(fd, 5, 1000), b">"))
         outbox.send([b"b"])
-        while len(transport.output) < 1004:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: len(transport.output) >= 1004, "the frames to be written")
         assert bytes(transport.output) == b"a<" + data[5:1005] + b">b"
-        assert await released(releases)
+        await released(releases)
 
     run_with_file("asyncio", tmp_path, 1 << 20, scenario)
 
@@ -306,7 +306,8 @@ def test_readers_that_stop_reading_hold_no_thread_from_the_others(tmp_path, loop
             sender, client, server = await raw_client_pair()  # never reads
             sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 32 << 20), b"T"))
             stuck.append((sender, client, server))
-        await asyncio.sleep(0.2)  # every stuck frame has filled its socket
+        await eventually(lambda: all(waiting_for_room(stuck_sender) for stuck_sender, _, _ in stuck),
+                         "every stuck frame to fill its socket")
         sender, reader, writer, server = await connected_pair()
         sender.outbox.send_file(FileFrame(b"<", releases.region(fd, 7, 4096), b">"))
         received = await asyncio.wait_for(reader.readexactly(4098), 5)
@@ -318,6 +319,6 @@ def test_readers_that_stop_reading_hold_no_thread_from_the_others(tmp_path, loop
             stuck_sender.transport.close()
             client.close()
             stuck_server.close()
-        assert await released(releases)
+        await released(releases)
 
     run_with_file(loop_name, tmp_path, 32 << 20, scenario)

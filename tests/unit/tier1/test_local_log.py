@@ -13,6 +13,7 @@ from server.tier1 import LocalDurableDataLog, LogAddress, LogBusy, LogClosed, Lo
 from server.tier1.file_operations import FileOperations
 from server.tier1.log_metadata import encode_metadata
 from server.tier1.record_format import HEADER_SIZE
+from tests.support.waiting import eventually
 
 from .helpers import TEST_FILE_SIZE, live_file_paths, metadata, read_all, recover, small_local_log
 
@@ -238,12 +239,17 @@ async def test_open_cancelled_during_recovery_leaves_no_file_open(tmp_path):
     operations.go_ahead.set()
     with pytest.raises(asyncio.CancelledError):
         await opening
-    for _ in range(100):  # the abandoned open gives up the lock once its thread closed the files
+    recovered = []
+
+    async def lock_given_up() -> bool:  # the abandoned open gives up the lock once its thread closed the files
         try:
-            records, epoch, _ = await recover(tmp_path / "log")
-            break
+            recovered.append(await recover(tmp_path / "log"))
         except LogBusy:
-            await asyncio.sleep(0.05)
+            return False
+        return True
+
+    await eventually(lock_given_up, "the abandoned open to give up the lock", timeout=5, interval=0.05)
+    records, epoch, _ = recovered[0]
     assert records == [] and epoch == 2
     assert open_descriptors_under(tmp_path) == []
 

@@ -12,6 +12,7 @@ import pytest
 from server.tier1.logstore import protocol as p
 from server.tier1.logstore.ledgers import LedgerBroken, LedgerFenced, LedgerWriter, StoreClient, recover
 from server.tier1.logstore.store import LogStore
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -40,13 +41,17 @@ async def entries_on(store: LogStore, ledger: int, last: int) -> list[bytes]:
 
 
 async def entries_within(store: LogStore, ledger: int, last: int, expected: list[bytes]) -> list[bytes]:
-    """The store's entries once they equal ``expected``, or as they are after 2 s (a replica beyond the ack
-    quorum may still be writing when the writer's acknowledgements arrive)."""
-    for _ in range(100):
+    """The store's entries once they equal ``expected``; fails if they do not within 2 s (a replica beyond the
+    ack quorum may still be writing when the writer's acknowledgements arrive)."""
+    current: list[bytes] = []
+
+    async def caught_up() -> bool:
+        nonlocal current
         current = await entries_on(store, ledger, last)
-        if current == expected:
-            return current
-        await asyncio.sleep(0.02)
+        return current == expected
+
+    await eventually(caught_up, f"ledger {ledger} on a replica to hold the {len(expected)} entries written",
+                     timeout=2, interval=0.02)
     return current
 
 

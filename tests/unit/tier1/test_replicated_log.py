@@ -28,6 +28,7 @@ from server.tier1.logstore.ledgers import StoreClient
 from server.tier1.logstore.service import LogStoreService
 from server.tier1.replicated import ReplicatedDurableDataLog, ReplicatedTier1, ReplicationSettings
 from tests.support.replicated import ReplicatedCluster, replicated_tier1
+from tests.support.waiting import eventually
 
 from .helpers import read_all
 
@@ -41,14 +42,6 @@ SETTINGS = ReplicationSettings(ledger_size_max=1 << 30, add_timeout=2.0, stall_t
 def record(tag: str, number: int, size: int = 120) -> bytes:
     stem = f"{tag}-{number:05d}|".encode()
     return (stem * (size // len(stem) + 1))[:size]
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def tier1_of(cluster: ReplicatedCluster) -> ReplicatedTier1:
@@ -130,7 +123,7 @@ class Appender:
 
     async def acks(self, count: int, timeout: float = 5.0) -> None:
         """Waits until ``count`` records in all have been acknowledged."""
-        await eventually(lambda: len(self.acked) >= count or self._task.done(), timeout, f"{count} acks")
+        await eventually(lambda: len(self.acked) >= count or self._task.done(), f"{count} acks", timeout=timeout)
         assert len(self.acked) >= count, f"only {len(self.acked)} acks, appender stopped on {self.error!r}"
 
     async def stop(self) -> None:
@@ -141,14 +134,14 @@ class Appender:
 async def quiesce(log: ReplicatedDurableDataLog, stores: Sequence[LogStoreService]) -> None:
     """Waits until no roll is under way and every replica of the current ledger holds every acknowledged
     entry (an entry is acknowledged once two of three have it: the third may still be writing it)."""
-    await eventually(lambda: log._rolling is None, 5, "the roll under way to end")
+    await eventually(lambda: log._rolling is None, "the roll under way to end", timeout=5)
     ledger = log._ledger
     assert ledger is not None
     last = log._last_sequence - ledger.first_sequence
     if last >= 0:
         await eventually(lambda: all(store.store._journal.read(ledger.id, last) is not None
                                      for store in stores if store.replica_id in ledger.ensemble),
-                         5, "every replica to hold the last acknowledged entry")
+                         "every replica to hold the last acknowledged entry", timeout=5)
 
 
 def assert_contiguous(acked: list[tuple[int, bytes]], first: int = 1) -> None:
@@ -183,7 +176,7 @@ async def test_a_replica_stopped_mid_stream_loses_nothing_and_the_log_rolls_onto
         replica = await cluster.start_store(3 if replacement == "new store" else 2)
         if replacement == "same store restarted":
             assert replica.replica_id == victim.replica_id  # the same data directory: the same replica
-        await eventually(lambda: log._ledger is not None and log._ledger.id != first_ledger.id, 5, "a roll")
+        await eventually(lambda: log._ledger is not None and log._ledger.id != first_ledger.id, "a roll", timeout=5)
         rolled_at = len(appender.acked)
         await appender.acks(rolled_at + 40)
         await appender.stop()
@@ -295,7 +288,7 @@ async def test_a_replica_whose_journal_fails_is_quarantined_and_the_log_rolls_aw
         for start in range(0, len(after), 6):  # in batches, so that the roll happens between some
             sequences += await append_all(log, after[start:start + 6])
         assert sequences == list(range(21, 81))
-        await eventually(lambda: log._ledger is not None and log._ledger.id != first_ledger.id, 5, "a roll")
+        await eventually(lambda: log._ledger is not None and log._ledger.id != first_ledger.id, "a roll", timeout=5)
 
         assert isinstance(victim.store._failed, OSError) and victim.store._failed.errno == error_number
         client, _ = await StoreClient.handshake("127.0.0.1", victim.port, timeout=2)
@@ -384,7 +377,7 @@ async def test_an_owner_whose_session_expires_fails_with_log_fenced_and_a_succes
                     await asyncio.sleep(0.1)
                 if a._failure is not None:
                     break
-            await eventually(lambda: a._failure is not None, 8, "A to learn that its session expired")
+            await eventually(lambda: a._failure is not None, "A to learn that its session expired", timeout=8)
             with pytest.raises(LogFenced):
                 a.append(b"after expiry")
             b = await open_log(tier1_of(cluster))  # the owner lock went with the session
@@ -478,7 +471,7 @@ async def test_truncation_deletes_whole_ledgers_from_the_chain_and_every_replica
         assert chain.truncation == upto and [ledger.id for ledger in chain.ledgers] == kept
         assert chain.ledgers[0].first_sequence <= upto + 1
         await eventually(lambda: all(not set(doomed) & set(store.store.ledger_ids()) for store in cluster.stores),
-                         5, "the truncated ledgers to go from every replica")
+                         "the truncated ledgers to go from every replica", timeout=5)
         for store in cluster.stores:  # nothing else was deleted
             assert set(store.store.ledger_ids()) == held[store.replica_id] - set(doomed)
         assert await read_all(log) == numbered(payloads[upto:], upto + 1)
@@ -492,7 +485,7 @@ async def test_truncation_deletes_whole_ledgers_from_the_chain_and_every_replica
         await log.truncate(LogAddress(upto))
         assert not set(doomed) & {ledger.id for ledger in (await chain_in_zookeeper(tier1)).ledgers}
         await eventually(lambda: all(not set(doomed) & set(store.store.ledger_ids()) for store in cluster.stores),
-                         5, "the truncated ledgers to go from the replicas that are up")
+                         "the truncated ledgers to go from the replicas that are up", timeout=5)
         back = await cluster.start_store(2)
         assert back.replica_id == down.replica_id and set(doomed) <= set(back.store.ledger_ids())
         assert await back.collect_garbage() == []  # within the grace period
@@ -550,7 +543,7 @@ async def restart_zookeeper_under_appends(tier1: ReplicatedTier1, zookeeper, nam
         # have expired by then. The owner then loses the log: it must say so, and lose nothing.
         assert type(log._failure) is LogFenced and isinstance(truncated, (LogFenced, LogWriteFailed)), truncated
         await log.close()
-        await eventually(lambda: tier1.zk.connected, 15, "a new ZooKeeper session")
+        await eventually(lambda: tier1.zk.connected, "a new ZooKeeper session", timeout=15)
         recovered = await reopen_and_read(tier1, name)
         start = recovered[0][0] - 1 if recovered else len(appended)
         assert start in (0, 10) and recovered == numbered(appended[start:start + len(recovered)], start + 1)
@@ -637,8 +630,8 @@ async def test_appends_that_reached_one_replica_are_recovered_whole_or_not_at_al
                 store.store._add = lambda message, reply: None  # type: ignore[method-assign]
             tail = [record("t", n) for n in range(5)]
             futures = [a.append(payload) for payload in tail]
-            await eventually(lambda: holder.store._journal.read(ledger_id, 14) is not None, 5,
-                             "the tail on one replica")
+            await eventually(lambda: holder.store._journal.read(ledger_id, 14) is not None, "the tail on one replica",
+                             timeout=5)
             assert not any(future.done() for future in futures)  # one replica of three: not acknowledged
             await tier_a.zk.stop()  # A dies
             for store in silent:

@@ -21,6 +21,7 @@ from server.tier2.records import ChunkRecord, decode
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.doubles.slts_metadata import InMemoryMetadataStore
 from tests.support.faults.tier2 import FaultyChunkStorage
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -455,10 +456,10 @@ async def test_the_background_collector_deletes_after_the_delay(open_storage, ch
     await segment_with(storage, "s", b"x" * 25)
     head = (await storage.list_chunks("s"))[0].name
     await storage.truncate("s", 10)
-    for _ in range(200):
-        if not await chunks.exists(head):
-            break
-        await asyncio.sleep(0.01)
+    async def deleted() -> bool:
+        return not await chunks.exists(head)
+
+    await eventually(deleted, "the collector to delete the truncated chunk", timeout=5)
     assert not await chunks.exists(head)
     await storage.close()
     await storage.close()
