@@ -19,7 +19,7 @@ from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
 from controller.rest.api import RestApi
 from controller.rest.openapi import OPENAPI
-from tests.support.processes import free_port
+from tests.support.processes import free_port, listening, wait_until_ready
 from tests.support.sdk import sdk
 from tests.support.standalone import StandaloneProcess
 
@@ -32,7 +32,8 @@ def rest(tmp_path_factory):
     port = free_port()
     standalone = StandaloneProcess(tmp_path_factory.mktemp("rest") / "data",
                                    extra_args=["--rest-port", str(port)]).start()
-    try:
+    try:  # the REST listener comes up after the controller's gRPC port (what start() waits for)
+        wait_until_ready(standalone.process, listening(port), f"REST API on port {port}", 30.0)
         yield f"http://127.0.0.1:{port}", standalone.controller_uri
     finally:
         standalone.remove_data()
