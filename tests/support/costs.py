@@ -16,9 +16,8 @@ test that starts a child process without a cost marker that allows one fails wit
 marker (``ProcessGuard``), whichever helper started it.
 
 The suite runs in parallel (pytest-xdist, ``--dist loadgroup``: ``./dev.sh test``); every test takes free
-ports and its own temporary directory, and what must share one process is a group: the Spark tests of a
-module run on one worker (``xdist_group("spark:<module>")``), which starts one Spark session for them (the
-Spark tests together take longer than the rest of a worker's share: one group for all was the critical path).
+ports and its own temporary directory, and what must share one process is a group: the Spark tests share
+one Spark session (``xdist_group("spark")``).
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ def mark_costs(items: Iterable[pytest.Item]) -> None:
                 item.add_marker(cost)
         if "tests/spark/" in item.nodeid:
             item.add_marker("spark")
-        if item.get_closest_marker("spark") is not None:  # a module's Spark tests share one worker and its session
-            item.add_marker(pytest.mark.xdist_group(f"spark:{item.path.stem}"))
+        if item.get_closest_marker("spark") is not None:  # one worker runs them all: one Spark JVM, not one each
+            item.add_marker(pytest.mark.xdist_group("spark"))
         if not costs_of(item):
             item.add_marker("fast")
 
