@@ -56,7 +56,9 @@ def write_events(writer, count: int, keys: int, start: int = 0, pause_every: int
     """Writes events ``start``..``start+count-1`` round-robin over ``keys`` keys.
 
     Uses the blocking ``write_event``: the binding's ``write_event_async`` runs each call as its own
-    task, so two async writes of one key can reach the writer in either order (seen in 0.3.8).
+    task, so two async writes of one key can reach the writer in either order (seen in 0.3.8). Whether
+    ``write_event`` waits for its ack depends on the writer's ``max_inflight_events`` (the scenario's
+    ``max_inflight``; 0, the binding's default, waits for each).
     """
     for number in range(start, start + count):
         key = number % keys
@@ -156,7 +158,7 @@ def scenario_write(uri: str, args: dict) -> dict:
     if args.get("create"):
         m.create_scope(args["scope"])
         m.create_stream(args["scope"], args["stream"], args.get("segments", 1))
-    writer = m.create_writer(args["scope"], args["stream"])
+    writer = m.create_writer(args["scope"], args["stream"], args.get("max_inflight", 0))
     started = time.monotonic()
     write_events(writer, args["count"], args["keys"], args.get("start", 0), args.get("pause_every", 0),
                  args.get("pause_seconds", 0.0))
