@@ -103,7 +103,7 @@ case "$command" in
         ensure_zookeeper
         ensure_chromium
         ensure_docs_tools
-        exec "$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup "$@"
+        exec "$VENV/bin/python" -m pytest -n "$WORKERS" "$@"
         ;;
     setup)
         setup

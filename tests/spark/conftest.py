@@ -1,8 +1,13 @@
 """One SparkSession (``local[2]``, see ``spark_io.session``) and one standalone Tributary for every
-Spark test of the run."""
+Spark test a worker of the run gets (pytest-xdist spreads them over the workers).
+
+Sessions start one at a time across the workers (a file lock in the run's shared temporary directory):
+several JVMs launched at once on this 2-core machine have failed to hand their gateway port to PySpark
+(``JAVA_GATEWAY_EXITED``)."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import re
 
@@ -15,8 +20,10 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def spark():
-    session = local_session(app="tributary-tests")
+def spark(tmp_path_factory):
+    with (tmp_path_factory.getbasetemp().parent / "spark-session-start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, once this JVM's gateway is up
+        session = local_session(app="tributary-tests")
     yield session
     session.stop()
 

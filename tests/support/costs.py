@@ -15,9 +15,11 @@ the marks are not left to memory: ``zk``, ``s3`` and ``spark`` follow from the f
 test that starts a child process without a cost marker that allows one fails with a message naming the
 marker (``ProcessGuard``), whichever helper started it.
 
-The suite runs in parallel (pytest-xdist, ``--dist loadgroup``: ``./dev.sh test``); every test takes free
-ports and its own temporary directory, and what must share one process is a group: the Spark tests share
-one Spark session (``xdist_group("spark")``).
+The suite runs in parallel (pytest-xdist: ``./dev.sh test``); every test takes free ports and its own
+temporary directory. The Spark tests are spread over the workers like any other (each worker that gets one
+starts its own Spark session, one at a time: tests/spark/conftest.py): in one group they would be a
+critical path of about 11 minutes. (``xdist_group`` marks would not hold them together anyway: pytest 9.2
+no longer lets pytest-xdist 3.8 add the group to a test's node id.)
 """
 
 from __future__ import annotations
@@ -46,8 +48,6 @@ def mark_costs(items: Iterable[pytest.Item]) -> None:
                 item.add_marker(cost)
         if "tests/spark/" in item.nodeid:
             item.add_marker("spark")
-        if item.get_closest_marker("spark") is not None:  # one worker runs them all: one Spark JVM, not one each
-            item.add_marker(pytest.mark.xdist_group("spark"))
         if not costs_of(item):
             item.add_marker("fast")
 
