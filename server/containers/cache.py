@@ -49,6 +49,18 @@ class CacheManager:
         if self.size > self.budget and not self._full:  # once full, the storage writers drive eviction
             self.evict()
 
+    def grew(self, index, offset: int, size: int) -> None:
+        """The block at ``offset`` took ``size`` more bytes (a slab being filled: read_index.py)."""
+        blocks = self._blocks
+        key = (index, offset)
+        if key in blocks:
+            blocks[key] += size
+        else:  # evicted meanwhile? it cannot be (pinned), but keep the books right either way
+            blocks[key] = size
+        self.size += size
+        if self.size > self.budget and not self._full:
+            self.evict()
+
     def removed(self, index, offset: int) -> None:
         size = self._blocks.pop((index, offset), 0)
         self.size -= size
