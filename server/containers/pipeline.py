@@ -385,7 +385,7 @@ class OperationPipeline:
         for decide, future in held or ():
             if self.status is ContainerStatus.RUNNING:
                 self._decide(decide, future)
-            else:
+            elif not future.done():  # its caller may have given up (cancelled) meanwhile
                 future.set_exception(errors.ContainerUnavailable("", "container stopped"))
 
     async def write_checkpoint(self) -> None:

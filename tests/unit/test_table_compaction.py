@@ -209,3 +209,28 @@ async def test_a_pass_looks_only_at_tables_that_changed(tmp_path):
     await owner.flush_to_storage()
     assert owner._state.tables_changed <= metadata
     await owner.stop()
+
+
+async def test_a_table_restored_bloated_is_compacted_after_a_restart_without_a_new_append(tmp_path):
+    """A table left bloated by the previous owner (here: a threshold it never reached) is compacted by the
+    next owner's first pass, though nothing appends to it (recovery makes every table it replays or
+    rebuilds a candidate)."""
+    chunks = InMemoryChunkStorage()
+    owner = container(tmp_path, chunks, threshold=1 << 30)
+    await owner.start()
+    await owner.create_segment(TABLE, SegmentType.TABLE)
+    for round_number in range(40):
+        await owner.update_table(TABLE, [(b"key-%d" % i, NO_VERSION, b"v%d" % round_number) for i in range(3)])
+    await owner.flush_to_storage()
+    kept, live = retained(owner)
+    assert kept - live > max(256, live)  # bloated, and this owner's threshold never compacts it
+    expected = entries(owner)
+    await owner.stop()
+
+    again = container(tmp_path, chunks, threshold=256)
+    await again.start()
+    await again.flush_to_storage()  # a pass, and nothing appended to the table
+    kept, live = retained(again)
+    assert kept - live <= max(256, live)
+    assert entries(again) == expected
+    await again.stop()
