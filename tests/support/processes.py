@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -51,7 +53,49 @@ def listening(port: int):
     return lambda: socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
 
 
+_PORTS_PER_WORKER = 2000
+_PORT_BASE = 12000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_slice() -> range | None:
+    """This pytest-xdist worker's own ports, below the kernel's ephemeral range (None: no room there)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    start = _PORT_BASE + index * _PORTS_PER_WORKER
+    if start + _PORTS_PER_WORKER > _ephemeral_low():
+        return None
+    return range(start, start + _PORTS_PER_WORKER)
+
+
+_port_cursor = random.randrange(_PORTS_PER_WORKER)
+
+
 def free_port() -> int:
+    """A loopback port nothing listens on, for a child process to bind.
+
+    Not one from the kernel's ephemeral range: between this call and the child's bind, any outgoing
+    connection of another test may take that as its source port ("address already in use", seen under the
+    parallel suite). Each xdist worker hands out its own slice below that range, in turn, skipping ports
+    in use; where there is no room below it, the kernel picks."""
+    global _port_cursor
+    ports = _port_slice()
+    if ports is not None:
+        for _ in range(len(ports)):
+            _port_cursor = (_port_cursor + 1) % len(ports)
+            port = ports[_port_cursor]
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
