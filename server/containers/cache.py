@@ -45,20 +45,17 @@ class CacheManager:
 
     def added(self, index, offset: int, size: int) -> None:
         self._blocks[(index, offset)] = size
-        self.size += size
-        if self.size > self.budget and not self._full:  # once full, the storage writers drive eviction
-            self.evict()
+        self._count(size)
 
     def grew(self, index, offset: int, size: int) -> None:
         """The block at ``offset`` took ``size`` more bytes (a slab being filled: read_index.py)."""
-        blocks = self._blocks
         key = (index, offset)
-        if key in blocks:
-            blocks[key] += size
-        else:  # evicted meanwhile? it cannot be (pinned), but keep the books right either way
-            blocks[key] = size
+        self._blocks[key] = self._blocks.get(key, 0) + size
+        self._count(size)
+
+    def _count(self, size: int) -> None:
         self.size += size
-        if self.size > self.budget and not self._full:
+        if self.size > self.budget and not self._full:  # once full, the storage writers drive eviction
             self.evict()
 
     def removed(self, index, offset: int) -> None:

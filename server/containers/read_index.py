@@ -67,7 +67,7 @@ class ReadIndex:
     """Bytes of a segment in ``[start_offset, length)``: cached blocks, Tier-2 below ``storage_length``."""
 
     __slots__ = ("_starts", "_blocks", "length", "start_offset", "storage_length", "redirects", "cache",
-                 "cached_bytes", "_slab", "_slab_used")
+                 "cached_bytes", "_slab")
 
     def __init__(self, start_offset: int = 0, length: int | None = None, cache: CacheManager | None = None):
         self._starts: list[int] = []  # offset of each block
@@ -78,8 +78,7 @@ class ReadIndex:
         self.redirects: list[Redirect] = []
         self.cache = cache  # a CacheManager, or None for an index that is never evicted (no Tier-2)
         self.cached_bytes = 0
-        self._slab: bytearray | None = None  # the last block's slab while appends may still go into it
-        self._slab_used = 0
+        self._slab: bytearray | None = None  # the last block's buffer while appends may still go into it
 
     def __repr__(self) -> str:
         return (f"<ReadIndex [{self.start_offset}, {self.length}) stored<{self.storage_length} "
@@ -91,26 +90,26 @@ class ReadIndex:
         size = len(data)
         if not size:
             return
-        if size < COALESCE_BELOW:
-            slab, blocks = self._slab, self._blocks
-            if slab is not None and self._starts[-1] + self._slab_used == self.length:
-                if self._slab_used + size <= len(slab):
-                    self._grow_slab(slab, data, size)
+        blocks = self._blocks
+        if size < COALESCE_BELOW and blocks and self._starts[-1] + len(blocks[-1]) == self.length:
+            held, slab = len(blocks[-1]), self._slab  # an open slab is the last block's buffer
+            if slab is not None:
+                if held + size <= len(slab):
+                    self._fill_slab(slab, held, data, size)
                 else:
                     self._next_slab(data, size, min(SLAB_MAX, max(2 * len(slab), size)))
                 return
-            if blocks and len(blocks[-1]) < COALESCE_BELOW and self._starts[-1] + len(blocks[-1]) == self.length:
+            if held < COALESCE_BELOW:
                 self._first_slab(data, size)
                 return
         self._slab = None
-        self._add(len(self._blocks), self.length, own(data))
+        self._add(len(blocks), self.length, own(data))
         self.length += size
 
-    def _grow_slab(self, slab: bytearray, data: BytesLike, size: int) -> None:
-        used = self._slab_used
-        end = used + size
-        slab[used:end] = data
-        self._slab_used = end
+    def _fill_slab(self, slab: bytearray, held: int, data: BytesLike, size: int) -> None:
+        """Copies ``data`` after the ``held`` bytes of the open slab (the last block), which grows by ``size``."""
+        end = held + size
+        slab[held:end] = data
         self._blocks[-1] = memoryview(slab)[:end]
         self.cached_bytes += size
         self.length += size
@@ -123,16 +122,15 @@ class ReadIndex:
         held = len(last)
         slab = self._slab = bytearray(max(SLAB_MIN, min(SLAB_MAX, 1 << (2 * (held + size) - 1).bit_length())))
         slab[:held] = last
-        self._slab_used = held
         self._blocks[-1] = memoryview(slab)[:held]
-        self._grow_slab(slab, data, size)
+        self._fill_slab(slab, held, data, size)
 
     def _next_slab(self, data: BytesLike, size: int, capacity: int) -> None:
         """The open slab is full: it stays as it is, and a new one of ``capacity`` bytes starts with ``data``."""
         slab = self._slab = bytearray(capacity)
-        self._slab_used = 0
-        self._add(len(self._blocks), self.length, memoryview(slab)[:0])
-        self._grow_slab(slab, data, size)
+        slab[:size] = data
+        self._add(len(self._blocks), self.length, memoryview(slab)[:size])
+        self.length += size
 
     def append_index(self, other: ReadIndex) -> None:
         """Appends every byte of ``other`` (a merged source): its cached blocks, shared, and gaps.
