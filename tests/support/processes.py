@@ -74,6 +74,7 @@ def _port_slice() -> range | None:
     return range(start, start + _PORTS_PER_WORKER)
 
 
+_PORTS = _port_slice()  # xdist sets the worker's name before it imports anything of the tests
 _port_cursor = random.randrange(_PORTS_PER_WORKER)
 
 
@@ -85,7 +86,7 @@ def free_port() -> int:
     parallel suite). Each xdist worker hands out its own slice below that range, in turn, skipping ports
     in use; where there is no room below it, the kernel picks."""
     global _port_cursor
-    ports = _port_slice()
+    ports = _PORTS
     if ports is not None:
         for _ in range(len(ports)):
             _port_cursor = (_port_cursor + 1) % len(ports)
