@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -268,10 +269,12 @@ def start_redis(scratch: pathlib.Path) -> tuple[subprocess.Popen, int]:
     return process, port
 
 
-def start_standalone(scratch: pathlib.Path) -> tuple[subprocess.Popen, int]:
+def start_standalone(scratch: pathlib.Path, extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen, int]:
+    """A standalone on ``scratch``, with ``extra_args`` and $TRIBUTARY_BENCH_STANDALONE_ARGS (e.g.
+    "--replay-max 1024") added to its command line; returns it and its controller port."""
     store_port, controller_port = free_port(), free_port()
     log = (scratch / "standalone.log").open("wb")
-    extra = shlex.split(os.environ.get("TRIBUTARY_BENCH_STANDALONE_ARGS", ""))  # e.g. "--replay-max 1024"
+    extra = [*extra_args, *shlex.split(os.environ.get("TRIBUTARY_BENCH_STANDALONE_ARGS", ""))]
     process = subprocess.Popen([sys.executable, "-m", "tributary", "standalone", "--data-dir", str(scratch / "data"),
                                 "--port", str(store_port), "--controller-port", str(controller_port), *extra],
                                stdout=log, stderr=log, cwd=ROOT)
