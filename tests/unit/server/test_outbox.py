@@ -186,6 +186,7 @@ def test_a_file_frame_waits_for_bytes_the_transport_still_buffers(tmp_path, loop
         releases = Releases()
         big = os.urandom(32 << 20)  # far more than the socket takes at once: the transport buffers the rest
         sender.outbox.send([big])
+        await asyncio.sleep(0)  # frames go to the transport once per turn of the loop
         assert sender.transport.get_write_buffer_size() > 0
         sender.outbox.send_file(FileFrame(b"H", releases.region(fd, 0, 1 << 20), b"T"))
         sender.outbox.send([b"after"])
@@ -242,12 +243,14 @@ def test_a_reader_that_goes_away_fails_the_send_and_releases(tmp_path, loop_name
 
 
 class MemoryTransport:
-    """A transport with no socket: the outbox must read regions itself."""
+    """A transport with no socket: the outbox must read regions itself. Counts ``writelines`` calls."""
 
     def __init__(self):
         self.output = bytearray()
+        self.calls = 0
 
     def writelines(self, parts) -> None:
+        self.calls += 1
         for part in parts:
             self.output += part
 
@@ -295,6 +298,36 @@ def test_without_a_socket_regions_are_read_and_written(tmp_path):
         await released(releases)
 
     run_with_file("asyncio", tmp_path, 1 << 20, scenario)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_frames_of_one_turn_of_the_loop_go_to_the_transport_in_one_call(tmp_path, loop_name):
+    """Acknowledgements completed together leave in one writev; a file frame and closing flush what is
+    pending first, so the byte stream keeps the order of the calls."""
+    async def scenario(fd, data):
+        transport = MemoryTransport()
+        outbox = Outbox(transport, asyncio.get_running_loop(), limit=LIMIT, on_unblocked=lambda: None,
+                        on_failure=pytest.fail)
+        for frame in (b"a", b"b", b"c"):
+            outbox.send([frame])
+        assert transport.calls == 0
+        await asyncio.sleep(0)
+        assert (transport.calls, bytes(transport.output)) == (1, b"abc")
+        releases = Releases()
+        outbox.send([b"d"])
+        outbox.send_file(FileFrame(b"<", releases.region(fd, 0, 10), b">"))
+        assert bytes(transport.output) == b"abcd"  # flushed before the file frame starts
+        outbox.send([b"e"])
+        await eventually(lambda: len(transport.output) == 17, "the file frame and what follows")
+        assert bytes(transport.output) == b"abcd<" + data[:10] + b">e"
+        await released(releases)
+        outbox.send([b"last"])
+        outbox.close()
+        assert bytes(transport.output).endswith(b"e" + b"last")  # a reply sent before closing still leaves
+        await asyncio.sleep(0)
+        assert transport.output.count(b"last") == 1
+
+    run_with_file(loop_name, tmp_path, 1 << 20, scenario)
 
 
 @pytest.mark.parametrize("loop_name", sorted(LOOPS))
