@@ -17,6 +17,10 @@ How one system is measured (one run):
   consumer is a reader group of ``--readers`` SDK readers at the stream's tail. A Redis producer pipelines
   XADD on its connection, the consumer loops on XREAD BLOCK.
 * Warm-up: 1,000 events/s for ``--warmup`` seconds, not recorded (the segments' Tier-2 chunks get made).
+* Before each step the disk goes quiet (it writes less than 2 MB/s for a second; at most 120 s): the
+  maximum leaves Tributary's Tier-2 a gigabyte to flush and Redis an append-only file to rewrite, and a
+  step measured during that measures the previous one. Scratch directories are deleted at the end, not
+  between systems (deleting gigabytes on a disk mounted with ``discard`` slows every sync for a while).
 * The maximum: every producer writes flat out for ``--seconds``; the achieved rate is the maximum.
 * Then the offered rates, each for ``--seconds``: 1k, 10k, 50k, 100k, 200k events/s (those below the
   maximum) and 50% and 80% of the maximum. Producers pace with a clock (the events due at each wake-up
@@ -438,12 +442,43 @@ def merged(encoded: list[str | None]):
     return total
 
 
+class Disk:
+    """The write rate of the block device holding a directory (/sys/dev/block/MAJOR:MINOR/stat)."""
+
+    QUIET_BYTES_PER_SECOND = 2_000_000
+    WAIT_MAX = 120.0
+
+    def __init__(self, directory: pathlib.Path):
+        device = directory.stat().st_dev
+        self.stat = pathlib.Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat")
+        if not self.stat.exists():  # a partition's numbers: its stat is there too on Linux; else give up
+            self.stat = None
+
+    def written_bytes(self) -> int:
+        return int(self.stat.read_text().split()[6]) * 512
+
+    def wait_until_quiet(self) -> float:
+        """Waits until a second passes with less than QUIET_BYTES_PER_SECOND written; returns the seconds waited."""
+        if self.stat is None:
+            time.sleep(1.0)
+            return 1.0
+        started = time.monotonic()
+        before = self.written_bytes()
+        while time.monotonic() - started < self.WAIT_MAX:
+            time.sleep(1.0)
+            now = self.written_bytes()
+            if now - before < self.QUIET_BYTES_PER_SECOND:
+                break
+            before = now
+        return time.monotonic() - started
+
+
 class Session:
     """Producers and a consumer of one system, driven step by step."""
 
     def __init__(self, servers: Servers, scratch: pathlib.Path, producers: int, readers: int, seconds: float):
         self.producers, self.consumer = servers.children(scratch, producers, readers)
-        self.seconds, self.step_number = seconds, 0
+        self.seconds, self.step_number, self.disk = seconds, 0, Disk(scratch)
         if self.consumer.answer() != {"ready": True}:
             raise RuntimeError("the consumer did not start")
         time.sleep(0.5)  # the group's readers take their segments
@@ -452,6 +487,9 @@ class Session:
         """Offers ``rate`` events/s in total (0: flat out) for ``seconds``; the step's figures."""
         self.step_number += 1
         seconds = seconds or self.seconds
+        waited = self.disk.wait_until_quiet()
+        if waited > 5:
+            print(f"  (waited {waited:.0f} s for the disk to go quiet)", file=sys.stderr)
         start_at = time.time() + 0.3
         for producer in self.producers:
             producer.send({"step": self.step_number, "rate": rate / len(self.producers), "seconds": seconds,
@@ -504,18 +542,17 @@ def measure_system(system: str, scratch: pathlib.Path, options, rates: list[tupl
         servers.stop()
 
 
-def one_run(options) -> dict:
+def one_run(options, scratches: list[pathlib.Path]) -> dict:
+    """Every system once; their scratch directories are added to ``scratches`` (deleted at the very end)."""
     results: dict[str, dict] = {}
     local_ladder = None
     for system in options.systems:
         scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"lat-{system}-", dir=options.dir))
-        try:
-            ladder = local_ladder if system == "redis" else None
-            results[system] = measure_system(system, scratch, options, ladder)
-            if system == "local":
-                local_ladder = results[system]["ladder"]
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        scratches.append(scratch)
+        ladder = local_ladder if system == "redis" else None
+        results[system] = measure_system(system, scratch, options, ladder)
+        if system == "local":
+            local_ladder = results[system]["ladder"]
     return results
 
 
@@ -668,12 +705,16 @@ def main() -> int:
     else:
         options.dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-        runs = []
-        for number in range(options.runs):
-            runs.append(one_run(options))
-            print(f"run {number + 1} of {options.runs} done", file=sys.stderr)
-            if options.output:
-                options.output.write_text(json.dumps({"machine": machine, "runs": runs}, indent=1))
+        runs, scratches = [], []
+        try:
+            for number in range(options.runs):
+                runs.append(one_run(options, scratches))
+                print(f"run {number + 1} of {options.runs} done", file=sys.stderr)
+                if options.output:
+                    options.output.write_text(json.dumps({"machine": machine, "runs": runs}, indent=1))
+        finally:
+            for scratch in scratches:
+                shutil.rmtree(scratch, ignore_errors=True)
     print(f"machine: {machine}")
     report(runs)
     if options.plot:
