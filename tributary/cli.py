@@ -479,9 +479,11 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
               help="Reader tasks (one reader group per stream, from its tail; 0 or at least --streams).")
 @click.option("--event-size", default=100, show_default=True, type=int,
               help="Bytes per event, header included (28 B to 8 MiB).")
-@click.option("--rate", default=1000.0, show_default=True, type=float,
-              help="Target events/s over all writers (0: as fast as possible).")
-@click.option("--duration", default=10.0, show_default=True, type=float, help="Seconds of writing.")
+@click.option("--rate", default="1000", show_default=True,
+              help="Target events/s over all writers (0: as fast as possible); a comma-separated list "
+                   "(1000,10000,50000) is a schedule: one step of --duration at each rate.")
+@click.option("--duration", default=10.0, show_default=True, type=float,
+              help="Seconds of writing (with a --rate schedule: of each step).")
 @click.option("--keys", default=16, show_default=True, type=int,
               help="Routing keys, used round-robin (0: events without a key, so no order to check).")
 @click.option("--transaction-size", default=0, show_default=True, type=int,
@@ -495,16 +497,16 @@ def standalone(log_level, controller_port, metrics_port, rest_port, retention_pe
 @click.option("--progress/--no-progress", default=None,
               help="Live progress line (default: on a terminal) or a plain line every 5 s.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (results still go to --output).")
-def loadgen(progress, quiet, **options) -> None:
+def loadgen(progress, quiet, rate, **options) -> None:
     """Generate load with writers and readers; report throughput, latency and a delivery check.
 
     Exit status: 0 ok, 1 could not run or ran with problems (errors, missing or duplicated
     events), 2 bad options, 130 interrupted (results are still printed and written).
     """
-    from clients.loadgen import LoadOptions, OptionError, run_command
+    from clients.loadgen import LoadOptions, OptionError, parse_rate, run_command
 
     try:
-        load_options = LoadOptions(**options)
+        load_options = LoadOptions(rate=parse_rate(rate), **options)
     except OptionError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -20,7 +20,7 @@ from .runner import Interrupted, LoadError, LoadRun, StopSignal
 from .stats import write_results
 
 OK, FAILED, INTERRUPTED = 0, 1, 130
-PLAIN_WIDTH = 120
+PLAIN_WIDTH = 160
 
 
 def progress_mode(progress: bool | None, quiet: bool, console: Console) -> str:
@@ -51,7 +51,7 @@ async def run_command(options: LoadOptions, *, progress: bool | None = None, qui
     """Runs the load as the command does; returns the exit status."""
     console = Console()
     if not console.is_terminal:
-        console = Console(width=PLAIN_WIDTH)  # logs and pipes: wide enough for the summary table
+        console = Console(width=PLAIN_WIDTH)  # logs and pipes: wide enough for the summary tables
     errors = Console(stderr=True, soft_wrap=True)
     stop = StopSignal()
     loop = asyncio.get_running_loop()

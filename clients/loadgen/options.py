@@ -22,6 +22,8 @@ MAX_SEGMENTS = 1000
 MAX_STREAMS = 1000
 MAX_TASKS = 10_000  # writers, readers: each is an asyncio task with its own connections
 MAX_TRANSACTION_SIZE = 1_000_000
+MAX_RATE_STEPS = 100
+RATE_MESSAGE = "must be a number of events per second >= 0 (0: unlimited), or a comma-separated list of them"
 
 
 class OptionError(ValueError):
@@ -42,7 +44,8 @@ class LoadOptions:
       (the readers of one stream form one reader group, started at the stream's tail);
     * events of ``event_size`` bytes at ``rate`` events/s in total (0: as fast as possible)
       for ``duration`` seconds, with ``keys`` routing keys round-robin (0: no key), in
-      transactions of ``transaction_size`` events (0: no transactions);
+      transactions of ``transaction_size`` events (0: no transactions); ``rate`` may be a
+      schedule, a tuple of rates (see :func:`parse_rate`): one step of ``duration`` each;
     * readers then read on until they have everything, for at most ``drain_timeout`` s.
     """
 
@@ -55,7 +58,7 @@ class LoadOptions:
     writers: int = 1
     readers: int = 1
     event_size: int = 100
-    rate: float = 1000.0
+    rate: float | tuple[float, ...] = 1000.0
     duration: float = 10.0
     keys: int = 16
     transaction_size: int = 0
@@ -80,7 +83,7 @@ class LoadOptions:
                                            f"use 0 or at least --streams")
         _count("--event-size", self.event_size, HEADER_SIZE, MAX_EVENT_SIZE,
                f"must be between {HEADER_SIZE} bytes (the loadgen's event header) and {MAX_EVENT_SIZE} (8 MiB)")
-        _number("--rate", self.rate, "must be a number of events per second >= 0 (0: unlimited)", minimum=0)
+        self._check_rate()
         _number("--duration", self.duration, "must be a number of seconds > 0", minimum=0, strict=True)
         _count("--keys", self.keys, 0, 1_000_000)
         _count("--transaction-size", self.transaction_size, 0, MAX_TRANSACTION_SIZE)
@@ -95,6 +98,13 @@ class LoadOptions:
                 raise OptionError("--output", f"{self.output} is a directory")
             if not parent.is_dir():
                 raise OptionError("--output", f"directory {parent} does not exist")
+
+    def _check_rate(self) -> None:
+        steps = self.rate_steps
+        if not 1 <= len(steps) <= MAX_RATE_STEPS:
+            raise OptionError("--rate", f"a schedule has 1 to {MAX_RATE_STEPS} steps (got {len(steps)})")
+        for step in steps:
+            _number("--rate", step, RATE_MESSAGE, minimum=0)
 
     def _check_names(self) -> None:
         try:
@@ -115,9 +125,9 @@ class LoadOptions:
         return [f"{self.stream}-{index}" for index in range(self.streams)]
 
     @property
-    def rate_per_writer(self) -> float:
-        """Each writer's share of ``rate`` (0: unlimited)."""
-        return self.rate / self.writers if self.writers and self.rate else 0.0
+    def rate_steps(self) -> tuple[float, ...]:
+        """The total rate of each step of the write phase (one step for a single ``rate``)."""
+        return self.rate if isinstance(self.rate, tuple) else (self.rate,)
 
     def as_dict(self) -> dict[str, Any]:
         """The options as JSON-ready values."""
@@ -125,6 +135,20 @@ class LoadOptions:
         values["output"] = None if self.output is None else str(self.output)
         values["stream_names"] = self.stream_names
         return values
+
+
+def parse_rate(text: str) -> float | tuple[float, ...]:
+    """``--rate`` as given: one rate (``"5000"``) or a schedule of steps (``"1000,10000,50000"``).
+
+    Each element must be a number; whether the numbers make sense is ``LoadOptions``'s check.
+    """
+    steps = []
+    for element in text.split(","):
+        try:
+            steps.append(float(element))
+        except ValueError:
+            raise OptionError("--rate", f"{RATE_MESSAGE} ({element.strip()!r} is not a number)") from None
+    return steps[0] if len(steps) == 1 else tuple(steps)
 
 
 def _count(option: str, value: object, lowest: int, highest: int, message: str | None = None) -> None:
@@ -141,4 +165,4 @@ def _number(option: str, value: object, message: str, *, minimum: float, strict:
         raise OptionError(option, f"{message} (got {value!r})")
 
 
-__all__ = ["MAX_SEGMENTS", "LoadOptions", "OptionError"]
+__all__ = ["MAX_RATE_STEPS", "MAX_SEGMENTS", "LoadOptions", "OptionError", "parse_rate"]

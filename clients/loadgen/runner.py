@@ -1,7 +1,8 @@
 """One loadgen run from start to results: set up, write for ``duration``, flush, drain, check.
 
 Phases: *setup* (scope, streams, reader groups at the streams' tails, writers and
-readers connected: before the clock starts), *write* (``duration`` seconds, or until
+readers connected: before the clock starts), *write* (``duration`` seconds per step of
+the rate schedule, whose start times are fixed as the clock starts; or until
 stopped), *flush* (writers make every accepted event durable; transactional writers
 commit their last transaction) and *drain* (readers read on until they have every
 event this run wrote). Flush and drain share one budget, ``drain_timeout`` seconds
@@ -27,9 +28,11 @@ from ..model import ScalingPolicy, StreamConfiguration
 from ..reader.reader_group import ReaderGroupConfig
 from .events import EventCodec
 from .options import LoadOptions
+from .pacing import StepPacer
 from .progress import Progress, Snapshot
 from .sequence import SequenceChecker
 from .stats import RunStats, Timings, results_document
+from .steps import StepSchedule
 from .workload import AckSampler, LoadReader, LoadWriter, TransactionalLoadWriter
 
 if TYPE_CHECKING:
@@ -76,7 +79,8 @@ class LoadRun:
         self.stop = stop or StopSignal()
         self.progress = progress
         self.phase = "setup"
-        self.stats = RunStats(options.stream_names)
+        self.schedule = StepSchedule(options.rate_steps, options.duration)
+        self.stats = RunStats(options.stream_names, self.schedule)
         self.checker = SequenceChecker(ordered=options.keys > 0)
         self.timings: Timings | None = None
         self.tag = random.getrandbits(32)
@@ -134,12 +138,12 @@ class LoadRun:
         options, names = self.options, self.options.stream_names
         codec = EventCodec(options.event_size)
         if options.writers and not options.transaction_size:
-            self._sampler = AckSampler(self.stats.write_ack, self.stats)
+            self._sampler = AckSampler(self.stats)
         interval_ns = int(max(1, options.writers) * 1e9 / ACK_SAMPLES_PER_SECOND)
         for index in range(options.writers):
             writer_id = (self.tag + index) % 2**32
             arguments = (index, writer_id, options.scope, names[index % len(names)], options.keys,
-                         options.rate_per_writer, codec, self.stats, self._sampler, interval_ns)
+                         StepPacer(self.schedule, options.writers), codec, self.stats, self._sampler, interval_ns)
             if options.transaction_size:
                 self.writers.append(TransactionalLoadWriter(*arguments, transaction_size=options.transaction_size,
                                                             commit_latency=self.stats.commit))
@@ -165,6 +169,7 @@ class LoadRun:
         loop = asyncio.get_running_loop()
         options = self.options
         self.timings = Timings(time.time_ns())
+        self.schedule.start(self.timings.started_ns)
         self._started = loop.time()
         self.phase = "write"
         writer_tasks = [loop.create_task(self._guard(writer.run(self._stop_writing), writer.name))
@@ -175,7 +180,7 @@ class LoadRun:
         try:
             await self._until(lambda: self.stop.soft.is_set()
                               or (bool(writer_tasks) and all(t.done() for t in writer_tasks)),
-                              self._started + options.duration)
+                              self._started + self.schedule.total_seconds)
             self._stop_writing.set()
             deadline = loop.time() + options.drain_timeout
             await self._until(lambda: all(task.done() for task in writer_tasks), deadline)
@@ -281,10 +286,12 @@ class LoadRun:
         stats = self.stats
         written = stats.written
         own = sum(reader.own_read for reader in self.readers)
-        return Snapshot(self.phase, asyncio.get_running_loop().time() - self._started, self.options.duration,
+        step = self.schedule.step_at(time.time_ns())
+        return Snapshot(self.phase, asyncio.get_running_loop().time() - self._started, self.schedule.total_seconds,
                         written, stats.written_bytes, stats.read_events, stats.read_bytes,
                         max(0, written - own) if self.readers else 0, stats.write_ack.percentile_ms(99),
-                        stats.end_to_end.percentile_ms(99), stats.error_count)
+                        stats.end_to_end.percentile_ms(99), stats.error_count,
+                        step, len(self.schedule), self.schedule.rates[step])
 
     def results(self, drained: bool) -> dict[str, Any]:
         """The results document of the run (also of one cut short)."""
@@ -295,7 +302,7 @@ class LoadRun:
         assert self.timings is not None, "results come after the load started"
         return results_document(self.options.as_dict(), self.stats, self.timings, sequence,
                                 readers=len(self.readers), drained=drained,
-                                interrupted=self.stop.requests > 0, target_rate=self.options.rate)
+                                interrupted=self.stop.requests > 0)
 
 
 async def run_load(options: LoadOptions, stop: StopSignal | None = None,

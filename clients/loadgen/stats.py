@@ -2,7 +2,9 @@
 
 Latencies are recorded in microseconds, from 1 µs to one hour with three significant
 digits, and reported in milliseconds. Counters are plain integers: the whole run is
-one asyncio loop, so nothing needs a lock.
+one asyncio loop, so nothing needs a lock. Besides the run's totals, each step of the
+rate schedule has its own counts and histograms: events written in the step, and the
+write acks and reads of the events *sent* in it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from .steps import StepSchedule
+
 _LOWEST_US = 1
 _HIGHEST_US = 3_600_000_000
-PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99_9", 99.9))
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99_9", 99.9))
+"""The percentiles reported (``p50_ms`` ...), besides the mean and the maximum."""
 MB = 1_000_000  # MB/s are decimal megabytes, as in Pravega's benchmarks
 
 
@@ -53,7 +58,7 @@ class Latency:
         return micros / 1000
 
     def summary(self) -> dict[str, Any]:
-        """Count, mean, p50/p90/p99/p99.9 and max in milliseconds (values None when empty)."""
+        """Count, mean, the ``PERCENTILES`` and max in milliseconds (values None when empty)."""
         empty = not self.count
         result = {"count": self.count,
                   "mean_ms": None if empty else round(self._histogram.get_mean_value() / 1000, 3)}
@@ -65,6 +70,16 @@ class Latency:
         if self.clamped:
             result["negative_clamped"] = self.clamped
         return result
+
+
+class StepStats:
+    """What one step of the schedule measured."""
+
+    def __init__(self) -> None:
+        self.written = 0  # events written (accepted, or committed) while the step lasted
+        self.read = 0  # events sent in the step and read (first copies)
+        self.write_ack = Latency()  # of sampled events sent in the step
+        self.end_to_end = Latency()  # of events sent in the step
 
 
 @dataclasses.dataclass
@@ -82,8 +97,10 @@ class RunStats:
 
     MAX_ERRORS_KEPT = 50
 
-    def __init__(self, stream_names: list[str]):
+    def __init__(self, stream_names: list[str], schedule: StepSchedule):
         self.streams = {name: StreamCounts() for name in stream_names}
+        self.schedule = schedule
+        self.steps = [StepStats() for _ in range(len(schedule))]
         self.write_ack = Latency()
         self.end_to_end = Latency()
         self.commit = Latency()
@@ -98,18 +115,37 @@ class RunStats:
 
     # ------------------------------------------------------------------ updates
 
-    def wrote(self, stream: str, events: int, size: int) -> None:
-        """``events`` events of ``size`` bytes in all were written (accepted or committed) to ``stream``."""
+    def step_at(self, time_ns: int) -> StepStats:
+        """The statistics of the step that wall-clock time ``time_ns`` falls in."""
+        return self.steps[self.schedule.step_at(time_ns)]
+
+    def wrote(self, stream: str, events: int, size: int, at_ns: int) -> None:
+        """``events`` events of ``size`` bytes in all were written (accepted or committed) to ``stream`` at ``at_ns``
+        (counted in the step of that time)."""
         counts = self.streams[stream]
         counts.written += events
         counts.written_bytes += size
+        self.step_at(at_ns).written += events
 
-    def read(self, stream: str, size: int, now_ns: int) -> None:
-        """One event of ``size`` bytes was read (for the first time) from ``stream`` at ``now_ns``."""
+    def acked(self, sent_ns: int, acked_ns: int) -> None:
+        """The write of a sampled event sent at ``sent_ns`` was acknowledged at ``acked_ns``."""
+        self.acks_sampled += 1
+        latency_ns = acked_ns - sent_ns
+        self.write_ack.record_ns(latency_ns)
+        self.step_at(sent_ns).write_ack.record_ns(latency_ns)
+
+    def read(self, stream: str, size: int, sent_ns: int, now_ns: int) -> None:
+        """One event of ``size`` bytes was read (for the first time) from ``stream`` at ``now_ns``; it was sent at
+        ``sent_ns``, which makes it one of that step's."""
         counts = self.streams[stream]
         counts.read += 1
         counts.read_bytes += size
         self.last_read_ns = now_ns
+        step = self.step_at(sent_ns)
+        step.read += 1
+        latency_ns = now_ns - sent_ns
+        self.end_to_end.record_ns(latency_ns)
+        step.end_to_end.record_ns(latency_ns)
 
     def error(self, where: str, error: BaseException | str) -> None:
         """Records a failure (the first ``MAX_ERRORS_KEPT`` are kept with their text)."""
@@ -160,8 +196,24 @@ class Timings:
         return None if start is None or end is None else round((end - start) / 1e9, 3)
 
 
+def step_results(stats: RunStats, write_end_ns: int | None) -> list[dict[str, Any]]:
+    """One entry per step of the schedule: offered and achieved rates, events read, latencies."""
+    schedule, results = stats.schedule, []
+    for index, step in enumerate(stats.steps):
+        seconds = schedule.seconds_of(index, write_end_ns)
+        results.append({
+            "offered_events_per_second": schedule.rates[index],
+            "seconds": seconds,
+            "events_written": step.written,
+            "write_events_per_second": rate(step.written, seconds),
+            "events_read": step.read,
+            "latency_ms": {"write_ack": step.write_ack.summary(), "end_to_end": step.end_to_end.summary()},
+        })
+    return results
+
+
 def results_document(options: dict[str, Any], stats: RunStats, timings: Timings, sequence: dict[str, Any] | None, *,
-                     readers: int, drained: bool, interrupted: bool, target_rate: float) -> dict[str, Any]:
+                     readers: int, drained: bool, interrupted: bool) -> dict[str, Any]:
     """The JSON results of a run (see ``docs/loadgen.md`` for the format)."""
     write_seconds = timings.seconds(timings.started_ns, timings.write_end_ns)
     read_seconds = timings.seconds(timings.started_ns, stats.last_read_ns) if stats.last_read_ns else None
@@ -186,7 +238,7 @@ def results_document(options: dict[str, Any], stats: RunStats, timings: Timings,
             "acks_sampled": stats.acks_sampled, "acks_not_sampled_queue_full": stats.acks_skipped,
         },
         "rates": {
-            "target_events_per_second": target_rate,
+            "target_events_per_second": round(stats.schedule.average_rate, 3),
             "write_events_per_second": rate(written, write_seconds),
             "write_mb_per_second": rate(stats.written_bytes / MB, write_seconds),
             "read_events_per_second": rate(read, read_seconds),
@@ -197,6 +249,7 @@ def results_document(options: dict[str, Any], stats: RunStats, timings: Timings,
             "end_to_end": stats.end_to_end.summary(),
             "transaction_commit": stats.commit.summary(),
         },
+        "steps": step_results(stats, timings.write_end_ns),
         "sequence": sequence,
         "streams": [{"stream": name, **dataclasses.asdict(counts)} for name, counts in stats.streams.items()],
         "errors": {"count": stats.error_count, "first": stats.errors},
@@ -211,4 +264,5 @@ def write_results(path: pathlib.Path, document: dict[str, Any]) -> None:
     partial.replace(path)
 
 
-__all__ = ["Latency", "RunStats", "StreamCounts", "Timings", "rate", "results_document", "write_results"]
+__all__ = ["PERCENTILES", "Latency", "RunStats", "StepStats", "StreamCounts", "Timings", "rate", "results_document",
+           "step_results", "write_results"]

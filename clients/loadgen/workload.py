@@ -1,10 +1,11 @@
 """The loadgen's workers: event writers, transactional writers, readers and the ack sampler.
 
 Each worker is one asyncio task of the run (``runner``). Writers write batches of
-events as their token bucket allows (or 256 at a time, yielding to the loop between
-batches, when the rate is unlimited), number them per key and stamp them with the
-send time; a writer's ``sequences`` are what readers must find. Readers decode each
-event, feed the sequence checker and record the end-to-end latency.
+events as their pacer allows (the current step's token bucket, or 256 at a time,
+yielding to the loop between batches, when the step's rate is unlimited), number them
+per key and stamp them with the send time; a writer's ``sequences`` are what readers
+must find. Readers decode each event, feed the sequence checker and record the
+end-to-end latency (in the step the event was sent in).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..writer.acks import WriteAck
 from ..writer.event_writer import EventWriter
 from ..writer.transactions import Transaction
 from .events import NO_KEY, EventCodec, decode, key_name
-from .pacing import TokenBucket
+from .pacing import StepPacer
 from .sequence import SequenceChecker
 from .stats import Latency, RunStats
 
@@ -44,8 +45,7 @@ class AckSampler:
     queue is full the sample is skipped (and counted), so high rates cost nothing extra.
     """
 
-    def __init__(self, latency: Latency, stats: RunStats, tasks: int = 16, queue_size: int = 4096):
-        self._latency = latency
+    def __init__(self, stats: RunStats, tasks: int = 16, queue_size: int = 4096):
         self._stats = stats
         self._queue: asyncio.Queue[tuple[WriteAck, int]] = asyncio.Queue(queue_size)
         self._tasks = [asyncio.get_running_loop().create_task(self._wait_acks()) for _ in range(tasks)]
@@ -58,7 +58,7 @@ class AckSampler:
             self._stats.acks_skipped += 1
 
     async def _wait_acks(self) -> None:
-        queue, record = self._queue, self._latency.record_ns
+        queue, acked = self._queue, self._stats.acked
         while True:
             ack, sent_ns = await queue.get()
             try:
@@ -66,8 +66,7 @@ class AckSampler:
             except Exception:  # noqa: BLE001 - a failed write is reported by its writer's flush
                 pass
             else:
-                record(time.time_ns() - sent_ns)
-                self._stats.acks_sampled += 1
+                acked(sent_ns, time.time_ns())
             finally:
                 queue.task_done()
 
@@ -93,12 +92,12 @@ class LoadWriter:
 
     writer: EventWriter  # made by open()
 
-    def __init__(self, index: int, writer_id: int, scope: str, stream: str, keys: int, rate: float,
+    def __init__(self, index: int, writer_id: int, scope: str, stream: str, keys: int, pacer: StepPacer,
                  codec: EventCodec, stats: RunStats, sampler: AckSampler | None, sample_interval_ns: int):
         self.index, self.writer_id, self.scope, self.stream = index, writer_id, scope, stream
         self.name = f"writer {index} ({scope}/{stream})"
         self.codec, self.stats, self.sampler = codec, stats, sampler
-        self.bucket = TokenBucket(rate) if rate else None
+        self.pacer = pacer
         self.sample_interval_ns = sample_interval_ns
         indices = [(index + offset) % keys for offset in range(keys)] if keys else [NO_KEY]
         self.keys = [(key, key_name(key)) for key in indices]
@@ -114,26 +113,15 @@ class LoadWriter:
         self.writer = client.create_writer(self.scope, self.stream, self.config)
         await self.writer.start()
 
-    def _start_clock(self) -> None:
-        if self.bucket is not None:
-            self.bucket.reset()  # tokens do not pile up while connecting
-
-    async def _permits(self) -> int:
-        if self.bucket is None:
-            await asyncio.sleep(0)  # let acks, readers and the progress line run between batches
-            return BATCH
-        return await self.bucket.take(BATCH)
-
     async def run(self, stop: asyncio.Event) -> None:
         """Writes until ``stop`` is set."""
         write, encode, sequences, keys = self.writer.write, self.codec.encode, self.sequences, self.keys
         writer_id, size = self.writer_id, self.codec.event_size
         sampler, interval = self.sampler, self.sample_interval_ns
         cursor, next_sample = 0, 0
-        self._start_clock()
         while not stop.is_set():
-            count = await self._permits()
-            done = 0
+            count = await self.pacer.take(BATCH)
+            done, batch_ns = 0, time.time_ns()
             try:
                 for _ in range(count):
                     key, name = keys[cursor]
@@ -147,7 +135,7 @@ class LoadWriter:
                         sampler.offer(ack, sent_ns)
                         next_sample = sent_ns + interval
             finally:
-                self.stats.wrote(self.stream, done, done * size)
+                self.stats.wrote(self.stream, done, done * size, batch_ns)
 
     async def finish(self) -> None:
         """Flushes (every accepted event durable) and closes."""
@@ -182,9 +170,8 @@ class TransactionalLoadWriter(LoadWriter):
         """Writes transactions until ``stop`` is set (the last one is committed by ``finish``)."""
         encode, sequences, keys, writer_id = self.codec.encode, self.sequences, self.keys, self.writer_id
         cursor = 0
-        self._start_clock()
         while not stop.is_set():
-            count = await self._permits()
+            count = await self.pacer.take(BATCH)
             for _ in range(count):
                 if self._transaction is None:
                     self._transaction = await self.transactions.begin()
@@ -212,9 +199,10 @@ class TransactionalLoadWriter(LoadWriter):
             self._transaction = transaction
             await self._failed(error)
             return
-        self.commit_latency.record_ns(time.time_ns() - started)
+        committed = time.time_ns()
+        self.commit_latency.record_ns(committed - started)
         self.stats.transactions_committed += 1
-        self.stats.wrote(self.stream, self._in_transaction, self._in_transaction * self.codec.event_size)
+        self.stats.wrote(self.stream, self._in_transaction, self._in_transaction * self.codec.event_size, committed)
         self._failures_in_a_row = 0
 
     async def _failed(self, error: TransactionFailed) -> None:
@@ -258,7 +246,6 @@ class LoadReader:
     async def run(self) -> None:
         """Reads and checks events until cancelled."""
         stats, checker, stream, local = self.stats, self.checker, self.stream, self.local_writers
-        record = stats.end_to_end.record_ns
         handled = 0
         async for event in self.reader:
             now_ns = time.time_ns()
@@ -269,8 +256,7 @@ class LoadReader:
                     checker.not_loadgen()
                 continue
             if checker.observe(header.writer, header.key, header.sequence):
-                stats.read(stream, len(data), now_ns)
-                record(now_ns - header.sent_ns)
+                stats.read(stream, len(data), header.sent_ns, now_ns)
                 if header.writer in local:
                     self.own_read += 1
             else:
