@@ -19,6 +19,12 @@ from collections.abc import Callable
 
 from .steps import NS_PER_SECOND, StepSchedule
 
+# The shortest sleep between two looks at the bucket. The event loop's timers have a resolution of 1 ms
+# (libuv's): a shorter sleep fires at once, so a writer whose next token is due in 0.2 ms would spin,
+# writing one event per turn of the loop at several times the CPU cost, and take that CPU from the store
+# it measures. Sleeping a tick lets the tokens of that millisecond gather into one batch.
+TICK_SECONDS = 0.001
+
 
 class TokenBucket:
     """Hands out permits to write at ``rate`` events per second on average."""
@@ -59,7 +65,7 @@ class TokenBucket:
             count = self.available(most)
             if count:
                 return count
-            await asyncio.sleep(self.wait_seconds())
+            await asyncio.sleep(max(TICK_SECONDS, self.wait_seconds()))
 
 
 class StepPacer:
@@ -106,7 +112,7 @@ class StepPacer:
 
     def _wait_seconds(self, bucket: TokenBucket, now_ns: int) -> float:
         """Until ``bucket``'s next token, or the next step if that comes first."""
-        wait = bucket.wait_seconds()
+        wait = max(TICK_SECONDS, bucket.wait_seconds())
         boundary = self.schedule.next_start_ns(self.step)
         if boundary is not None:
             wait = min(wait, max(0, boundary - now_ns) / NS_PER_SECOND)

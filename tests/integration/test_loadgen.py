@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from clients.loadgen import pacing
 from clients.loadgen.events import HEADER_SIZE, EventCodec, decode
 from clients.loadgen.options import MAX_RATE_STEPS, LoadOptions, OptionError, parse_rate
 from clients.loadgen.pacing import StepPacer, TokenBucket
@@ -296,6 +297,23 @@ def test_token_bucket_paces_in_batches_and_events_round_trip():
     assert len(event) == 64 and HEADER_SIZE <= 64
     assert tuple(decode(event)) == (5, 3, 42, 123456789)
     assert decode(b"x" * 64) is None
+
+
+async def test_a_fast_bucket_sleeps_a_whole_timer_tick_not_a_spin(monkeypatch):
+    """At 5,000 events/s the next token is 0.2 ms away; the loop's timers fire after 1 ms at the earliest,
+    so a shorter sleep would return at once and the writer would spin. It sleeps a tick and batches."""
+    sleeps: list[float] = []
+
+    async def record(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    now = [0.0]
+    monkeypatch.setattr(pacing.asyncio, "sleep", record)
+    bucket = TokenBucket(5000, clock=lambda: now[0])
+    assert await bucket.take(256) == 1
+    assert await bucket.take(256) == 5  # one tick's worth, after one sleep
+    assert sleeps == [pacing.TICK_SECONDS]
 
 
 def test_rate_schedule_is_parsed_and_checked():
