@@ -17,10 +17,11 @@ How one system is measured (one run):
   consumer is a reader group of ``--readers`` SDK readers at the stream's tail. A Redis producer pipelines
   XADD on its connection, the consumer loops on XREAD BLOCK.
 * Warm-up: 1,000 events/s for ``--warmup`` seconds, not recorded (the segments' Tier-2 chunks get made).
-* Before each step the disk goes quiet (it writes less than 2 MB/s for a second; at most 120 s): the
-  maximum leaves Tributary's Tier-2 a gigabyte to flush and Redis an append-only file to rewrite, and a
-  step measured during that measures the previous one. Scratch directories are deleted at the end, not
-  between systems (deleting gigabytes on a disk mounted with ``discard`` slows every sync for a while).
+* Before each step the system goes quiet (for a whole second the disk writes less than 2 MB/s and the
+  servers' processes use less than 10% of a core; at most 120 s): the maximum leaves Tributary's Tier-2 a
+  gigabyte to flush and Redis an append-only file to rewrite, and a step measured during that measures the
+  previous one. Scratch directories are deleted at the end, not between systems (deleting gigabytes on a
+  disk mounted with ``discard`` slows every sync for a while).
 * The maximum: every producer writes flat out for ``--seconds``; the achieved rate is the maximum.
 * Then the offered rates, each for ``--seconds``: 1k, 10k, 50k, 100k, 200k events/s (those below the
   maximum) and 50% and 80% of the maximum. Producers pace with a clock (the events due at each wake-up
@@ -406,6 +407,14 @@ class Servers:
         return ([Child("sdk_producer", scratch, uri=self.uri) for _ in range(producers)],
                 Child("sdk_consumer", scratch, uri=self.uri, readers=readers))
 
+    def pids(self) -> list[int]:
+        """The processes of the system under test (the servers, the log stores, ZooKeeper)."""
+        pids = [process.pid for process in self.processes]
+        for process in (*(self.log_stores.processes if self.log_stores else ()), self.zookeeper):
+            if process is not None and process.process is not None:
+                pids.append(process.process.pid)
+        return pids
+
     def stop(self) -> None:
         for process in self.processes:
             if process.poll() is None:
@@ -442,32 +451,40 @@ def merged(encoded: list[str | None]):
     return total
 
 
-class Disk:
-    """The write rate of the block device holding a directory (/sys/dev/block/MAJOR:MINOR/stat)."""
+class Quiet:
+    """Waits for the system under test to go quiet: the disk holding ``directory`` (its
+    /sys/dev/block/MAJOR:MINOR/stat) and the CPU time of the servers' processes."""
 
-    QUIET_BYTES_PER_SECOND = 2_000_000
+    DISK_BYTES_PER_SECOND = 2_000_000
+    CPU_SHARE = 0.1
     WAIT_MAX = 120.0
 
-    def __init__(self, directory: pathlib.Path):
+    def __init__(self, directory: pathlib.Path, pids: list[int]):
         device = directory.stat().st_dev
-        self.stat = pathlib.Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat")
-        if not self.stat.exists():  # a partition's numbers: its stat is there too on Linux; else give up
-            self.stat = None
+        stat = pathlib.Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat")
+        self.disk_stat = stat if stat.exists() else None
+        self.pids = pids
 
-    def written_bytes(self) -> int:
-        return int(self.stat.read_text().split()[6]) * 512
+    def _reading(self) -> tuple[int, float]:
+        from tests.perf.bench_e2e import process_cpu_seconds
 
-    def wait_until_quiet(self) -> float:
-        """Waits until a second passes with less than QUIET_BYTES_PER_SECOND written; returns the seconds waited."""
-        if self.stat is None:
-            time.sleep(1.0)
-            return 1.0
+        written = int(self.disk_stat.read_text().split()[6]) * 512 if self.disk_stat else 0
+        cpu = 0.0
+        for pid in self.pids:
+            try:
+                cpu += process_cpu_seconds(pid)
+            except OSError:
+                pass
+        return written, cpu
+
+    def wait(self) -> float:
+        """Waits until one second passes with both below their bounds; returns the seconds waited."""
         started = time.monotonic()
-        before = self.written_bytes()
+        before = self._reading()
         while time.monotonic() - started < self.WAIT_MAX:
             time.sleep(1.0)
-            now = self.written_bytes()
-            if now - before < self.QUIET_BYTES_PER_SECOND:
+            now = self._reading()
+            if now[0] - before[0] < self.DISK_BYTES_PER_SECOND and now[1] - before[1] < self.CPU_SHARE:
                 break
             before = now
         return time.monotonic() - started
@@ -478,7 +495,7 @@ class Session:
 
     def __init__(self, servers: Servers, scratch: pathlib.Path, producers: int, readers: int, seconds: float):
         self.producers, self.consumer = servers.children(scratch, producers, readers)
-        self.seconds, self.step_number, self.disk = seconds, 0, Disk(scratch)
+        self.seconds, self.step_number, self.quiet = seconds, 0, Quiet(scratch, servers.pids())
         if self.consumer.answer() != {"ready": True}:
             raise RuntimeError("the consumer did not start")
         time.sleep(0.5)  # the group's readers take their segments
@@ -487,9 +504,9 @@ class Session:
         """Offers ``rate`` events/s in total (0: flat out) for ``seconds``; the step's figures."""
         self.step_number += 1
         seconds = seconds or self.seconds
-        waited = self.disk.wait_until_quiet()
+        waited = self.quiet.wait()
         if waited > 5:
-            print(f"  (waited {waited:.0f} s for the disk to go quiet)", file=sys.stderr)
+            print(f"  (waited {waited:.0f} s for the system to go quiet)", file=sys.stderr)
         start_at = time.time() + 0.3
         for producer in self.producers:
             producer.send({"step": self.step_number, "rate": rate / len(self.producers), "seconds": seconds,
