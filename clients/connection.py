@@ -29,7 +29,6 @@ from typing import Protocol, TypeAlias, cast
 import wire
 from wire import commands as wc
 from wire.base import Command, Reply, Request
-from wire.fields import BytesLike
 
 from .errors import ConnectionFailed, ProtocolViolation, RequestTimeout
 
@@ -73,7 +72,6 @@ class WireConnection(asyncio.Protocol):
         self._max_pending = max_pending
         self._failure: ConnectionFailed | None = None
         self._transport: asyncio.Transport | None = None
-        self._unsent: list[BytesLike] = []  # frames of this turn of the loop, written together by _write_unsent
         self._drain_waiter: asyncio.Future[None] | None = None
         self._write_paused = False
         self.server_versions: tuple[int, int] | None = None
@@ -119,17 +117,11 @@ class WireConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ sending
 
     def send(self, command: Command) -> None:
-        """Writes one frame (no reply is awaited). Raises ConnectionFailed.
-
-        The frames sent in one turn of the event loop go to the socket together (one ``writev``, and one
-        wake-up of the store, for the appends a paced writer makes to several segments at once): the first
-        send of a turn schedules the write and later ones join it.
-        """
-        if self._failure is not None or self._transport is None:
+        """Writes one frame (no reply is awaited). Raises ConnectionFailed."""
+        transport = self._transport
+        if self._failure is not None or transport is None:
             raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
-        if not self._unsent:
-            asyncio.get_running_loop().call_soon(self._write_unsent)
-        self._unsent += wire.encode_parts(command)
+        transport.writelines(wire.encode_parts(command))
 
     def expect(self, request_id: int) -> asyncio.Future[Reply]:
         """Registers interest in the reply carrying ``request_id`` (before sending its request)."""
@@ -159,7 +151,6 @@ class WireConnection(asyncio.Protocol):
         """Waits until the transport's unsent bytes fall below the high-water mark. Raises ConnectionFailed."""
         if self._failure is not None:
             raise ConnectionFailed(f"connection to {self._address} is closed") from self._failure
-        self._write_unsent()  # so that the transport's buffer (and its pause) counts them
         if not self._write_paused:
             return
         if self._drain_waiter is None:
@@ -195,7 +186,6 @@ class WireConnection(asyncio.Protocol):
 
     async def close(self) -> None:
         """Closes the connection; pending requests and flows fail with ConnectionFailed."""
-        self._write_unsent()  # frames already sent leave before the close, as they would have unbatched
         self._fail(ConnectionFailed(f"connection to {self._address} closed by the client"))
         if self._transport is not None:
             self._transport.close()
@@ -269,12 +259,6 @@ class WireConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ internals
 
-    def _write_unsent(self) -> None:
-        unsent = self._unsent
-        if unsent and self._failure is None and self._transport is not None:
-            self._unsent = []
-            self._transport.writelines(unsent)
-
     @property
     def _address(self) -> str:
         return f"{self.endpoint[0]}:{self.endpoint[1]}"
@@ -322,7 +306,6 @@ class WireConnection(asyncio.Protocol):
             failure.__cause__ = error
             error = failure
         self._failure = error
-        self._unsent = []
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
