@@ -100,12 +100,13 @@ def pwrite_all(fd: int, buffers: Sequence[BytesLike], offset: int) -> int:
         written = os.pwritev(fd, chunk, offset + total)
         expected = sum(map(len, chunk))
         if written < expected:  # rare on regular files (a signal, a full disk)
-            _write_remainder(fd, chunk, offset + total, written)
+            write_remainder(fd, chunk, offset + total, written)
         total += expected
     return total
 
 
-def _write_remainder(fd: int, chunk: Sequence[BytesLike], offset: int, written: int) -> None:
+def write_remainder(fd: int, chunk: Sequence[BytesLike], offset: int, written: int) -> None:
+    """Writes what a short (p)write of ``chunk`` at ``offset`` left: all but its first ``written`` bytes."""
     skip, position = written, offset + written
     for buffer in chunk:
         view = memoryview(buffer).cast("B")

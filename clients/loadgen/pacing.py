@@ -59,14 +59,6 @@ class TokenBucket:
         """How long until the next whole token (as of the last look)."""
         return max(0.0, 1.0 - self._tokens) / self.rate
 
-    async def take(self, most: int) -> int:
-        """Waits until at least one token is there; takes and returns up to ``most`` of them."""
-        while True:
-            count = self.available(most)
-            if count:
-                return count
-            await asyncio.sleep(max(TICK_SECONDS, self.wait_seconds()))
-
 
 class StepPacer:
     """Permits for one of ``writers`` writers, each step's rate shared evenly among them (0: unlimited)."""

@@ -128,7 +128,7 @@ class BatchWriter:
         fd = self._open_fd()
         buffers, size = self._encode(records, start, end)
         began = time.perf_counter() if metrics.enabled else 0.0
-        self._file_operations.write_durably(fd, buffers, self._offset)
+        self._file_operations.write_durably(fd, buffers, self._offset, size)
         if began:
             metrics.observe_group_commit(True, size, time.perf_counter() - began)
         self._offset += size

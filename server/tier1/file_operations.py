@@ -12,7 +12,7 @@ import errno
 import os
 from collections.abc import Sequence
 
-from ..direct_writes import IOV_MAX, pwrite_all, write_parts
+from ..direct_writes import IOV_MAX, pwrite_all, write_parts, write_remainder
 from ..fsync import fsync_directory
 
 PREALLOCATION_CHUNK_BYTES = 1 << 20
@@ -20,7 +20,7 @@ PREALLOCATION_CHUNK_BYTES = 1 << 20
 _ZEROS = bytes(PREALLOCATION_CHUNK_BYTES)
 
 
-_RWF_DSYNC = getattr(os, "RWF_DSYNC", None)  # Linux >= 4.7 with Python's pwritev flags
+_RWF_DSYNC: int = getattr(os, "RWF_DSYNC", 0)  # Linux >= 4.7 with Python's pwritev flags (0: none)
 # Fused only up to this size: where latency is made (small batches under light load); a big batch, where
 # throughput is made, spends its time in the disk either way, and its page-cache write-back goes faster alone.
 FUSED_BYTES_MAX = 256 * 1024
@@ -31,7 +31,7 @@ class FileOperations:
 
     # write_durably fuses the write and the sync into one system call (pwritev2 with RWF_DSYNC) unless a
     # subclass changes write or sync (the fault-injecting seam must see both steps), or the kernel refuses.
-    _fuse_write_and_sync: bool = _RWF_DSYNC is not None
+    _fuse_write_and_sync: bool = bool(_RWF_DSYNC)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -75,15 +75,15 @@ class FileOperations:
         """Makes written data durable (fdatasync: preallocated files need no size update)."""
         os.fdatasync(fd)
 
-    def write_durably(self, fd: int, buffers: Sequence, offset: int) -> None:
-        """``write`` then ``sync``: on return every buffer is on the disk at ``offset``. Raises OSError.
+    def write_durably(self, fd: int, buffers: Sequence, offset: int, size: int) -> None:
+        """``write`` then ``sync``: on return every buffer (``size`` bytes in all) is on the disk at ``offset``.
+        Raises OSError.
 
         In one system call where it can (``pwritev2(RWF_DSYNC)``, the durability of O_DSYNC for this write
         only) for batches up to FUSED_BYTES_MAX: on the log's thread that is one release of the GIL per batch
         instead of two, and one wake-up fewer after the disk answers.
         """
-        size = sum(map(len, buffers))
-        if self._fuse_write_and_sync and _RWF_DSYNC is not None and len(buffers) <= IOV_MAX and size <= FUSED_BYTES_MAX:
+        if self._fuse_write_and_sync and size <= FUSED_BYTES_MAX and len(buffers) <= IOV_MAX:
             try:
                 written = os.pwritev(fd, buffers, offset, _RWF_DSYNC)
             except OSError as error:
@@ -91,10 +91,9 @@ class FileOperations:
                     raise
                 type(self)._fuse_write_and_sync = False  # a file system without per-write sync flags
             else:
-                if written == size:
-                    return
-                self.write(fd, _after(buffers, written), offset + written)  # rare: finish a short write
-                self.sync(fd)
+                if written < size:  # rare: only the written prefix is durable; finish and sync the rest
+                    write_remainder(fd, buffers, offset, written)
+                    os.fdatasync(fd)
                 return
         self.write(fd, buffers, offset)
         self.sync(fd)
@@ -154,15 +153,3 @@ class FileOperations:
     def sync_directory(self, directory: str) -> None:
         fsync_directory(directory)
 
-
-def _after(buffers: Sequence, skip: int) -> list:
-    """What is left of ``buffers`` once their first ``skip`` bytes are written."""
-    left = []
-    for buffer in buffers:
-        view = memoryview(buffer).cast("B")
-        if skip >= len(view):
-            skip -= len(view)
-            continue
-        left.append(view[skip:])
-        skip = 0
-    return left

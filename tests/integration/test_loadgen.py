@@ -299,7 +299,7 @@ def test_token_bucket_paces_in_batches_and_events_round_trip():
     assert decode(b"x" * 64) is None
 
 
-async def test_a_fast_bucket_sleeps_a_whole_timer_tick_not_a_spin(monkeypatch):
+async def test_a_fast_writer_sleeps_a_whole_timer_tick_not_a_spin(monkeypatch):
     """At 5,000 events/s the next token is 0.2 ms away; the loop's timers fire after 1 ms at the earliest,
     so a shorter sleep would return at once and the writer would spin. It sleeps a tick and batches."""
     sleeps: list[float] = []
@@ -310,10 +310,13 @@ async def test_a_fast_bucket_sleeps_a_whole_timer_tick_not_a_spin(monkeypatch):
 
     now = [0.0]
     monkeypatch.setattr(pacing.asyncio, "sleep", record)
-    bucket = TokenBucket(5000, clock=lambda: now[0])
-    assert await bucket.take(256) == 1
-    assert await bucket.take(256) == 5  # one tick's worth, after one sleep
-    assert sleeps == [pacing.TICK_SECONDS]
+    schedule = StepSchedule([5000.0], 60.0)
+    schedule.start(0)
+    pacer = StepPacer(schedule, writers=1, clock_ns=lambda: int(now[0] * 1e9), bucket_clock=lambda: now[0])
+    assert await pacer.take(256) == 1
+    sleeps.clear()
+    assert await pacer.take(256) == 5  # one tick's worth, after one sleep
+    assert sleeps == [0, pacing.TICK_SECONDS]  # the yield to the loop, then the tick
 
 
 def test_rate_schedule_is_parsed_and_checked():

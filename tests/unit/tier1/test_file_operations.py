@@ -36,26 +36,26 @@ def fd(tmp_path):
 
 
 def test_the_plain_seam_fuses_write_and_sync(fd, monkeypatch):
-    if module._RWF_DSYNC is None:
+    if not module._RWF_DSYNC:
         pytest.skip("this Python has no RWF_DSYNC")
     calls = []
     real = os.pwritev
     monkeypatch.setattr(os, "pwritev", lambda *arguments: calls.append(arguments[3:]) or real(*arguments))
     monkeypatch.setattr(os, "fdatasync", lambda _: calls.append("fdatasync"))
-    FileOperations().write_durably(fd, [b"abc", memoryview(b"def")], 5)
+    FileOperations().write_durably(fd, [b"abc", memoryview(b"def")], 5, 6)
     assert calls == [(module._RWF_DSYNC,)]
     assert os.pread(fd, 8, 4) == b"\0abcdef\0"
 
 
 def test_a_seam_that_changes_a_step_sees_both_steps(fd):
     steps = Steps()
-    steps.write_durably(fd, [b"xyz"], 0)
+    steps.write_durably(fd, [b"xyz"], 0, 3)
     assert steps.steps == ["write", "sync"]
     assert os.pread(fd, 3, 0) == b"xyz"
 
 
 def test_a_short_fused_write_is_finished_and_synced(fd, monkeypatch):
-    if module._RWF_DSYNC is None:
+    if not module._RWF_DSYNC:
         pytest.skip("this Python has no RWF_DSYNC")
     real = os.pwritev
     syncs = []
@@ -63,13 +63,13 @@ def test_a_short_fused_write_is_finished_and_synced(fd, monkeypatch):
                                                                                  *flags) if flags else
                         real(fd, buffers, offset))
     monkeypatch.setattr(os, "fdatasync", syncs.append)
-    FileOperations().write_durably(fd, [b"12345", b"678"], 10)
+    FileOperations().write_durably(fd, [b"12345", b"678"], 10, 8)
     assert os.pread(fd, 8, 10) == b"12345678"
     assert syncs == [fd]
 
 
 def test_a_kernel_that_refuses_the_flag_gets_write_then_sync(fd, monkeypatch):
-    if module._RWF_DSYNC is None:
+    if not module._RWF_DSYNC:
         pytest.skip("this Python has no RWF_DSYNC")
     real = os.pwritev
     syncs = []
@@ -83,15 +83,15 @@ def test_a_kernel_that_refuses_the_flag_gets_write_then_sync(fd, monkeypatch):
     monkeypatch.setattr(os, "fdatasync", syncs.append)
     monkeypatch.setattr(FileOperations, "_fuse_write_and_sync", True)
     operations = FileOperations()
-    operations.write_durably(fd, [b"abc"], 0)
-    operations.write_durably(fd, [b"def"], 3)
+    operations.write_durably(fd, [b"abc"], 0, 3)
+    operations.write_durably(fd, [b"def"], 3, 3)
     assert os.pread(fd, 6, 0) == b"abcdef"
     assert syncs == [fd, fd]
     assert FileOperations._fuse_write_and_sync is False  # not tried again
 
 
 def test_other_errors_of_the_fused_write_fail_it(fd, monkeypatch):
-    if module._RWF_DSYNC is None:
+    if not module._RWF_DSYNC:
         pytest.skip("this Python has no RWF_DSYNC")
 
     def broken(*_):
@@ -99,5 +99,5 @@ def test_other_errors_of_the_fused_write_fail_it(fd, monkeypatch):
 
     monkeypatch.setattr(os, "pwritev", broken)
     with pytest.raises(OSError) as failure:
-        FileOperations().write_durably(fd, [b"abc"], 0)
+        FileOperations().write_durably(fd, [b"abc"], 0, 3)
     assert failure.value.errno == errno.EIO
