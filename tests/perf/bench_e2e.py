@@ -208,7 +208,7 @@ async def redis_latency(port: int, rate: int, seconds: float) -> list[float]:
         while len(latencies) < count:
             read_writer.write(resp(b"XREAD", b"BLOCK", b"0", b"STREAMS", b"latency", last))
             await read_writer.drain()
-            reply = await _read_resp(read_reader)
+            reply = await read_resp(read_reader)
             now = time.time_ns()
             for entry_id, fields in reply[0][1]:
                 latencies.append((now - int(fields[1][:20])) / 1e6)
@@ -230,14 +230,19 @@ async def redis_latency(port: int, rate: int, seconds: float) -> list[float]:
     return latencies
 
 
-async def _read_resp(reader):
+async def read_resp(reader):
+    """One RESP reply: arrays as lists, bulk strings as bytes, nil (a timed-out XREAD BLOCK) as None;
+    an error reply raises."""
     line = await reader.readline()
     kind, rest = line[:1], line[1:-2]
     if kind == b"*":
-        return [await _read_resp(reader) for _ in range(int(rest))]
+        count = int(rest)
+        return None if count < 0 else [await read_resp(reader) for _ in range(count)]
     if kind == b"$":
-        data = await reader.readexactly(int(rest) + 2)
-        return data[:-2]
+        length = int(rest)
+        return None if length < 0 else (await reader.readexactly(length + 2))[:-2]
+    if kind == b"-":
+        raise RuntimeError(f"redis: {rest.decode(errors='replace')}")
     return rest
 
 

@@ -61,6 +61,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.perf.bars import Bars  # noqa: E402
+from tests.perf.bench_e2e import process_cpu_seconds, read_resp, resp, start_redis, start_standalone  # noqa: E402 - RESP, and the servers, come from there
 
 EVENT_SIZE = 1024
 SEGMENTS = 10
@@ -188,10 +189,6 @@ async def sdk_producer(uri: str) -> None:
         await serve_commands(lambda command: paced_step(command, write_batch, settle))
 
 
-def resp(*parts: bytes) -> bytes:
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
-
-
 async def redis_producer(port: int) -> None:
     filler = b"x" * (EVENT_SIZE - HEADER.size)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -249,10 +246,9 @@ class Arrivals:
         return all(self.counts[step] >= count for step, count in expected.items())
 
     def take(self, expected: dict[int, int]) -> dict:
-        result = {step: {"events": self.counts.pop(step, 0),
-                         "e2e": self.histograms.pop(step).encode().decode() if step in self.histograms else None}
-                  for step in expected}
-        return result
+        return {step: {"events": self.counts.pop(step, 0),
+                       "e2e": self.histograms.pop(step).encode().decode() if step in self.histograms else None}
+                for step in expected}
 
 
 async def consume(arrivals: Arrivals, read_forever: Callable) -> None:
@@ -311,20 +307,6 @@ async def redis_consumer(port: int) -> None:
     await consume(arrivals, read_forever)
 
 
-async def read_resp(reader):
-    line = await reader.readline()
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"*":
-        count = int(rest)
-        return None if count < 0 else [await read_resp(reader) for _ in range(count)]
-    if kind == b"$":
-        length = int(rest)
-        return None if length < 0 else (await reader.readexactly(length + 2))[:-2]
-    if kind == b"-":
-        raise RuntimeError(f"redis: {rest.decode(errors='replace')}")
-    return rest
-
-
 CHILDREN = {"sdk_producer": sdk_producer, "sdk_consumer": sdk_consumer, "redis_producer": redis_producer,
             "redis_consumer": redis_consumer}
 
@@ -372,11 +354,9 @@ class Servers:
     """The processes of one system under test; ``stop`` ends each by its PID."""
 
     def __init__(self, system: str, scratch: pathlib.Path):
-        from tests.perf import bench_e2e
-
         self.system, self.processes, self.zookeeper, self.log_stores = system, [], None, None
         if system == "redis":
-            process, self.port = bench_e2e.start_redis(scratch)
+            process, self.port = start_redis(scratch)
             self.processes.append(process)
             return
         extra: list[str] = []
@@ -387,7 +367,7 @@ class Servers:
             self.zookeeper = ZooKeeperServer(scratch / "zookeeper").start()
             self.log_stores = LogStores(scratch, self.zookeeper.connect_string, journal_mib=64).start()
             extra = self.log_stores.segment_store_args(10.0)
-        process, controller_port = bench_e2e.start_standalone(scratch, extra)
+        process, controller_port = start_standalone(scratch, extra)
         self.processes.append(process)
         self.uri = f"tcp://127.0.0.1:{controller_port}"
         asyncio.run(self.create_stream())
@@ -466,8 +446,6 @@ class Quiet:
         self.pids = pids
 
     def _reading(self) -> tuple[int, float]:
-        from tests.perf.bench_e2e import process_cpu_seconds
-
         written = int(self.disk_stat.read_text().split()[6]) * 512 if self.disk_stat else 0
         cpu = 0.0
         for pid in self.pids:
