@@ -258,7 +258,15 @@ def test_unreachable_controller_fails_within_the_connect_timeout():
 
 
 def test_missing_stream_without_create_is_a_clear_error(standalone):
-    """--no-create on a stream that does not exist: exit 1 naming the stream."""
+    """--no-create on a stream that does not exist: exit 1 naming the stream. The scope is made here, so that
+    the verdict does not hang on another test having made it first (it ran alone, it named the scope)."""
+    import clients
+
+    async def make_scope() -> None:
+        async with clients.connect(standalone.controller_uri) as client:
+            await client.create_scope("loadgen")
+
+    asyncio.run(make_scope())
     result = loadgen("--controller", standalone.controller_uri, "--no-create", "--scope", "loadgen",
                      "--stream", "no-such-stream", "--duration", "1")
     assert result.returncode == 1
