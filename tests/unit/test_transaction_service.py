@@ -550,6 +550,7 @@ async def test_commits_wait_while_another_workflow_holds_the_stream(service, con
     assert (await stream.get_state())[0] == State.COMMITTING_TXN
     await rpcs(service).commit_transaction(request(stream, response.txnId))
     await wait_for_state(service, stream, response.txnId, pb.TxnState.COMMITTED)
+    await asyncio.wait_for(service.drain(), WAIT_SECONDS)  # the job hands the stream back after the txn's state
     assert (await stream.get_state())[0] == State.ACTIVE
     assert await read_events(context.segments, segment_store.port,
                              stream_segment_name(SCOPE, "stream", segment_id(0, 0))) == [b"waits"]
