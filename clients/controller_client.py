@@ -16,9 +16,12 @@ once in :class:`ControllerTlsMismatch`, instead of 30 s of hopeless retries.
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol, TypeVar, overload
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from typing import Any, Protocol, TypeVar, cast, overload
 
 import grpc
 from google.protobuf.message import Message
@@ -43,6 +46,7 @@ from controller_api.reader_groups import ReaderGroupConfiguration
 from coordination.retry import Backoff, retry
 
 from . import controller_probe
+from .controller_endpoints import ControllerEndpoint, ControllerEndpoints, Resolver, parse_controller_uris, resolve
 from .errors import (
     AlreadyExists,
     AuthenticationFailed,
@@ -75,6 +79,15 @@ Code = grpc.StatusCode
 _RETRIED_CODES = frozenset({Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.INTERNAL, Code.UNKNOWN,
                             Code.FAILED_PRECONDITION, Code.RESOURCE_EXHAUSTED, Code.ABORTED, Code.CANCELLED})
 PROBE_INTERVAL_SECONDS = 5.0  # between two TLS diagnoses of a controller not reached yet
+DISCOVERY_INTERVAL_SECONDS = 60.0  # how often the client asks which controllers there are (and after a move)
+DISCOVERY_TIMEOUT_SECONDS = 10.0
+CHANNEL_CLOSE_GRACE_SECONDS = 1.0  # calls still on the channel of a controller left behind
+# A call whose controller stops answering (paused, cut off) learns it from HTTP/2 keep-alive pings within
+# about 10 s instead of waiting out its deadline; pings are sent only while calls are open.
+_CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 5_000), ("grpc.keepalive_timeout_ms", 5_000),
+                    ("grpc.http2.max_pings_without_data", 0), ("grpc.keepalive_permit_without_calls", 0),
+                    ("grpc.max_receive_message_length", 64 * 1024 * 1024))
+log = logging.getLogger("tributary.client")
 _SCALE_POLL = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.0, attempts=None, jitter=0.0)
 
 _TRANSACTION_STATES = {pb.TxnState.OPEN: TransactionState.OPEN, pb.TxnState.COMMITTING: TransactionState.COMMITTING,
@@ -101,22 +114,18 @@ def uses_tls(uri: str) -> bool:
 
 
 def parse_controller_uri(uri: str) -> tuple[str, int]:
-    """``[tcp://|tls://]host:port`` -> (host, port); only the first of a comma-separated list counts.
+    """``[tcp://|tls://]host:port[,...]`` -> (host, port) of the first controller it names.
 
     Raises:
-        InvalidArgument: not a host:port address, or an unknown scheme.
+        InvalidArgument: an entry that is not a host:port address, or an unknown scheme.
     """
-    text = uri.strip().split(",")[0]
-    scheme, separator, rest = text.partition("://")
-    if not separator:
-        scheme, rest = "tcp", text
-    if scheme.lower() not in ("tcp", "pravega", *TLS_SCHEMES):
-        raise InvalidArgument(f"unsupported controller URI scheme {scheme!r} in {uri!r} "
-                              "(use tcp://host:port, or tls://host:port for TLS)")
-    host, colon, port = rest.rstrip("/").rpartition(":")
-    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-        raise InvalidArgument(f"controller URI {uri!r} is not tcp://host:port")
-    return host.strip("[]"), int(port)
+    _, endpoints = parse_controller_uris(uri)
+    return endpoints[0].host, endpoints[0].port
+
+
+async def _resolve_addresses(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
 
 
 # ---------------------------------------------------------------------- proto conversions
@@ -191,14 +200,22 @@ class Controller(Protocol):
 
 
 class ControllerClient:
-    """Typed calls of the Controller API. Open with :meth:`connect`; close with :meth:`close`."""
+    """Typed calls of the Controller API. Open with :meth:`connect`; close with :meth:`close`.
+
+    ``uri`` may name several controllers (``tcp://a:9090,b:9090``); the client also learns the others from the
+    first that answers (getControllerServerList) and moves to another when the one in use cannot be reached
+    (:mod:`clients.controller_endpoints`). A call that fails for that reason is tried again on the next one,
+    within the call's retry budget, so the caller sees no error while any controller is up.
+    """
 
     def __init__(self, uri: str, *, retry_policy: Backoff | None = None, rpc_timeout_seconds: float = 120.0,
-                 credentials: tuple[str, str] | None = None, tls_trust: str | None = None):
-        host, port = parse_controller_uri(uri)
-        self._host, self._port = host, port
-        self.address = f"{host}:{port}"
-        self.tls = uses_tls(uri)
+                 credentials: tuple[str, str] | None = None, tls_trust: str | None = None,
+                 resolver: Resolver | None = None):
+        self.tls, given = parse_controller_uris(uri)
+        self._given = given
+        self._endpoints = ControllerEndpoints(given)
+        self._resolver = resolver or _resolve_addresses
+        self._resolved: set[ControllerEndpoint] = set()  # names already expanded to their addresses
         self._tls_trust = tls_trust
         self._metadata = (("authorization", basic_authorization(credentials)),) if credentials is not None else None
         self._retry = retry_policy or Backoff(initial_seconds=0.01, multiplier=3.0, max_delay_seconds=2.0,
@@ -206,22 +223,41 @@ class ControllerClient:
         self._rpc_timeout = rpc_timeout_seconds
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.ControllerServiceStub | None = None
-        self._reached = False  # the controller has answered a call (its TLS setting and ours agree)
+        self._channel_endpoint: ControllerEndpoint | None = None
+        self._reached = False  # a controller has answered a call (its TLS setting and ours agree)
         self._probed_at: float | None = None  # event-loop time of the last TLS diagnosis
+        self._discovered_at: float | None = None  # monotonic time of the last getControllerServerList
+        self._background: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
         return f"<ControllerClient {self.address}>"
 
+    @property
+    def address(self) -> str:
+        """host:port of the controller in use (its name, when it was given by name)."""
+        return self._endpoints.current.given_address
+
+    @property
+    def known_addresses(self) -> list[str]:
+        """Every controller this client knows of, given or learnt, in the order it tries them."""
+        return [endpoint.given_address for endpoint in self._endpoints]
+
     def open(self) -> ControllerClient:
-        """Creates the gRPC channel (it connects lazily, on the first call)."""
+        """Creates the gRPC channel to the controller in use (it connects lazily, on the first call)."""
         if self._channel is None:
-            options = [("grpc.keepalive_time_ms", 60_000), ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-            if self.tls:
-                self._channel = grpc.aio.secure_channel(self.address, self._channel_credentials(), options=options)
-            else:
-                self._channel = grpc.aio.insecure_channel(self.address, options=options)
-            self._stub = pb_grpc.ControllerServiceStub(self._channel)
+            self._open_channel(self._endpoints.current)
         return self
+
+    def _open_channel(self, endpoint: ControllerEndpoint) -> None:
+        options: list[tuple[str, Any]] = [*_CHANNEL_OPTIONS]
+        if self.tls:
+            if endpoint.name is not None:  # connected by address: the certificate is still checked for the name
+                options += [("grpc.ssl_target_name_override", endpoint.name),
+                            ("grpc.default_authority", f"{endpoint.name}:{endpoint.port}")]
+            channel = grpc.aio.secure_channel(endpoint.address, self._channel_credentials(), options=options)
+        else:
+            channel = grpc.aio.insecure_channel(endpoint.address, options=options)
+        self._channel, self._stub, self._channel_endpoint = channel, pb_grpc.ControllerServiceStub(channel), endpoint
 
     def _channel_credentials(self) -> grpc.ChannelCredentials:
         roots = trusted_certificates(self._tls_trust) if self._tls_trust is not None else None
@@ -229,8 +265,66 @@ class ControllerClient:
 
     async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         if channel is not None:
             await channel.close()
+
+    # ------------------------------------------------------------------ which controller
+
+    async def _current_stub(self) -> tuple[pb_grpc.ControllerServiceStub, ControllerEndpoint]:
+        """The stub of the controller in use (a name given is first expanded to its addresses)."""
+        endpoint = self._endpoints.current
+        if not endpoint.is_literal and endpoint.name is None and endpoint not in self._resolved:
+            self._resolved.add(endpoint)
+            self._endpoints.replace(endpoint, await resolve(endpoint, self._resolver))
+            endpoint = self._endpoints.current
+        if self._channel is None or self._channel_endpoint != endpoint:
+            old = self._channel
+            self._open_channel(endpoint)
+            if old is not None:  # calls still on it (to a controller that failed) end CANCELLED and are retried
+                self._spawn(old.close(grace=CHANNEL_CLOSE_GRACE_SECONDS))
+        return cast(pb_grpc.ControllerServiceStub, self._stub), endpoint
+
+    def _unreachable(self, endpoint: ControllerEndpoint) -> None:
+        """``endpoint`` could not be reached: the next controller becomes the one in use."""
+        now = time.monotonic()
+        if self._endpoints.failed(endpoint, now):
+            log.info("moving to another controller",
+                     extra={"failed": endpoint.address, "next": self._endpoints.current.address})
+            self._discovered_at = None  # ask the next one which controllers there are now
+        if self._endpoints.all_failed_recently(now):
+            self._resolved.clear()  # the names given may point elsewhere by now
+            self._endpoints.learn(self._given)
+
+    def _answered(self, endpoint: ControllerEndpoint) -> None:
+        self._reached = True
+        self._endpoints.succeeded(endpoint)
+        now = time.monotonic()
+        if self._discovered_at is None or now - self._discovered_at >= DISCOVERY_INTERVAL_SECONDS:
+            self._discovered_at = now
+            self._spawn(self._discover())
+
+    async def _discover(self) -> None:
+        """Learns the other controllers from the one in use (getControllerServerList); quietly nothing when that
+        fails (the next successful call asks again)."""
+        stub, _ = await self._current_stub()
+        try:
+            reply = await stub.getControllerServerList(pb.ServerRequest(), timeout=DISCOVERY_TIMEOUT_SECONDS,
+                                                       metadata=self._metadata)
+        except grpc.aio.AioRpcError:
+            self._discovered_at = None
+            return
+        learnt = self._endpoints.learn(ControllerEndpoint(node.endpoint.strip("[]"), node.port)
+                                       for node in reply.nodeURI if node.endpoint and 0 < node.port < 65536)
+        if learnt:
+            log.info("learnt of other controllers", extra={"controllers": [endpoint.address for endpoint in learnt]})
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ the call
 
@@ -246,23 +340,23 @@ class ControllerClient:
                     not_found: type[NotFound] = NotFound, policy: Backoff | None = None) -> Any:
         """Calls ``rpc`` under the retry policy; ``check`` turns the reply into a result or raises.
 
-        The reply is the message ``rpc`` answers with (see controller.proto); each ``check`` names it.
+        A controller that cannot be reached is left for the next one before the call is tried again. The reply
+        is the message ``rpc`` answers with (see controller.proto); each ``check`` names it.
         """
-        if self._stub is None:
-            self.open()
-        method = getattr(self._stub, rpc)
-
         async def attempt() -> Any:
+            stub, endpoint = await self._current_stub()
             try:
-                reply = await method(request, timeout=self._rpc_timeout, metadata=self._metadata)
+                reply = await getattr(stub, rpc)(request, timeout=self._rpc_timeout, metadata=self._metadata)
             except grpc.aio.AioRpcError as error:
-                failure = self._translate(rpc, error, not_found)
+                failure = self._translate(rpc, error, not_found, endpoint)
                 if isinstance(failure, ControllerUnavailable):
-                    failure = await self._explain(failure)
-                elif not isinstance(failure, RequestTimeout):  # the controller itself answered
-                    self._reached = True
+                    failure = await self._explain(failure, endpoint)
+                    if not isinstance(failure, ControllerTlsMismatch):
+                        self._unreachable(endpoint)
+                elif not isinstance(failure, RequestTimeout) and error.code() != Code.CANCELLED:
+                    self._answered(endpoint)  # the controller itself answered
                 raise failure from None
-            self._reached = True
+            self._answered(endpoint)
             return check(reply)
 
         try:
@@ -270,22 +364,24 @@ class ControllerClient:
         except _Retry as error:
             raise OperationFailed(f"{rpc} on the controller at {self.address} kept failing: {error}") from None
 
-    async def _explain(self, failure: ControllerUnavailable) -> ControllerUnavailable:
+    async def _explain(self, failure: ControllerUnavailable, endpoint: ControllerEndpoint) -> ControllerUnavailable:
         """``failure``, or a ControllerTlsMismatch saying what TLS mistake keeps the controller unreachable
-        (diagnosed only until the controller first answers, at most once per PROBE_INTERVAL_SECONDS)."""
+        (diagnosed only until a controller first answers, at most once per PROBE_INTERVAL_SECONDS)."""
         now = asyncio.get_running_loop().time()
         if self._reached or (self._probed_at is not None and now - self._probed_at < PROBE_INTERVAL_SECONDS):
             return failure
         self._probed_at = now
-        mistake = await controller_probe.diagnose(self._host, self._port, self.tls, self._tls_trust)
+        mistake = await controller_probe.diagnose(endpoint.host, endpoint.port, self.tls, self._tls_trust,
+                                                  server_name=endpoint.server_name)
         return ControllerTlsMismatch(mistake) if mistake is not None else failure
 
-    def _translate(self, rpc: str, error: grpc.aio.AioRpcError, not_found: type[NotFound]) -> TributaryError:
-        code, details = error.code(), error.details() or ""
+    def _translate(self, rpc: str, error: grpc.aio.AioRpcError, not_found: type[NotFound],
+                   endpoint: ControllerEndpoint) -> TributaryError:
+        code, details, address = error.code(), error.details() or "", endpoint.given_address
         if code == Code.UNAVAILABLE:
-            return ControllerUnavailable(f"cannot reach the controller at {self.address}: {details}")
+            return ControllerUnavailable(f"cannot reach the controller at {address}: {details}")
         if code == Code.DEADLINE_EXCEEDED:
-            return RequestTimeout(f"{rpc} on the controller at {self.address} timed out: {details}")
+            return RequestTimeout(f"{rpc} on the controller at {address} timed out: {details}")
         if code == Code.NOT_FOUND:
             return not_found(details or f"{rpc}: not found")
         if code == Code.INVALID_ARGUMENT:
@@ -295,10 +391,10 @@ class ControllerClient:
         if code == Code.FAILED_PRECONDITION:
             return ConflictingOperation(f"{rpc}: {details}")
         if code == Code.UNAUTHENTICATED:
-            return AuthenticationFailed(f"the controller at {self.address} refused the credentials: {details}")
+            return AuthenticationFailed(f"the controller at {address} refused the credentials: {details}")
         if code == Code.PERMISSION_DENIED:
             return PermissionDenied(f"{rpc}: {details}")
-        failure = OperationFailed(f"{rpc} failed on the controller at {self.address}: {code.name} {details}")
+        failure = OperationFailed(f"{rpc} failed on the controller at {address}: {code.name} {details}")
         failure.retriable = code in _RETRIED_CODES
         return failure
 

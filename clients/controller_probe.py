@@ -29,22 +29,23 @@ _SETTINGS = 0x04
 
 
 async def diagnose(host: str, port: int, tls: bool, trust: str | None,
-                   timeout: float = PROBE_TIMEOUT_SECONDS) -> str | None:
-    """One line naming the TLS mistake between this client and the controller at ``host:port``, or None."""
+                   timeout: float = PROBE_TIMEOUT_SECONDS, *, server_name: str | None = None) -> str | None:
+    """One line naming the TLS mistake between this client and the controller at ``host:port``, or None.
+    ``server_name``: the name its certificate must be for, when ``host`` is an address that name resolved to."""
     try:
-        return await asyncio.wait_for(_diagnose(host, port, tls, trust), timeout)
+        return await asyncio.wait_for(_diagnose(host, port, tls, trust, server_name or host), timeout)
     except (TimeoutError, OSError, EOFError):
         return None
 
 
-async def _diagnose(host: str, port: int, tls: bool, trust: str | None) -> str | None:
-    address = f"{host}:{port}"
+async def _diagnose(host: str, port: int, tls: bool, trust: str | None, server_name: str) -> str | None:
+    address = f"[{server_name}]:{port}" if ":" in server_name else f"{server_name}:{port}"
     if not tls:
-        if await _handshake(host, port, _verifying_nothing()) is None:
+        if await _handshake(host, port, _verifying_nothing(), server_name) is None:
             return (f"the controller at {address} expects TLS but the URI says plaintext: use "
                     f"tls://{address} (with ClientConfig(tls_trust=...) naming the CA that signed its certificate)")
         return None
-    failure = await _handshake(host, port, tls_context(trust))
+    failure = await _handshake(host, port, tls_context(trust), server_name)
     if isinstance(failure, ssl.SSLCertVerificationError):
         trusted = trust if trust is not None else "the system's CA certificates"
         return (f"the controller at {address} presented a certificate this client does not trust: certificate "
@@ -55,11 +56,11 @@ async def _diagnose(host: str, port: int, tls: bool, trust: str | None) -> str |
     return None
 
 
-async def _handshake(host: str, port: int, context: ssl.SSLContext) -> Exception | None:
+async def _handshake(host: str, port: int, context: ssl.SSLContext, server_name: str) -> Exception | None:
     """None when a TLS handshake with ``host:port`` (any address of ``host`` that accepts) succeeds, else
     why it did not: an SSLError, a reset or EOF in the handshake, or the TCP connection itself failing."""
     try:
-        _, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
+        _, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=server_name)
     except (OSError, EOFError) as error:  # ssl.SSLError is an OSError
         return error
     writer.close()

@@ -22,7 +22,10 @@ async def start_grpc_server(servicer, host: str = "127.0.0.1", port: int = DEFAU
     """Starts serving ``servicer`` (a ControllerServiceServicer); returns the server and its port.
 
     ``security``: authenticate and authorize every call; ``tls``: (certificate chain, private key), PEM."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    # Clients ping a call that stays open for a few seconds (the SDK every 5 s, to notice a controller that
+    # stopped answering); gRPC's default would answer the third such ping with GOAWAY (too_many_pings).
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0),
+                                      ("grpc.http2.min_ping_interval_without_data_ms", 1_000)])
     add_guarded_servicer(servicer, server, security=security)
     try:
         if tls is not None:

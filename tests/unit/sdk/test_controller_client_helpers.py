@@ -36,7 +36,7 @@ INT64_NON_NEGATIVE = st.integers(0, 2**63 - 1)
     ("pravegas://h:2", ("h", 2)),
 ])
 def test_parse_controller_uri_accepts(uri, expected):
-    """tcp://h:p, h:p and pravega://h:p give (host, port); only the first of a comma list counts."""
+    """tcp://h:p, h:p and pravega://h:p give (host, port): the first of a comma list."""
     assert parse_controller_uri(uri) == expected
 
 
@@ -44,9 +44,11 @@ def test_parse_controller_uri_accepts(uri, expected):
     "", "   ", "localhost", "localhost:", ":9090", "tcp://", "tcp://:9090", "tcp://localhost",
     "http://localhost:9090", "https://h:1", "localhost:0", "localhost:65536",
     "localhost:-1", "localhost:abc", "localhost:90 90", "tcp://h:9090:", ",tcp://h:9090",
+    "tcp://h:9090,", "tcp://h:9090,junk", "tcp://a:1,,b:2", "tcp://a:1,http://b:2", "tls://a:1,tcp://b:2",
 ])
 def test_parse_controller_uri_rejects(uri):
-    """Other schemes, a missing host or port, and ports outside 1..65535 raise InvalidArgument."""
+    """Other schemes, a missing host or port, ports outside 1..65535, an empty or bad entry anywhere in a list,
+    and a list mixing TLS and plaintext raise InvalidArgument."""
     with pytest.raises(InvalidArgument):
         parse_controller_uri(uri)
 
@@ -56,7 +58,7 @@ ports = st.integers(1, 65535)
 
 
 @settings(max_examples=150, deadline=None)
-@given(hosts, ports, st.sampled_from(["tcp://", "pravega://", "tls://", ""]), st.sampled_from(["", ",", ",tcp://x:1", ",junk"]))
+@given(hosts, ports, st.sampled_from(["tcp://", "pravega://", "tls://", ""]), st.sampled_from(["", ",x:1", ",[::1]:2"]))
 def test_parse_controller_uri_round_trips_host_and_port(host, port, scheme, tail):
     """Any host:port in any accepted form, with any list tail, parses to (host, port)."""
     assert parse_controller_uri(f"{scheme}{host}:{port}{tail}") == (host, port)

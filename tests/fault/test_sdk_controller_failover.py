@@ -1,0 +1,127 @@
+"""The SDK moves to another controller when the one it uses dies (issue 28): a client given one controller's
+address learns the others (getControllerServerList), and when that controller is SIGKILLed while the client
+writes, reads and commits transactions, no error reaches the application and no stream stalls for long.
+
+Real processes (tests/support/cluster.py): ZooKeeper, three log stores, one segment store in cluster mode,
+two controllers; the client runs in the test's own loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from clients.config import ClientConfig
+from clients.model import ScalingPolicy, StreamConfiguration
+from clients.reader.reader_group import ReaderGroupConfig
+from tests.support.cluster import Cluster
+from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once
+from tests.support.sdk import parse_event, read_all, sdk
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+STALL_LIMIT = 5.0  # seconds: the issue's bound for a killed controller
+FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=200)
+
+
+class Workload:
+    """A writer, a reader and a loop of small transactions on one client, each noting when it made progress
+    and any error that reached it."""
+
+    def __init__(self, client):
+        self.client = client
+        self.writer = ContinuousWriter(client, "failover", "events")
+        self.read: list[int] = []
+        self.read_times: list[float] = []
+        self.committed: list[int] = []  # transaction numbers, each of 10 events
+        self.commit_times: list[float] = []
+        self.errors: list[BaseException] = []
+        self.stop = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        await self.client.create_scope("failover")
+        for stream in ("events", "transactions"):
+            await self.client.create_stream("failover", stream, StreamConfiguration(ScalingPolicy.fixed(2)))
+        self._tasks = [asyncio.ensure_future(self._guard(work)) for work in
+                       (self.writer.run(), self._read(), self._transact())]
+        await eventually(lambda: self.writer.acknowledged and self.read and self.committed or self.errors,
+                         "the workload's first progress", timeout=60)
+        assert not self.errors, self.errors
+
+    async def finish(self) -> None:
+        self.stop.set()
+        self.writer.stop.set()
+        await asyncio.wait_for(asyncio.gather(*self._tasks), 60)
+
+    async def _guard(self, work) -> None:
+        try:
+            await work
+        except Exception as error:  # noqa: BLE001 - the assertion is that nothing reaches the application
+            self.errors.append(error)
+
+    async def _read(self) -> None:
+        group = await self.client.create_reader_group("failover", "readers", ["events"], config=FAST_GROUP)
+        async with group.create_reader("r") as reader:
+            while not self.stop.is_set():
+                event = await reader.read_next(0.2)
+                if event is not None:
+                    self.read.append(parse_event(event.data)[1])
+                    self.read_times.append(time.monotonic())
+
+    async def _transact(self) -> None:
+        writer = self.client.create_transactional_writer("failover", "transactions")
+        number = 0
+        while not self.stop.is_set():
+            transaction = await writer.begin()
+            for index in range(10):
+                await transaction.write(f"t{number}:{index}".encode(), f"key-{index % 3}")
+            await transaction.commit()
+            self.committed.append(number)
+            self.commit_times.append(time.monotonic())
+            number += 1
+
+
+def longest_gap(times: list[float], after: float) -> float:
+    """The longest wait for progress from ``after`` on (including the wait from ``after`` to the first)."""
+    later = [after, *[moment for moment in times if moment >= after]]
+    return max((b - a for a, b in zip(later, later[1:])), default=float("inf"))
+
+
+async def test_a_killed_controller_is_left_for_another_without_errors(tmp_path, zookeeper):
+    with Cluster(tmp_path, zookeeper=zookeeper, segment_stores=1, controllers=2) as cluster:
+        first, second = cluster.controllers
+        async with sdk.connect(first.uri, ClientConfig()) as client:
+            workload = Workload(client)
+            await workload.start()
+            controller = client._controller
+            await eventually(lambda: second.endpoint in controller.known_addresses,
+                             "the client to learn of the other controller", timeout=10)
+            assert controller.address == first.endpoint
+            await asyncio.sleep(1.0)
+
+            killed_at = time.monotonic()
+            first.kill()
+            await asyncio.sleep(10.0)
+            settled = time.monotonic()
+            await workload.finish()
+            assert not workload.errors, f"errors reached the application: {workload.errors!r}"
+            assert controller.address == second.endpoint
+
+            stalls = {"write": longest_gap(workload.writer.ack_times, killed_at),
+                      "read": longest_gap(workload.read_times, killed_at),
+                      "commit": longest_gap(workload.commit_times, killed_at)}
+            print(f"longest stalls after the controller was killed: "
+                  f"{ {name: round(stall, 2) for name, stall in stalls.items()} }")
+            assert all(stall <= STALL_LIMIT for stall in stalls.values()), stalls
+            assert [moment for moment in workload.commit_times if moment > killed_at + 1.0 and moment < settled]
+
+            (events,) = await read_all(client, "failover", "events", "check-events")
+            assert_all_acknowledged_read_once(workload.writer.acknowledged, events)
+            (committed,) = await read_all(client, "failover", "transactions", "check-transactions")
+            numbers = {bytes(event.data).split(b":")[0] for event in committed}
+            assert {f"t{number}".encode() for number in workload.committed} <= numbers
+            assert len(committed) == 10 * len(numbers), "a transaction appeared in part"
