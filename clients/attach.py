@@ -4,9 +4,11 @@ Every flow reconnects the same way after a lost connection or a WrongHost: look
 the segment's endpoint up, get a connection from its owner's cache, open the
 flow on it, and, if any of that fails with a retriable error, try again after
 the next delay of its backoff policy. :class:`FlowAttacher` is that loop, once.
-A store that cannot be reached at all (it died, and its containers are moving to
-another) makes the attacher forget the segment's cached endpoint, so the next
-attempt asks the controller where the segment lives now.
+Every attempt after the flow was attached once (it lost its connection: the store
+died, went silent or closed it) and every attempt after a store could not be
+reached forgets the segment's cached endpoint first, so it asks the controller where
+the segment lives now (as the Rust client does on every reconnect): a container that
+moved is found at its new owner at once, not after the cache expires.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class FlowAttacher:
         self._purpose = purpose
         self._delays: Iterator[float] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._relocate = False  # the next attempt asks the controller again (the flow was attached before)
 
 
     @property
@@ -78,6 +81,9 @@ class FlowAttacher:
         if delay:
             await asyncio.sleep(delay)
         try:
+            if self._relocate:
+                self._forget_endpoint(self._segment)
+                self._relocate = False
             endpoint = await self._endpoint_of(self._segment)
             try:
                 connection = await self._connection_for(endpoint)
@@ -95,4 +101,5 @@ class FlowAttacher:
                 self._on_failed(error if isinstance(error, TributaryError) else ConnectionFailed(repr(error)))
             return
         self._task = None
+        self._relocate = True
         self._on_attached(connection)

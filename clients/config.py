@@ -28,10 +28,17 @@ class ClientConfig:
 
     ``controller_retry`` bounds every controller call (then ControllerUnavailable or
     the call's typed error); ``request_timeout_seconds`` bounds one segment-store
-    request/reply; ``connect_timeout_seconds`` one TCP connect + Hello. A segment-store
-    connection quiet for ``keepalive_seconds`` sends a KeepAlive, and one that heard
-    nothing for three times that is dropped and re-established (Java pings after 10 s
-    of quiet and gives up after 3 min; Rust never pings).
+    request/reply; ``connect_timeout_seconds`` one TCP connect + Hello.
+
+    A segment-store connection quiet for ``keepalive_seconds`` sends a KeepAlive (the store
+    echoes it at once, even while it holds a tail read), and one that heard nothing for three
+    times that (3 s by default), or a connect that got no Hello back in that time, is taken for
+    a store that is gone: it is dropped, and its writers, readers and calls ask the controller
+    where their segments live now. The bound is meant to be well under a cluster's ZooKeeper
+    session timeout (4 s in docs/cluster.md, 10 s in Pravega), so that a paused or cut-off
+    store costs a writer about session timeout + rebalance grace + recovery, however long it
+    stays away. A store that was only slow costs a reconnect and a resend (deduplicated by
+    event number). (Java pings after 10 s of quiet and gives up after 3 min; Rust never pings.)
 
     ``credentials`` (user, password) authenticate the client to a controller that runs
     with a password file, and make it fetch delegation tokens for the segment stores.
@@ -49,7 +56,7 @@ class ClientConfig:
     request_timeout_seconds: float = 30.0
     connect_timeout_seconds: float = 10.0
     endpoint_cache_seconds: float = 60.0
-    keepalive_seconds: float = 10.0
+    keepalive_seconds: float = 1.0
     credentials: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
     tls_trust: str | None = None
 

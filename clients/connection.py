@@ -40,6 +40,7 @@ WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 """Unsent bytes above which ``drain`` waits."""
 
 _KEEPALIVE_FRAME = wire.encode(wc.KeepAlive())
+SILENT_PERIODS = 3  # keep-alive periods without a byte from the store before it is taken for gone
 _ABANDONED_REMEMBERED = 4096
 
 
@@ -90,12 +91,16 @@ class WireConnection(asyncio.Protocol):
         With ``keepalive_seconds``, a connection that received nothing for that long sends a
         KeepAlive (the server echoes it at once, even while it holds a tail read), and one that
         received nothing for three times that long is taken for dead and aborted, which fails its
-        requests and flows (they reconnect): how a stalled, half-open connection is noticed.
+        requests and flows (they reconnect): how a stalled, half-open connection is noticed. The
+        connect itself is bounded the same way (a paused store's kernel still accepts the TCP
+        connection, but no Hello comes back).
 
         Raises:
             ConnectionFailed: nothing accepted the connection, or no Hello came back in time.
         """
         loop = asyncio.get_running_loop()
+        if keepalive_seconds:
+            timeout = min(timeout, SILENT_PERIODS * keepalive_seconds)
         try:
             async with asyncio.timeout(timeout):
                 _, connection = await loop.create_connection(
@@ -214,7 +219,7 @@ class WireConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         period = cast(float, self._keepalive)  # only scheduled with keep-alives on
         silent = loop.time() - self._last_received
-        if silent >= 3 * period:
+        if silent >= SILENT_PERIODS * period:
             self._fail(ConnectionFailed(f"connection to {self._address} silent for {silent:.1f} s"))
             self._live_transport.abort()
             return

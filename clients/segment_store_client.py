@@ -96,11 +96,11 @@ class SegmentStoreClient:
                 endpoint = await endpoint
             try:
                 connection = await self._connections.get(endpoint)
+                reply = await connection.request(make_request(next_request_id()), self._timeout)
             except errors.ConnectionFailed:
-                if self._on_wrong_host is not None:  # the store is gone: ask where the segment lives now
+                if self._on_wrong_host is not None:  # the store is gone or silent: ask where the segment lives now
                     self._on_wrong_host(segment)
                 raise
-            reply = await connection.request(make_request(next_request_id()), self._timeout)
             if isinstance(reply, wc.WrongHost) and self._on_wrong_host is not None:
                 self._on_wrong_host(segment)
             elif isinstance(reply, wc.AuthTokenCheckFailed):

@@ -38,7 +38,7 @@ class SegmentStores:
     credentials, so requests carry delegation tokens."""
 
     def __init__(self, controller: Controller, *, cache_seconds: float = 60.0,
-                 request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 10.0,
+                 request_timeout: float = 30.0, connect_timeout: float = 10.0, keepalive_seconds: float | None = 1.0,
                  retry_policy: Backoff | None = None, ssl_context: ssl.SSLContext | None = None,
                  authenticated: bool = False):
         self._controller = controller
