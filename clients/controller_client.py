@@ -83,10 +83,11 @@ DISCOVERY_INTERVAL_SECONDS = 60.0  # how often the client asks which controllers
 DISCOVERY_TIMEOUT_SECONDS = 10.0
 CHANNEL_CLOSE_GRACE_SECONDS = 1.0  # calls still on the channel of a controller left behind
 # A call whose controller stops answering (paused, cut off) learns it from HTTP/2 keep-alive pings within
-# about 10 s instead of waiting out its deadline; pings are sent only while calls are open.
+# about 10 s instead of waiting out its deadline; pings are sent only while calls are open. (gRPC waits for a
+# ping's answer for grpc.http2.ping_timeout_ms, 60 s by default, whatever keepalive_timeout_ms says.)
 _CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 5_000), ("grpc.keepalive_timeout_ms", 5_000),
-                    ("grpc.http2.max_pings_without_data", 0), ("grpc.keepalive_permit_without_calls", 0),
-                    ("grpc.max_receive_message_length", 64 * 1024 * 1024))
+                    ("grpc.http2.ping_timeout_ms", 5_000), ("grpc.http2.max_pings_without_data", 0),
+                    ("grpc.keepalive_permit_without_calls", 0), ("grpc.max_receive_message_length", 64 * 1024 * 1024))
 log = logging.getLogger("tributary.client")
 _SCALE_POLL = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=1.0, attempts=None, jitter=0.0)
 

@@ -125,3 +125,29 @@ async def test_a_killed_controller_is_left_for_another_without_errors(tmp_path, 
             numbers = {bytes(event.data).split(b":")[0] for event in committed}
             assert {f"t{number}".encode() for number in workload.committed} <= numbers
             assert len(committed) == 10 * len(numbers), "a transaction appeared in part"
+
+
+PAUSED_LIMIT = 12.0  # seconds: a silent controller is noticed by gRPC keep-alive (a ping after 5 s, 5 s to answer)
+
+
+async def test_a_paused_controller_is_left_once_its_keepalives_go_unanswered(tmp_path, zookeeper):
+    """SIGSTOP the controller in use: its connection stays up but nothing answers; the calls waiting on it fail
+    over when their keep-alive pings go unanswered, and the application sees no error."""
+    with Cluster(tmp_path, zookeeper=zookeeper, segment_stores=1, controllers=2) as cluster:
+        first, second = cluster.controllers
+        async with sdk.connect(f"{first.uri},{second.uri}") as client:
+            workload = Workload(client)
+            await workload.start()
+            assert client._controller.address == first.endpoint
+            paused_at = time.monotonic()
+            cluster.pause(first.process)
+            try:
+                await asyncio.sleep(PAUSED_LIMIT + 3.0)
+                await workload.finish()
+            finally:
+                cluster.resume(first.process)
+            assert not workload.errors, f"errors reached the application: {workload.errors!r}"
+            assert client._controller.address == second.endpoint
+            stall = longest_gap(workload.commit_times, paused_at)
+            print(f"longest transaction stall after the controller was paused: {stall:.1f} s")
+            assert stall <= PAUSED_LIMIT
