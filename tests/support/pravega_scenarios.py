@@ -340,6 +340,32 @@ def scenario_write_transaction(uri: str, args: dict) -> dict:
     return {"committed": args["count"]}
 
 
+def scenario_write_timed(uri: str, args: dict) -> dict:
+    """Writes keyed events (``write_event`` waiting for each ack) until ``seconds`` have passed or the file
+    ``stop_file`` exists, at most ``rate`` a second; returns how many and the gaps between acks of at least
+    ``gap`` seconds as [start, length] on the host's monotonic clock (the same clock as the test's)."""
+    m = manager(uri)
+    if args.get("create"):
+        m.create_scope(args["scope"])
+        m.create_stream(args["scope"], args["stream"], args.get("segments", 1))
+    writer = m.create_writer(args["scope"], args["stream"], 0)
+    keys, interval, gap = args.get("keys", 4), 1.0 / args.get("rate", 200), args.get("gap", 0.2)
+    deadline = time.monotonic() + args["seconds"]
+    stop_file = args.get("stop_file")
+    number, last, gaps = 0, time.monotonic(), []
+    while time.monotonic() < deadline and not (stop_file and os.path.exists(stop_file)):
+        key = number % keys
+        writer.write_event(event_text(key, number // keys), f"key-{key}")
+        number += 1
+        now = time.monotonic()
+        if now - last >= gap:
+            gaps.append([last, now - last])
+        last = now
+        time.sleep(max(0.0, interval - (time.monotonic() - now)))
+    writer.flush()
+    return {"written": number, "keys": keys, "gaps": gaps}
+
+
 SCENARIOS = {name[len("scenario_"):]: function for name, function in globals().items()
              if name.startswith("scenario_")}
 
