@@ -5,7 +5,8 @@ Under the installation's root (default ``/tributary``, shared with the replicate
     cluster/settings               persistent  {"container_count"}: fixed for the cluster's life; the first
                                                process creates it, every later one must agree
     cluster/segmentstores/<id>     ephemeral   a live segment store: its advertised address, the containers
-                                               it runs (serving) and those it is starting
+                                               it runs (serving) and those it is starting; rewritten every
+                                               second or so as its heartbeat (its mtime says when it was heard)
     cluster/controllers/<id>       ephemeral   a live controller: its advertised gRPC address
     cluster/leader/n_<seq>         ephemeral   leader election among controllers: the lowest sequence leads
     cluster/container-map          persistent  container -> segment store id, written only by the leader
@@ -108,6 +109,7 @@ class StoreRegistration:
     containers: tuple[int, ...] = ()  # running and serving
     starting: tuple[int, ...] = ()  # assigned to it, being recovered
     started: float = 0.0  # wall-clock seconds
+    heartbeat: float = 0.0  # wall-clock seconds of this write (0: not written as a heartbeat)
 
     @property
     def store_id(self) -> str:
@@ -115,7 +117,7 @@ class StoreRegistration:
 
     def to_json(self) -> bytes:
         return _dump({"host": self.host, "port": self.port, "containers": sorted(self.containers),
-                      "starting": sorted(self.starting), "started": self.started})
+                      "starting": sorted(self.starting), "started": self.started, "heartbeat": self.heartbeat})
 
     @classmethod
     def from_json(cls, data: bytes) -> StoreRegistration:
@@ -123,7 +125,8 @@ class StoreRegistration:
         try:
             return cls(str(document["host"]), int(document["port"]),
                        tuple(int(c) for c in document.get("containers", ())),
-                       tuple(int(c) for c in document.get("starting", ())), float(document.get("started", 0.0)))
+                       tuple(int(c) for c in document.get("starting", ())), float(document.get("started", 0.0)),
+                       float(document.get("heartbeat", 0.0)))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"segment store registration: {error!r}") from None
 

@@ -12,6 +12,22 @@ version conflict, re-reads, and counts the write as done if the znode holds exac
 ``on_session_lost`` callbacks run (on the loop) when the session expires: every ephemeral node
 this client created is gone, and whoever relied on one (an owner lock) must stop.
 
+When the session must be *presumed* expired (``SessionClock``; ``presumed_expiry``). kazoo learns that a
+session expired only from the server, once it reaches one again: a client cut off from ZooKeeper hears
+nothing, and may hold on to ephemeral nodes (owner locks) that the server has already removed. kazoo's
+SUSPENDED state does not tell when either: it comes when a ping goes unanswered, up to two thirds of the
+session timeout after the client last heard the server, and never while requests keep being sent more often
+than kazoo pings (with a 10 s session a 1 s heartbeat suppresses every ping, so a silent connection may look
+CONNECTED until TCP gives up, minutes later). So the moment is computed from what the client heard: the server
+restarts a session's timer whenever it receives something from the client, so a request *sent* at time t that
+was answered proves the timer restarted at or after t, and the session cannot expire before t + the
+negotiated session timeout. That is the latest moment up to which the session is known to live: from it on,
+the owner of the session (a segment store: server/cluster.py) must act as if it had expired. Heard are: the
+answers to this wrapper's calls (by their send time; an error the server sent, such as NoNode, is an answer
+too), kazoo's pings (by the time the ping was sent; seen through kazoo's log lines, as the reconnection noise
+is) and every (re)connection. The negotiated timeout, which the ensemble may clamp to its own
+minSessionTimeout/maxSessionTimeout, replaces the requested one as soon as a session is made.
+
 A call that kazoo queues while it is not connected is never sent until it connects again, so the
 deadline is kept around the whole call, queued or sent. A call given up is not taken back from kazoo:
 if the connection comes back within the session, it may still be applied (as one whose reply was lost).
@@ -32,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +59,7 @@ from kazoo.exceptions import (
     ConnectionLoss,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
 )
@@ -51,9 +69,10 @@ from coordination.retry import Backoff
 
 log = logging.getLogger("tributary.zookeeper")
 
-__all__ = ["BadVersionError", "NoNodeError", "NodeExistsError", "ZooKeeper", "ZooKeeperUnavailable"]
+__all__ = ["BadVersionError", "NoNodeError", "NodeExistsError", "SessionClock", "ZooKeeper", "ZooKeeperUnavailable"]
 
 _RETRIABLE = (ConnectionLoss, OperationTimeoutError)
+_SERVER_ANSWERS = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)  # errors only a server sends
 _RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None)
 
 SHUTDOWN_GRACE_SECONDS = 2.0  # after begin_shutdown(): no call waits longer than this
@@ -68,6 +87,11 @@ _RECONNECT_NOISE = frozenset({
 # kazoo's line when a start that timed out, or a stop, ends its attempts: the caller reports that itself
 _GAVE_UP = "Failed connecting to Zookeeper within the connection retry policy."
 _CONNECTED = "Zookeeper connection established, state: %s"
+# kazoo's lines that tell when the server was heard (SessionClock): a ping sent and answered, a session made
+_SENDING = "Sending request(xid=%s): %s"
+_PING_ANSWERED = "Received Ping"
+_SESSION_CREATED_PREFIX = "Session created"
+_PING_XID = -2
 
 
 # kazoo waits session_timeout / len(hosts) for the answer to its session handshake. A server that accepts
@@ -79,6 +103,53 @@ HANDSHAKE_TRIES = 4
 def _repeated(hosts: str, times: int) -> str:
     servers, slash, chroot = hosts.partition("/")
     return ",".join([servers] * times) + slash + chroot
+
+
+class SessionClock:
+    """When the session was last known to live, and so from when it must be presumed expired (see the module
+    docstring). All times are ``time.monotonic()`` seconds. Thread-safe: kazoo's thread reports pings.
+
+    ``heard(sent_at)``: a request sent at ``sent_at`` was answered. Answers arrive out of order (a slow write
+    answered after a later read), so the latest send time wins, never the latest answer.
+    """
+
+    def __init__(self, session_timeout: float, heard_at: float = 0.0):
+        self.session_timeout = session_timeout
+        self._heard_at = heard_at
+        self._ping_sent_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def heard_at(self) -> float:
+        return self._heard_at
+
+    @property
+    def presumed_expiry(self) -> float:
+        """The moment from which the session must be presumed expired, unless something is heard before it."""
+        return self._heard_at + self.session_timeout
+
+    def silent_for(self, now: float) -> float:
+        """Seconds since the last moment the session was known to live."""
+        return max(0.0, now - self._heard_at)
+
+    def presumed_expired(self, now: float) -> bool:
+        return now >= self.presumed_expiry
+
+    def heard(self, sent_at: float) -> None:
+        with self._lock:
+            if sent_at > self._heard_at:
+                self._heard_at = sent_at
+
+    def ping_sent(self, at: float) -> None:
+        self._ping_sent_at = at
+
+    def ping_answered(self) -> None:
+        if self._ping_sent_at is not None:
+            self.heard(self._ping_sent_at)
+
+    def negotiated(self, session_timeout: float) -> None:
+        """The server's session timeout for this session (it may differ from the one asked for)."""
+        self.session_timeout = session_timeout
 
 
 class ZooKeeperUnavailable(Exception):
@@ -95,7 +166,8 @@ class ZooKeeper:
         """``quiet``: log none of kazoo's connection-attempt lines (the caller reports a failure itself)."""
         self.hosts = hosts
         self.operation_timeout = operation_timeout
-        self._kazoo_log = _KazooLog(hosts, quiet)
+        self.clock = SessionClock(session_timeout)  # when the session was last known to live
+        self._kazoo_log = _KazooLog(hosts, quiet, self.clock)
         self._client = KazooClient(hosts=_repeated(hosts, HANDSHAKE_TRIES), timeout=session_timeout,
                                    connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5),
                                    logger=self._kazoo_log)
@@ -108,11 +180,13 @@ class ZooKeeper:
     async def start(self, timeout: float = 15.0) -> None:
         """Connects (raises ZooKeeperUnavailable if it cannot within ``timeout``)."""
         self._loop = asyncio.get_running_loop()
+        starting = time.monotonic()
         try:
             await self._loop.run_in_executor(None, lambda: self._client.start(timeout=timeout))
         except Exception as error:  # kazoo raises its timeout type, or the handler's
             await self.stop()
             raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {error}") from error
+        self.clock.heard(starting)
 
     def begin_shutdown(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """The process is stopping: from now on calls fail at once while ZooKeeper is not connected, and none
@@ -151,6 +225,16 @@ class ZooKeeper:
     def connected(self) -> bool:
         return bool(self._client.connected)
 
+    @property
+    def session_timeout(self) -> float:
+        """The session's timeout in seconds: the negotiated one once a session was made."""
+        return self.clock.session_timeout
+
+    @property
+    def presumed_expiry(self) -> float:
+        """The monotonic moment from which the session must be presumed expired (see the module docstring)."""
+        return self.clock.presumed_expiry
+
     # ------------------------------------------------------------------ calls
 
     async def get(self, path: str, watch: Callable[[], None] | None = None) -> tuple[bytes, int]:
@@ -158,6 +242,12 @@ class ZooKeeper:
         znode's data changes or it is deleted."""
         data, stat = await self._call(self._client.get_async, path, self._watcher(watch))
         return data, stat.version
+
+    async def get_with_mtime(self, path: str) -> tuple[bytes, float]:
+        """``(data, mtime)``: ``mtime`` is when the znode was last written, in seconds since the epoch by the
+        clock of the ZooKeeper server that led the write. Raises NoNodeError."""
+        data, stat = await self._call(self._client.get_async, path)
+        return data, stat.mtime / 1000.0
 
     async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
         """The child names. ``watch`` is called once, on the loop, when the children change next (or the
@@ -232,7 +322,8 @@ class ZooKeeper:
                     why = "its grace is over" if self._client.connected else "it is not connected"
                     raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts}: the process is stopping and {why}")
             try:
-                return await asyncio.wait_for(self._bridge(method(*args, **kwargs)),
+                sent_at = time.monotonic()
+                return await asyncio.wait_for(self._bridge(method(*args, **kwargs), sent_at),
                                               max(0.0, deadline - time.monotonic()))
             except TimeoutError as error:  # queued by kazoo while disconnected, or never answered
                 raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts} unavailable: no answer in time") from error
@@ -248,22 +339,30 @@ class ZooKeeper:
                     raise _AppliedOnRetry() from None
                 raise
 
-    def _bridge(self, result: Any) -> asyncio.Future[Any]:
+    def _bridge(self, result: Any, sent_at: float) -> asyncio.Future[Any]:
+        """A future of kazoo's async ``result``; an answer from the server counts as heard at ``sent_at``, on
+        kazoo's thread (at once, not when the loop gets to it: see SessionClock)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
+        clock = self.clock
 
         def settle(_: Any) -> None:
             try:
                 value = result.get_nowait()
             except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
+                if isinstance(error, _SERVER_ANSWERS):
+                    clock.heard(sent_at)
                 loop.call_soon_threadsafe(_set_exception, future, error)
             else:
+                clock.heard(sent_at)
                 loop.call_soon_threadsafe(_set_result, future, value)
 
         result.rawlink(settle)
         return future
 
     def _state_changed(self, state: str) -> None:  # on kazoo's thread
+        if state == KazooState.CONNECTED:  # a session made, or revalidated: its timer restarted (within a round trip)
+            self.clock.heard(time.monotonic())
         if state == KazooState.LOST and not self._stopping and self._loop is not None and not self._loop.is_closed():
             log.warning("zookeeper session lost", extra={"hosts": self.hosts})
             self._loop.call_soon_threadsafe(self._notify_session_lost)
@@ -279,13 +378,15 @@ class ZooKeeper:
 class _KazooLog(logging.LoggerAdapter[logging.Logger]):
     """kazoo's logger for one session: its connection-attempt lines rate-limited (see the module docstring)."""
 
-    def __init__(self, hosts: str, quiet: bool):
+    def __init__(self, hosts: str, quiet: bool, clock: SessionClock):
         super().__init__(logging.getLogger("tributary.zookeeper.kazoo"), {"hosts": hosts})
         self.quiet = quiet
+        self._clock = clock
         self._last: dict[str, float] = {}  # template -> when it was last logged (monotonic)
         self._left_out: dict[str, int] = {}  # template -> lines left out since
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        self._observe(msg, args)
         if msg == _CONNECTED:
             self._last.clear()  # an outage is over: the next one's first lines are logged again
             self._left_out.clear()
@@ -308,6 +409,20 @@ class _KazooLog(logging.LoggerAdapter[logging.Logger]):
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
         return msg, kwargs
+
+    def _observe(self, msg: object, args: tuple[Any, ...]) -> None:
+        """Pings sent and answered, and a session's negotiated timeout, for the session clock. kazoo logs them
+        (at its BLATHER level, below what is ever printed) and offers no other way to see them."""
+        if msg == _SENDING:
+            if args and args[0] == _PING_XID:
+                self._clock.ping_sent(time.monotonic())
+        elif msg == _PING_ANSWERED:
+            self._clock.ping_answered()
+        elif isinstance(msg, str) and msg.startswith(_SESSION_CREATED_PREFIX) and len(args) >= 3:
+            try:
+                self._clock.negotiated(float(args[2]) / 1000.0)
+            except (TypeError, ValueError):
+                pass
 
 
 class _AppliedOnRetry(Exception):

@@ -15,13 +15,40 @@ stores never run one container at once, and a store that lost its session (a zom
 nothing: the replicas refuse its ledger, ZooKeeper its metadata writes (docs/replicated-log.md).
 
 The registration says which containers run (``containers``) and which are being recovered
-(``starting``), which ``tributary status`` reports.
+(``starting``), which ``tributary status`` reports. It is also the store's heartbeat: it is written again
+every ``heartbeat_interval`` seconds (1 s, or a quarter of the session timeout if that is shorter), with the
+time in ``heartbeat``; ``tributary status`` reads the node's modification time and reports a store not heard
+from for a few seconds as unknown (a paused or cut-off store, whose session has not expired yet). One write
+per store and interval: nobody watches these nodes' data, so a write costs ZooKeeper one small transaction
+and wakes no one. The heartbeat is also what keeps the session clock below moving.
+
+Cut off from ZooKeeper. A store that cannot reach ZooKeeper cannot know whether it still owns its
+containers: once its session expires, the leader gives them to other stores. Fencing keeps its writes
+out of the replicated log whatever it does, but clients connected to it would wait on it. So the store
+watches its session clock (``coordination.zookeeper.SessionClock``; that module's docstring says why the
+moment is computed from what was last heard and not from kazoo's SUSPENDED, which comes late or, on a
+busy session, not at all): the session must be presumed expired one negotiated session timeout after the
+send time of the last request ZooKeeper answered (or of its last answered ping). From then on, unless
+one last request is answered within ``PROBE_SECONDS`` (this store's own event loop may have been too
+busy to send its heartbeat in time; kazoo's thread records answers even then), it *stops serving*:
+``owns()`` is false for every container (requests get WrongHost), the client connections that used its
+containers are closed (``on_cut_off``: their clients ask the controller again at once), and every
+container fails (its owner can no longer vouch for its log) and is stopped, its log's owner lock
+released if ZooKeeper lets it (else it goes with the session). The probe delays this by at most
+``PROBE_SECONDS``, no longer than the leader's rebalance grace (2 s by default) before it moves them.
+If ZooKeeper answers before that moment, nothing changes. A session found expired (kazoo
+reconnects and is told so: a store paused past its session) stops the store the same way, if the
+clock has not already. Once ZooKeeper answers after that, the store *resumes*: the heartbeat finds
+its registration (the session lived, as through a ZooKeeper restart) or registers again (a new
+session), then the map is read afresh and the store starts what it gives it, like any store that
+joins. A map read begun while cut off is never applied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,18 +57,25 @@ from coordination.cluster import ClusterPaths, ContainerMap, StoreRegistration
 from coordination.zookeeper import NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 log = logging.getLogger("tributary.cluster")
+_WATCH_MIN_SECONDS, _WATCH_MAX_SECONDS = 0.05, 0.5  # how often the session clock is looked at, at most and least
+STOP_WAIT_SECONDS = 2.0  # stop(): how long containers being stopped are waited for
+PROBE_SECONDS = 0.5  # past the presumed expiry: how long a last request to ZooKeeper may take to be answered
 
 
 class ClusterMember:
     """Registers a segment store and runs the containers the map gives it (see the module docstring).
 
     ``start_container(id)`` must recover and run a container, retrying while its log is busy, and
-    may be cancelled; ``stop_container(id)`` must stop it and release its log.
+    may be cancelled; ``stop_container(id)`` must stop it and release its log. ``on_cut_off()`` is called
+    when the store stops serving because its session expired, or ZooKeeper has been silent past the session
+    timeout: it must close the client connections that used the containers and fail the running ones (this
+    member then stops them), and return how many connections it closed.
     """
 
     def __init__(self, zk: ZooKeeper, paths: ClusterPaths, host: str, port: int,
                  start_container: Callable[[int], Awaitable[None]], stop_container: Callable[[int], Awaitable[None]],
-                 poll_interval: float = 2.0):
+                 poll_interval: float = 2.0, on_cut_off: Callable[[], int] | None = None,
+                 heartbeat_interval: float | None = None):
         self._zk = zk
         self._paths = paths
         self._registration = StoreRegistration(host, port, started=time.time())
@@ -49,35 +83,61 @@ class ClusterMember:
         self._start_container = start_container
         self._stop_container = stop_container
         self._poll_interval = poll_interval
+        self._on_cut_off = on_cut_off
+        self._heartbeat_interval = heartbeat_interval
+        self._cut_off = False  # not serving: the session expired, or ZooKeeper was silent past its timeout
+        self._forget_session_listener: Callable[[], None] | None = None
+        self._confirmations = 0  # times the store resumed after a cut-off: a map read spanning one is not applied
         self.assigned: frozenset[int] = frozenset()  # what the map last said is ours
         self._running: set[int] = set()
         self._starting: dict[int, asyncio.Task] = {}
         self._stopping: dict[int, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
         self._changed = asyncio.Event()  # something to reconcile or report
-        self._published: bytes | None = None
+        self._published: bytes | None = None  # the registration last written, without its heartbeat
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         await self._register()
+        self._forget_session_listener = self._zk.on_session_lost(self._session_expired)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._follow_map(), name="follow container map"),
-                       loop.create_task(self._keep_registered(), name="keep registered")]
+                       loop.create_task(self._keep_registered(), name="keep registered"),
+                       loop.create_task(self._watch_session(), name="watch zookeeper session")]
 
     async def stop(self) -> None:
-        """Stops following the map (the containers themselves are the service's to stop) and leaves."""
+        """Stops following the map (the containers themselves are the service's to stop) and leaves.
+
+        Containers being stopped are waited for; while cut off from ZooKeeper only ``STOP_WAIT_SECONDS``: they
+        may still wait on it to release their logs' owner locks (which go with the session anyway)."""
         self._closed = True
+        if self._forget_session_listener is not None:
+            self._forget_session_listener()
         for task in [*self._tasks, *self._starting.values()]:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._starting.values(), *self._stopping.values(),
-                             return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._starting.values(), return_exceptions=True)
+        if self._stopping:
+            await asyncio.wait(list(self._stopping.values()), timeout=STOP_WAIT_SECONDS if self._cut_off else None)
         with contextlib.suppress(ZooKeeperUnavailable):
             await self._zk.delete(self._paths.segment_store(self.store_id))
 
     def owns(self, container_id: int) -> bool:
         return container_id in self.assigned
+
+    @property
+    def cut_off(self) -> bool:
+        """Not serving: the session expired, or ZooKeeper was silent past its timeout; no registration confirmed
+        since."""
+        return self._cut_off
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """1 s, or a quarter of the session timeout if shorter: the session clock needs answers well within it."""
+        if self._heartbeat_interval is not None:
+            return self._heartbeat_interval
+        return min(1.0, self._zk.session_timeout / 4)
 
     def container_stopped(self, container_id: int) -> None:
         """The service says a container stopped by itself (failed): it is started again if still ours."""
@@ -89,14 +149,18 @@ class ClusterMember:
     async def _follow_map(self) -> None:
         while not self._closed:
             self._changed.clear()
+            confirmations = self._confirmations
             try:
-                self.assigned = (await self._read_map()).containers_of(self.store_id)
+                assigned = (await self._read_map()).containers_of(self.store_id)
             except ZooKeeperUnavailable as error:
-                log.warning("cannot read the container map", extra={"error": str(error)})
+                if not self._cut_off:
+                    log.warning("cannot read the container map", extra={"error": str(error)})
             except ValueError as error:
                 log.error("the container map does not parse", extra={"error": str(error)})
             else:
-                self._reconcile()
+                if not self._cut_off and confirmations == self._confirmations:
+                    self.assigned = assigned
+                    self._reconcile()
             await self._publish()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), self._poll_interval)
@@ -158,39 +222,105 @@ class ClusterMember:
     # ------------------------------------------------------------------ registration
 
     async def _register(self) -> None:
-        data = self._current_registration().to_json()
+        content = self._current_registration()
         path = self._paths.segment_store(self.store_id)
         try:
-            await self._zk.create(path, data, ephemeral=True)
+            await self._zk.create(path, self._with_heartbeat(content), ephemeral=True)
         except NodeExistsError:
             # Ours from a retried create, or a previous process's whose session has not expired yet:
             # replace it so that it goes with this session.
             await self._zk.delete(path)
-            await self._zk.create(path, data, ephemeral=True)
-        self._published = data
+            await self._zk.create(path, self._with_heartbeat(content), ephemeral=True)
+        self._published = content.to_json()
 
     def _current_registration(self) -> StoreRegistration:
+        """What the store runs now, without a heartbeat (what ``_publish`` compares)."""
         return StoreRegistration(self._registration.host, self._registration.port, tuple(sorted(self._running)),
                                  tuple(sorted(self._starting)), self._registration.started)
 
+    @staticmethod
+    def _with_heartbeat(registration: StoreRegistration) -> bytes:
+        return dataclasses.replace(registration, heartbeat=round(time.time(), 3)).to_json()
+
+    async def _write_registration(self) -> None:
+        """Writes the registration with a fresh heartbeat. Raises NoNodeError (it went with a session) and
+        ZooKeeperUnavailable."""
+        content = self._current_registration()
+        await self._zk.set(self._paths.segment_store(self.store_id), self._with_heartbeat(content))
+        self._published = content.to_json()
+
     async def _publish(self) -> None:
-        data = self._current_registration().to_json()
-        if data == self._published:
+        if self._current_registration().to_json() == self._published:
             return
         try:
-            await self._zk.set(self._paths.segment_store(self.store_id), data)
-            self._published = data
+            await self._write_registration()
         except (ZooKeeperUnavailable, NoNodeError):
             pass  # registered again (with the current data) by _keep_registered
 
     async def _keep_registered(self) -> None:
-        """Makes the registration again if it went (a session that expired while the store was cut off)."""
+        """The heartbeat: every interval, writes the registration again, or makes it again if it went (a session
+        that expired while the store was cut off); once that succeeds after a cut-off, the store resumes."""
         while not self._closed:
-            await asyncio.sleep(min(1.0, self._poll_interval))
+            await asyncio.sleep(self.heartbeat_interval)
             try:
-                if not await self._zk.exists(self._paths.segment_store(self.store_id)):
+                await self._write_registration()
+            except NoNodeError:
+                try:
                     log.warning("segment store registration was lost; registering again")
                     await self._register()
-                    self._changed.set()
-            except (ZooKeeperUnavailable, NodeExistsError):
+                except (ZooKeeperUnavailable, NodeExistsError):
+                    continue
+                self._changed.set()
+            except ZooKeeperUnavailable:
                 continue
+            if self._cut_off:
+                self._resume()
+
+    # ------------------------------------------------------------------ cut off from ZooKeeper
+
+    async def _watch_session(self) -> None:
+        """Stops serving once the session must be presumed expired (see the module docstring)."""
+        while not self._closed:
+            if self._cut_off:  # until the heartbeat resumes it
+                await asyncio.sleep(_WATCH_MAX_SECONDS)
+                continue
+            # kazoo's thread moves the clock as answers arrive, even while this loop is busy
+            delay = self._zk.presumed_expiry - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(min(max(delay, _WATCH_MIN_SECONDS), _WATCH_MAX_SECONDS))
+            elif not await self._answered_now() and not self._cut_off:
+                self._stop_serving("ZooKeeper has been silent for the session timeout, so the session must be "
+                                   "presumed expired (and its containers may be given to other stores)")
+
+    async def _answered_now(self) -> bool:
+        """Asks ZooKeeper once more, for at most ``PROBE_SECONDS``: True if it answers (the session lives: this
+        store's own loop was too busy to send its heartbeat in time, or the answer came meanwhile)."""
+        try:
+            await asyncio.wait_for(self._zk.exists(self._paths.segment_store(self.store_id)), PROBE_SECONDS)
+        except (TimeoutError, ZooKeeperUnavailable):
+            pass
+        return self._zk.presumed_expiry > time.monotonic()
+
+    def _session_expired(self) -> None:
+        """ZooKeeper said the session expired (found on reconnecting): as for a presumed expiry, the store stops
+        serving until it has registered again and read the map."""
+        if not self._closed and not self._cut_off:
+            self._stop_serving("its ZooKeeper session expired (its containers may run on other stores)")
+
+    def _stop_serving(self, why: str) -> None:
+        containers = sorted(self._running | self._starting.keys())
+        silent = self._zk.clock.silent_for(time.monotonic())
+        self._cut_off = True
+        self.assigned = frozenset()  # owns() is false from here on: WrongHost
+        closed = self._on_cut_off() if self._on_cut_off is not None else 0
+        self._reconcile()
+        log.warning(f"segment store stops serving: {why}",
+                    extra={"silent_seconds": round(silent, 3), "session_timeout": self._zk.session_timeout,
+                           "containers": containers, "connections_closed": closed})
+
+    def _resume(self) -> None:
+        self._cut_off = False
+        self._confirmations += 1
+        log.warning("segment store serves again: ZooKeeper answers and its registration is confirmed; "
+                    "starting what the container map gives it", extra={"store": self.store_id})
+        self._changed.set()

@@ -12,6 +12,10 @@ In cluster mode (``config.cluster``, docs/cluster.md) the store runs only the co
 controller leader's map gives it (``cluster.ClusterMember`` starts and stops them), over the
 replicated log and a Tier-2 every store shares; a request for a segment of any other container,
 or of one still recovering, is answered WrongHost, and the client asks the controller again.
+A store cut off from ZooKeeper past its session timeout stops serving (``ClusterMember``'s module
+docstring says when and why): ``_stop_serving`` closes the client connections that used its
+containers, so that their clients ask the controller again at once instead of waiting on this store,
+and fails its running containers, which the member then stops.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from .auth import TokenChecker
 from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
 from .containers import CacheManager, ContainerStatus, ReplayBound, SegmentContainer, StorageWriterConfig, Tier2Settings
-from .tier1 import MEMORY_LOGS, DurableDataLog, InMemoryDurableDataLog, LocalDurableDataLog, LogError
+from .tier1 import MEMORY_LOGS, DurableDataLog, InMemoryDurableDataLog, LocalDurableDataLog, LogError, LogFenced
 from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
 from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
@@ -206,7 +210,7 @@ class SegmentStoreService:
 
         self.member = ClusterMember(self._zk, ClusterPaths(self.config.zk_root), self.config.advertised_host,
                                     self.port, self._run_assigned_container, self._stop_container,
-                                    poll_interval=self.config.cluster_poll_interval)
+                                    poll_interval=self.config.cluster_poll_interval, on_cut_off=self._stop_serving)
         try:
             await self.member.start()
         except ZooKeeperUnavailable as error:
@@ -237,6 +241,25 @@ class SegmentStoreService:
                 await self._discard_container(container_id)
                 raise
             await asyncio.sleep(next(delays))
+
+    def _stop_serving(self) -> int:
+        """Cluster mode, the ZooKeeper session expired or silent past its timeout (``ClusterMember`` no longer
+        owns anything): closes the client connections that used this store's containers (first, so that no client
+        waits on what follows), then fails its running containers; the member stops them (and, once ZooKeeper
+        answers again, starts what the map gives it). Returns how many connections were closed."""
+        closed = self.close_connections_of(set(self.containers))
+        for container_id, container in list(self.containers.items()):
+            if container.status == ContainerStatus.RUNNING:
+                container.fail(LogFenced(f"container {container_id}: this segment store's ZooKeeper session "
+                                         "expired or must be presumed expired; the container may run elsewhere"))
+        return closed
+
+    def close_connections_of(self, containers: set[int]) -> int:
+        """Closes every client connection that used one of ``containers``; returns how many."""
+        using = [connection for connection in self._connections if connection.containers_used & containers]
+        for connection in using:
+            connection.close()
+        return len(using)
 
     async def _stop_container(self, container_id: int) -> None:
         """Stops a container (its log closed, its owner lock released) and forgets it."""
@@ -375,6 +398,8 @@ class SegmentStoreService:
         if self._stopping:
             return
         self.container_failures += 1
+        if self.member is not None and self.member.cut_off:
+            return  # cut off from ZooKeeper: the member is stopping every container already
         if self.member is not None:  # cluster mode: started again only if the map still gives it to us
             self._spawn(self._drop_failed(container), f"stop of failed container {container.container_id}")
         else:
@@ -388,7 +413,8 @@ class SegmentStoreService:
         except Exception:  # noqa: BLE001 - the failed log may refuse to close cleanly; the new owner fences it
             log.warning("failed container did not stop cleanly", extra={"container": failed.container_id})
         assert self.member is not None
-        self.member.container_stopped(failed.container_id)
+        if failed.container_id not in self.containers:  # else the member started a new instance meanwhile
+            self.member.container_stopped(failed.container_id)
 
     async def _restart(self, failed: SegmentContainer) -> None:
         """Replaces a failed container with a new instance recovered from its log."""
@@ -441,7 +467,7 @@ class SegmentStoreService:
     @property
     def ready(self) -> bool:
         """Serving: listening, and every container it should run is running (none is recovering)."""
-        if self._server is None or self._stopping:
+        if self._server is None or self._stopping or (self.member is not None and self.member.cut_off):
             return False
         wanted = self.member.assigned if self.member is not None else range(self.config.container_count)
         return all(container_id in self.containers and

@@ -410,11 +410,15 @@ def _advertised(host: str, advertise_host: str | None) -> str:
 @click.option("--wait", "wait_seconds", default=0.0, type=click.FloatRange(0), metavar="SECONDS",
               help="With --zk: first wait up to this long until every container is served (a cluster that "
                    "was just started).")
-def status(zk_hosts, zk_root, health, as_json, wait_seconds) -> None:
+@click.option("--stale-after", default=3.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              metavar="SECONDS",
+              help="With --zk: a segment store whose heartbeat (its registration, rewritten every second or so) is "
+                   "older than this is reported unknown, and its containers not served.")
+def status(zk_hosts, zk_root, health, as_json, wait_seconds, stale_after) -> None:
     """Say what runs: a cluster's processes from ZooKeeper (--zk), or processes' health (--health).
 
     Exit status with --zk: 0 every container runs on its assigned segment store; 1 some container is
-    not served (unassigned, its store gone, or still recovering); 2 ZooKeeper cannot be reached.
+    not served (unassigned, its store gone or unknown, or still recovering); 2 ZooKeeper cannot be reached.
     With --health: 0 every process is ready; 1 one is live but not ready; 2 one cannot be reached.
     """
     if (zk_hosts is None) == (not health):
@@ -428,7 +432,7 @@ def status(zk_hosts, zk_root, health, as_json, wait_seconds) -> None:
         if health:
             code.append(await print_health(health, as_json, click.echo))
         else:
-            code.append(await print_status(zk_hosts, zk_root, as_json, click.echo, wait_seconds))
+            code.append(await print_status(zk_hosts, zk_root, as_json, click.echo, wait_seconds, stale_after))
 
     _run(run())
     sys.exit(code[0] if code else 2)

@@ -140,6 +140,12 @@ class SegmentContainer(ContainerMutations):
         self._pipeline.status = ContainerStatus.STOPPED
         await self._log.close()
 
+    def fail(self, error: BaseException) -> None:
+        """Stops serving at once, as if the log had failed with ``error``: what is in flight fails, later requests
+        are refused, ``on_failure`` is told. For an owner that can no longer vouch for the log (a clustered store
+        cut off from ZooKeeper); ``stop()`` still has to be called."""
+        self._fail(error)
+
     def _fail(self, error: BaseException) -> None:
         if self.failure is not None:
             return

@@ -99,7 +99,7 @@ def test_status_of_a_cluster_and_of_one_missing_a_store(tmp_path, zookeeper):
         lines = result.stdout.splitlines()
         store = cluster.store_id(cluster.segment_stores[0])
         assert result.returncode == 0, result.stdout
-        assert f"segment store {store}: serving containers 0,1" in lines
+        assert any(line.startswith(f"segment store {store}: serving containers 0,1 (last seen ") for line in lines)
         assert any(line.startswith("controller ") and line.endswith("serving (leader)") for line in lines)
         assert sum(line.startswith("log store ") for line in lines) == 1
         assert lines[-1] == "all 2 containers served"

@@ -13,6 +13,9 @@ Faults, callable directly from a test running on the proxy's event loop:
   either direction (nor a FIN) until it reopens, then everything held back is delivered in order. To the peers this
   is what a half-open connection looks like. Connections accepted later are not stalled (a reconnect works).
 * ``refuse(seconds)``: connections accepted in the window are closed at once (no upstream connection is made).
+* ``blackhole()``: a network partition until ``heal()``: like a stall of every live connection with no end, and
+  connections accepted meanwhile are held open without reaching the upstream (as a SYN that gets no answer),
+  then connected when it heals. Nothing is closed or reset: the peers find out only by their own timeouts.
 * ``run_chaos(duration, seed=...)`` (or ``start_chaos(...)``/``stop_chaos()`` for a background task): faults at
   random times drawn from ``random.Random(seed)``; the schedule (when, what, how long) depends on the seed only
   (``chaos_schedule`` computes it), which connections a fault hits depends also on what is live at that moment.
@@ -57,6 +60,8 @@ class ProxyStats:
     drop_events: int = 0
     stall_events: int = 0
     refuse_events: int = 0
+    blackhole_events: int = 0
+    held: int = 0  # connections accepted during a blackhole (held until it heals)
     bytes_to_upstream: int = 0  # client -> server bytes handed to the upstream socket
     bytes_to_downstream: int = 0  # server -> client bytes handed to the downstream socket
 
@@ -69,7 +74,7 @@ class FaultRecord:
     """One injected fault: ``at`` is the loop time, ``connections`` the ids of the connection pairs it hit."""
 
     at: float
-    kind: str  # "drop", "stall" or "refuse"
+    kind: str  # "drop", "stall", "refuse" or "blackhole"
     connections: tuple[int, ...]
     seconds: float = 0.0
     source: str = "manual"  # "manual" or "chaos"
@@ -194,6 +199,9 @@ class FaultyProxy:
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
         self._refuse_until = 0.0
+        self._blackholed = False
+        self._reachable = asyncio.Event()  # cleared during a blackhole: new connections wait for it
+        self._reachable.set()
         self._chaos_task: asyncio.Task | None = None
         self.chaos_faults_injected = 0  # by the latest chaos run so far
         self._closing = False
@@ -269,9 +277,31 @@ class FaultyProxy:
         """For ``seconds`` from now, connections are accepted and closed at once (extends a running window)."""
         self._refuse(seconds, "manual")
 
+    def blackhole(self) -> int:
+        """Partitions the network until ``heal()`` (see the module docstring); returns how many live connections it
+        holds."""
+        pairs = self._live()
+        self.stats.blackhole_events += 1
+        self._record("blackhole", pairs, 0.0, "manual")
+        self._blackholed = True
+        self._reachable.clear()
+        for pair in pairs:
+            self.stats.stalled += 1
+            pair.flowing.clear()
+            if pair.resume_handle is not None:
+                pair.resume_handle.cancel()
+                pair.resume_handle = None
+        return len(pairs)
+
+    @property
+    def blackholed(self) -> bool:
+        return self._blackholed
+
     def heal(self) -> None:
-        """Ends every stall and refuse window now."""
+        """Ends every stall, refuse window and blackhole now (what was held back is delivered, in order)."""
         self._refuse_until = 0.0
+        self._blackholed = False
+        self._reachable.set()
         for pair in list(self._pairs.values()):
             self._resume(pair)
         log.info("proxy on port %s healed", self.port)
@@ -371,6 +401,8 @@ class FaultyProxy:
         elif kind == "stall":
             log.warning("proxy %s: %s stall %.3fs of %d connection(s) %s", self.port, source, seconds, len(ids),
                         list(ids))
+        elif kind == "blackhole":
+            log.warning("proxy %s: %s blackhole, holding %d connection(s) %s", self.port, source, len(ids), list(ids))
         else:
             log.warning("proxy %s: %s drop of %d connection(s) %s", self.port, source, len(ids), list(ids))
 
@@ -402,7 +434,8 @@ class FaultyProxy:
             pair.resume_handle.cancel()
             pair.resume_handle = None
         pair.stalled_until = 0.0
-        pair.flowing.set()
+        if not self._blackholed:  # a stall that ends within a blackhole leaves the connection held
+            pair.flowing.set()
 
     def _refuse(self, seconds: float, source: str) -> None:
         self.stats.refuse_events += 1
@@ -438,11 +471,15 @@ class FaultyProxy:
         pair = _Pair(next(self._ids), reader, writer)
         _prepare_transport(writer, self.buffer_size)
         self._pairs[pair.id] = pair
+        if self._blackholed:
+            self.stats.held += 1
+            pair.flowing.clear()
         pair.task = self._spawn(self._serve(pair), f"proxy-{self.port}-conn-{pair.id}")
 
     async def _serve(self, pair: _Pair) -> None:
         connected = False
         try:
+            await self._reachable.wait()  # a connection accepted during a blackhole reaches nothing until it heals
             try:
                 pair.up_reader, pair.up_writer = await asyncio.wait_for(
                     asyncio.open_connection(self.upstream_host, self.upstream_port, limit=self.buffer_size),
@@ -586,6 +623,9 @@ class ThreadedFaultyProxy:
 
     def refuse(self, seconds: float) -> None:
         self.call(self.proxy.refuse, seconds)
+
+    def blackhole(self) -> int:
+        return self.call(self.proxy.blackhole)
 
     def heal(self) -> None:
         self.call(self.proxy.heal)
