@@ -52,6 +52,15 @@ ensure_docs_tools() {
     fi
 }
 
+ensure_network_tools() {
+    # The partition tests (tests/fault/test_partitions.py) put each process in a network namespace (ip) and
+    # drop packets between them with nftables rules.
+    if ! command -v ip >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then
+        log "installing iproute2 and nftables with apt (for the network partition tests)"
+        apt_install iproute2 nftables
+    fi
+}
+
 apt_install() {
     if [ -z "${APT_UPDATED:-}" ]; then
         apt-get update -qq
@@ -103,6 +112,7 @@ case "$command" in
         ensure_zookeeper
         ensure_chromium
         ensure_docs_tools
+        ensure_network_tools
         exec "$VENV/bin/python" -m pytest -n "$WORKERS" "$@"
         ;;
     setup)

@@ -140,7 +140,8 @@ class ControllerApp:
             servicer.security = self.security
             self.server, self.port = await start_grpc_server(
                 servicer, self.host, self.port, self.security,
-                self.tls.server_pair() if self.tls is not None else None)
+                self.tls.server_pair() if self.tls is not None else None,
+                self.cluster.cut_off if self.cluster is not None else None)
             if self.cluster is not None:
                 await self.cluster.register(self._advertised_host, self.port)
                 servicer.advertised_endpoints = self.cluster.controller_endpoints

@@ -41,6 +41,7 @@ SERVICE = pb.DESCRIPTOR.services_by_name["ControllerService"]
 INTERVAL_SECONDS_DEFAULT = 10.0
 RPCS_PER_LINE_MAX = 8
 REASON_LENGTH_MAX = 200
+CUT_OFF_CHECK_SECONDS = 0.5  # how often a running call looks whether its controller was cut off
 
 
 class Undecodable:
@@ -130,8 +131,12 @@ class BadRequestLog:
 
 
 def _guarded(rpc: str, behavior, request_type: str, bad_requests: BadRequestLog,
-             check: Callable[[str, object], Rejection | None], security: Security | None):
+             check: Callable[[str, object], Rejection | None], security: Security | None,
+             cut_off: Callable[[], str | None] | None):
     async def handle(request, context):
+        reason = cut_off() if cut_off is not None else None
+        if reason is not None:  # the client tries another controller
+            await context.abort(grpc.StatusCode.UNAVAILABLE, reason)
         if isinstance(request, Undecodable):
             bad_requests.note(rpc, f"undecodable {request_type} ({request.size} bytes, {request.error})")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {request_type}")
@@ -150,13 +155,30 @@ def _guarded(rpc: str, behavior, request_type: str, bad_requests: BadRequestLog,
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(error))
             CURRENT_PRINCIPAL.set(principal)
         try:
-            return await behavior(request, context)
+            if cut_off is None:
+                return await behavior(request, context)
+            return await _unless_cut_off(behavior(request, context), cut_off, context)
         except grpc.aio.AbortError:
             if context.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 bad_requests.note(rpc, context.details() or "INVALID_ARGUMENT from the service")
             raise
 
     return handle
+
+
+async def _unless_cut_off(call, cut_off: Callable[[], str | None], context):
+    """``call``'s result, or UNAVAILABLE (the call cancelled) once ``cut_off()`` gives a reason while it runs: a
+    call that waits on what the controller cannot reach any more is tried again on another controller."""
+    task = asyncio.ensure_future(call)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=CUT_OFF_CHECK_SECONDS)
+        if done:
+            return task.result()
+        reason = cut_off()
+        if reason is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, reason)
 
 
 def _metadata(context, name: str) -> str | None:
@@ -168,18 +190,20 @@ def _metadata(context, name: str) -> str | None:
 
 def add_guarded_servicer(servicer, server: grpc.aio.Server, bad_requests: BadRequestLog | None = None,
                          check: Callable[[str, object], Rejection | None] = validate,
-                         security: Security | None = None) -> BadRequestLog:
+                         security: Security | None = None,
+                         cut_off: Callable[[], str | None] | None = None) -> BadRequestLog:
     """Registers ``servicer`` (a ControllerServiceServicer) on ``server`` behind the tolerant decoder,
     ``check`` and, with ``security``, authentication and authorization (UNAUTHENTICATED without valid
     credentials, PERMISSION_DENIED without the permission the method needs); returns the BadRequestLog
-    that counts refusals."""
+    that counts refusals. While ``cut_off()`` gives a reason, every call is answered UNAVAILABLE with it
+    (a clustered controller cut off from ZooKeeper: controller.cluster)."""
     bad_requests = bad_requests if bad_requests is not None else BadRequestLog()
     handlers = {}
     for method in SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             measured(method.name, _guarded(method.name, getattr(servicer, method.name), method.input_type.name,
-                                           bad_requests, check, security)),
+                                           bad_requests, check, security, cut_off)),
             request_deserializer=tolerant(request_type.FromString),
             response_serializer=getattr(pb, method.output_type.name).SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))

@@ -45,6 +45,12 @@ class Coordination:
         """controller id -> the buckets it owns (getControllerToBucketMapping); empty when unclustered."""
         return {}
 
+    def cut_off(self) -> str | None:
+        """Why this controller must not answer clients now (None: it may): in a cluster, a controller cut off
+        from ZooKeeper for longer than its session knows nothing current, and its clients are better served by
+        another controller."""
+        return None
+
 
 def stream_lease_name(scope: str, stream: str) -> str:
     return f"{scope}/{stream}"

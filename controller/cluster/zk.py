@@ -128,6 +128,14 @@ class ControllerCluster(Coordination):
         owner = self._owners.get(bucket_of(scope, stream, self.bucket_count))
         return owner == self.controller_id or (owner is None and not self.controllers)
 
+    def cut_off(self) -> str | None:
+        """The controller's ZooKeeper session must be presumed expired (coordination.zookeeper.SessionClock):
+        it answers UNAVAILABLE, so that clients move to another controller, until ZooKeeper is heard again."""
+        silent = self.zk.clock.silent_for(time.monotonic())
+        if self._task is not None and not self._closed and self.zk.presumed_expiry <= time.monotonic():
+            return f"this controller has not heard ZooKeeper for {silent:.1f} s: ask another controller"
+        return None
+
     def bucket_mapping(self) -> dict[str, list[int]]:
         mapping: dict[str, list[int]] = {}
         for bucket, controller in sorted(self._owners.items()):

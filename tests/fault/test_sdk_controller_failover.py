@@ -14,81 +14,15 @@ import time
 import pytest
 
 from clients.config import ClientConfig
-from clients.model import ScalingPolicy, StreamConfiguration
-from clients.reader.reader_group import ReaderGroupConfig
 from tests.support.cluster import Cluster
-from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once
-from tests.support.sdk import parse_event, read_all, sdk
+from tests.support.continuous_writer import assert_all_acknowledged_read_once
+from tests.support.sdk import read_all, sdk
+from tests.support.sdk_workload import Workload, longest_gap
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 STALL_LIMIT = 5.0  # seconds: the issue's bound for a killed controller
-FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=200)
-
-
-class Workload:
-    """A writer, a reader and a loop of small transactions on one client, each noting when it made progress
-    and any error that reached it."""
-
-    def __init__(self, client):
-        self.client = client
-        self.writer = ContinuousWriter(client, "failover", "events")
-        self.read: list[int] = []
-        self.read_times: list[float] = []
-        self.committed: list[int] = []  # transaction numbers, each of 10 events
-        self.commit_times: list[float] = []
-        self.errors: list[BaseException] = []
-        self.stop = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
-
-    async def start(self) -> None:
-        await self.client.create_scope("failover")
-        for stream in ("events", "transactions"):
-            await self.client.create_stream("failover", stream, StreamConfiguration(ScalingPolicy.fixed(2)))
-        self._tasks = [asyncio.ensure_future(self._guard(work)) for work in
-                       (self.writer.run(), self._read(), self._transact())]
-        await eventually(lambda: self.writer.acknowledged and self.read and self.committed or self.errors,
-                         "the workload's first progress", timeout=60)
-        assert not self.errors, self.errors
-
-    async def finish(self) -> None:
-        self.stop.set()
-        self.writer.stop.set()
-        await asyncio.wait_for(asyncio.gather(*self._tasks), 60)
-
-    async def _guard(self, work) -> None:
-        try:
-            await work
-        except Exception as error:  # noqa: BLE001 - the assertion is that nothing reaches the application
-            self.errors.append(error)
-
-    async def _read(self) -> None:
-        group = await self.client.create_reader_group("failover", "readers", ["events"], config=FAST_GROUP)
-        async with group.create_reader("r") as reader:
-            while not self.stop.is_set():
-                event = await reader.read_next(0.2)
-                if event is not None:
-                    self.read.append(parse_event(event.data)[1])
-                    self.read_times.append(time.monotonic())
-
-    async def _transact(self) -> None:
-        writer = self.client.create_transactional_writer("failover", "transactions")
-        number = 0
-        while not self.stop.is_set():
-            transaction = await writer.begin()
-            for index in range(10):
-                await transaction.write(f"t{number}:{index}".encode(), f"key-{index % 3}")
-            await transaction.commit()
-            self.committed.append(number)
-            self.commit_times.append(time.monotonic())
-            number += 1
-
-
-def longest_gap(times: list[float], after: float) -> float:
-    """The longest wait for progress from ``after`` on (including the wait from ``after`` to the first)."""
-    later = [after, *[moment for moment in times if moment >= after]]
-    return max((b - a for a, b in zip(later, later[1:])), default=float("inf"))
 
 
 async def test_a_killed_controller_is_left_for_another_without_errors(tmp_path, zookeeper):

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .processes import free_port, kill_process, wait_until_ready
@@ -33,14 +33,20 @@ def available() -> bool:
 
 
 class ZooKeeperServer:
-    def __init__(self, data_dir: Path, port: int | None = None):
+    """``host``: the address it listens on; ``popen``: how its process is started (a network namespace's
+    ``Node.popen`` in partition tests, tests/support/netns.py)."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, host: str = "127.0.0.1",
+                 popen: Callable[..., subprocess.Popen] = subprocess.Popen):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.host = host
+        self._popen = popen
         self.process: subprocess.Popen | None = None
 
     @property
     def connect_string(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0) -> ZooKeeperServer:
         if not available():
@@ -49,10 +55,10 @@ class ZooKeeperServer:
         config = self.data_dir / "zoo.cfg"
         config.write_text("\n".join([
             f"tickTime={TICK_MS}", f"dataDir={self.data_dir / 'data'}", f"clientPort={self.port}",
-            "clientPortAddress=127.0.0.1", "admin.enableServer=false", "maxClientCnxns=0",
+            f"clientPortAddress={self.host}", "admin.enableServer=false", "maxClientCnxns=0",
             "minSessionTimeout=400", "4lw.commands.whitelist=srvr", "forceSync=no", ""]))
         with open(self.data_dir / "zookeeper.log", "ab") as log:
-            self.process = subprocess.Popen(
+            self.process = self._popen(
                 ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true",
                  "-cp", str(ZOOKEEPER_JAR), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -72,7 +78,7 @@ class ZooKeeperServer:
 
     def _serving(self) -> None:
         """Raises OSError until the server answers ``srvr`` as a serving standalone server."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as connection:
+        with socket.create_connection((self.host, self.port), timeout=1) as connection:
             connection.sendall(b"srvr")
             answer = b""
             while chunk := connection.recv(4096):
