@@ -24,7 +24,7 @@ from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-PAUSE = 30.0  # seconds the store stays stopped: far longer than the failover it must not wait for
+PAUSE = 15.0  # seconds the store stays stopped: several times the failover (about 3 s) it must not wait for
 SLACK = 2.0  # the allowance over session timeout + grace + recovery
 FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=200)
 
