@@ -86,7 +86,7 @@ class Workload:
             transaction = await writer.begin()
             for index in range(TRANSACTION_EVENTS):
                 await transaction.write(f"t{number}:{index}".encode(), f"key-{index % 3}")
-            await transaction.commit()
+            await transaction.commit(wait=True)  # committed: its events are visible (not only COMMITTING)
             self.committed.append(number)
             self.commit_times.append(time.monotonic())
             number += 1
