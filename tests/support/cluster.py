@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -22,12 +21,6 @@ import psutil
 from .processes import ServerProcess, free_port, kill_process, listening, terminate_process, wait_until_ready
 from .replicated_processes import LogStores
 from .zookeeper import ZooKeeperServer, fresh_chroot
-
-
-def controller_args(zk_hosts: str, containers: int, session_timeout: float, grace: float) -> list[str]:
-    """The options of a clustered `tributary controller` with the test timings (but its address)."""
-    return ["--zk", zk_hosts, "--containers", str(containers), "--zk-session-timeout", str(session_timeout),
-            "--rebalance-grace", str(grace), "--log-level", "info"]
 
 
 class ControllerProcess:
@@ -58,8 +51,9 @@ class ControllerProcess:
         containers holding its metadata run)."""
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tributary", "controller", "--port", str(self.port),
-             *controller_args(self.zk_hosts, self.containers, self.session_timeout, self.grace), *self.extra_args],
+            [sys.executable, "-m", "tributary", "controller", "--port", str(self.port), "--zk", self.zk_hosts,
+             "--containers", str(self.containers), "--zk-session-timeout", str(self.session_timeout),
+             "--rebalance-grace", str(self.grace), "--log-level", "info", *self.extra_args],
             stdout=log, stderr=log, env={**os.environ, **self.env})
         if wait_for_port:
             wait_until_ready(self.process, listening(self.port), f"controller on port {self.port}", timeout)
@@ -174,11 +168,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ what ZooKeeper says
 
-    def status(self, launcher: Sequence[str] = ()) -> tuple[int, dict]:
-        """(exit status, the cluster) of `tributary status --json` (run through ``launcher``, a command prefix:
-        ``ip netns exec NS`` runs it in a network namespace, tests/support/netns.py)."""
-        result = subprocess.run([*launcher, sys.executable, "-m", "tributary", "status", "--zk", self.zk_hosts,
-                                 "--json"], capture_output=True, text=True, timeout=60)
+    def status(self) -> tuple[int, dict]:
+        """(exit status, the cluster) of `tributary status --json`."""
+        result = subprocess.run([sys.executable, "-m", "tributary", "status", "--zk", self.zk_hosts, "--json"],
+                                capture_output=True, text=True, timeout=60)
         document = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
         return result.returncode, document
 
