@@ -31,8 +31,8 @@ busy session, not at all): the session must be presumed expired one negotiated s
 send time of the last request ZooKeeper answered (or of its last answered ping). From then on, unless
 one last request is answered within ``PROBE_SECONDS`` (this store's own event loop may have been too
 busy to send its heartbeat in time; kazoo's thread records answers even then), it *stops serving*:
-``owns()`` is false for every container (requests get WrongHost), the client connections that used its
-containers are closed (``on_cut_off``: their clients ask the controller again at once), and every
+``owns()`` is false for every container (requests get WrongHost), its client connections are closed
+(``on_cut_off``: their clients ask the controller again at once), and every
 container fails (its owner can no longer vouch for its log) and is stopped, its log's owner lock
 released if ZooKeeper lets it (else it goes with the session). The probe delays this by at most
 ``PROBE_SECONDS``, no longer than the leader's rebalance grace (2 s by default) before it moves them.
@@ -68,8 +68,8 @@ class ClusterMember:
     ``start_container(id)`` must recover and run a container, retrying while its log is busy, and
     may be cancelled; ``stop_container(id)`` must stop it and release its log. ``on_cut_off()`` is called
     when the store stops serving because its session expired, or ZooKeeper has been silent past the session
-    timeout: it must close the client connections that used the containers and fail the running ones (this
-    member then stops them), and return how many connections it closed.
+    timeout: it must close the client connections and fail the running containers (this member then stops
+    them), and return how many connections it closed.
     """
 
     def __init__(self, zk: ZooKeeper, paths: ClusterPaths, host: str, port: int,

@@ -75,14 +75,7 @@ class SegmentStoreConnection(asyncio.Protocol):
 
     def __init__(self, routes: Routes, limits: ConnectionLimits,
                  on_closed: Callable[[SegmentStoreConnection], None] | None = None, tokens: TokenChecker | None = None):
-        routed = routes.container_for
-        self.containers_used: set[int] = set()  # every container a request of this connection was routed to
-
-        def container_for(segment: str) -> SegmentContainer:
-            container = routed(segment)
-            self.containers_used.add(container.container_id)
-            return container
-
+        container_for = routes.container_for
         self._tokens = tokens  # None: no authorization (every request is served)
         self._container_for = container_for
         self._cache = routes.cache

@@ -13,9 +13,9 @@ controller leader's map gives it (``cluster.ClusterMember`` starts and stops the
 replicated log and a Tier-2 every store shares; a request for a segment of any other container,
 or of one still recovering, is answered WrongHost, and the client asks the controller again.
 A store cut off from ZooKeeper past its session timeout stops serving (``ClusterMember``'s module
-docstring says when and why): ``_stop_serving`` closes the client connections that used its
-containers, so that their clients ask the controller again at once instead of waiting on this store,
-and fails its running containers, which the member then stops.
+docstring says when and why): ``_stop_serving`` closes its client connections, so that their clients
+ask the controller again at once instead of waiting on this store, and fails its running containers,
+which the member then stops.
 """
 
 from __future__ import annotations
@@ -244,22 +244,18 @@ class SegmentStoreService:
 
     def _stop_serving(self) -> int:
         """Cluster mode, the ZooKeeper session expired or silent past its timeout (``ClusterMember`` no longer
-        owns anything): closes the client connections that used this store's containers (first, so that no client
-        waits on what follows), then fails its running containers; the member stops them (and, once ZooKeeper
-        answers again, starts what the map gives it). Returns how many connections were closed."""
-        closed = self.close_connections_of(set(self.containers))
+        owns anything): closes every client connection (first, so that no client waits on what follows: the store
+        serves no container now, so each would only meet WrongHost), then fails its running containers; the member
+        stops them (and, once ZooKeeper answers again, starts what the map gives it). Returns how many connections
+        were closed."""
+        connections = list(self._connections)
+        for connection in connections:
+            connection.close()
         for container_id, container in list(self.containers.items()):
             if container.status == ContainerStatus.RUNNING:
                 container.fail(LogFenced(f"container {container_id}: this segment store's ZooKeeper session "
                                          "expired or must be presumed expired; the container may run elsewhere"))
-        return closed
-
-    def close_connections_of(self, containers: set[int]) -> int:
-        """Closes every client connection that used one of ``containers``; returns how many."""
-        using = [connection for connection in self._connections if connection.containers_used & containers]
-        for connection in using:
-            connection.close()
-        return len(using)
+        return len(connections)
 
     async def _stop_container(self, container_id: int) -> None:
         """Stops a container (its log closed, its owner lock released) and forgets it."""

@@ -61,10 +61,8 @@ class Submission:
 
 
 class FakeContainer:
-    """What the connection layer uses of a container: container_id, get_attribute, get_info, submit_event_append,
+    """What the connection layer uses of a container: get_attribute, get_info, submit_event_append,
     flush_if_idle, delete_soon, writer_attached/writer_detached."""
-
-    container_id = 0
 
     def __init__(self):
         self.attributes: dict = {}  # (segment, attribute id) -> value
