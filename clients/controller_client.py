@@ -70,7 +70,7 @@ from .errors import (
     TributaryError,
 )
 from .model import Segment, SegmentRange, StreamConfiguration, Successors, TransactionState
-from .security import TLS_SCHEMES, basic_authorization, trusted_certificates
+from .security import basic_authorization, trusted_certificates
 from .stream_cut import StreamCut
 
 T = TypeVar("T")
@@ -101,17 +101,6 @@ class _Retry(TributaryError):
     """A reply status that asks for another try (kept as the cause if the budget runs out)."""
 
     retriable = True
-
-
-def controller_uri_scheme(uri: str) -> str:
-    """The scheme of a controller URI (``tcp`` when it has none)."""
-    scheme, separator, _ = uri.strip().split(",")[0].partition("://")
-    return scheme.lower() if separator else "tcp"
-
-
-def uses_tls(uri: str) -> bool:
-    """Whether a controller URI asks for TLS (``tls://``, ``ssl://`` or ``pravegas://``)."""
-    return controller_uri_scheme(uri) in TLS_SCHEMES
 
 
 def parse_controller_uri(uri: str) -> tuple[str, int]:
@@ -213,7 +202,6 @@ class ControllerClient:
                  credentials: tuple[str, str] | None = None, tls_trust: str | None = None,
                  resolver: Resolver | None = None):
         self.tls, given = parse_controller_uris(uri)
-        self._given = given
         self._endpoints = ControllerEndpoints(given)
         self._resolver = resolver or _resolve_addresses
         self._resolved: set[ControllerEndpoint] = set()  # names already expanded to their addresses
@@ -296,8 +284,7 @@ class ControllerClient:
                      extra={"failed": endpoint.address, "next": self._endpoints.current.address})
             self._discovered_at = None  # ask the next one which controllers there are now
         if self._endpoints.all_failed_recently(now):
-            self._resolved.clear()  # the names given may point elsewhere by now
-            self._endpoints.learn(self._given)
+            self._resolved.clear()  # a name that did not resolve before (kept as it was given) is resolved again
 
     def _answered(self, endpoint: ControllerEndpoint) -> None:
         self._reached = True

@@ -120,9 +120,6 @@ class ControllerEndpoints:
         self._current = 0
         self._failed_at: dict[ControllerEndpoint, float] = {}
 
-    def __len__(self) -> int:
-        return len(self._known)
-
     def __iter__(self) -> Iterator[ControllerEndpoint]:
         return iter(list(self._known))
 

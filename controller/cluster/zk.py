@@ -131,10 +131,11 @@ class ControllerCluster(Coordination):
     def cut_off(self) -> str | None:
         """The controller's ZooKeeper session must be presumed expired (coordination.zookeeper.SessionClock):
         it answers UNAVAILABLE, so that clients move to another controller, until ZooKeeper is heard again."""
-        silent = self.zk.clock.silent_for(time.monotonic())
-        if self._task is not None and not self._closed and self.zk.presumed_expiry <= time.monotonic():
-            return f"this controller has not heard ZooKeeper for {silent:.1f} s: ask another controller"
-        return None
+        now = time.monotonic()
+        if self._task is None or self._closed or self.zk.presumed_expiry > now:
+            return None
+        silent = self.zk.clock.silent_for(now)
+        return f"this controller has not heard ZooKeeper for {silent:.1f} s: ask another controller"
 
     def bucket_mapping(self) -> dict[str, list[int]]:
         mapping: dict[str, list[int]] = {}

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clients.controller_client import parse_controller_uri, uses_tls
+from clients.controller_client import parse_controller_uri
+from clients.controller_endpoints import parse_controller_uris
 from clients.errors import InvalidArgument
 from clients.model import RetentionPolicy, RetentionType, ScaleType, ScalingPolicy, StreamConfiguration
 from controller_api import controller_pb2 as pb
@@ -64,10 +65,10 @@ def test_parse_controller_uri_round_trips_host_and_port(host, port, scheme, tail
     assert parse_controller_uri(f"{scheme}{host}:{port}{tail}") == (host, port)
 
 
-@pytest.mark.parametrize("uri, tls", [("tls://h:1", True), ("SSL://h:1", True), ("pravegas://h:1,tcp://x:2", True),
-                                      ("tcp://h:1", False), ("h:1", False), ("pravega://h:1,tls://x:2", False)])
-def test_uses_tls_follows_the_first_address_scheme(uri, tls):
-    assert uses_tls(uri) is tls
+@pytest.mark.parametrize("uri, tls", [("tls://h:1", True), ("SSL://h:1", True), ("pravegas://h:1,x:2", True),
+                                      ("tcp://h:1", False), ("h:1", False), ("pravega://h:1,x:2", False)])
+def test_tls_follows_the_scheme_which_a_list_shares(uri, tls):
+    assert parse_controller_uris(uri)[0] is tls
 
 
 def _parses_or_rejects(uri: str) -> None:
