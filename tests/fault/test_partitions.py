@@ -30,6 +30,7 @@ import time
 import pytest
 
 from tests.support import netns
+from tests.support.continuous_writer import longest_gap
 from tests.support.netns_cluster import NetnsCluster
 from tests.support.sdk import sdk
 from tests.support.sdk_workload import check_read_back
@@ -103,9 +104,6 @@ FAULTS = ("store_cut_off_from_zookeeper", "store_cut_off_from_clients", "log_sto
           "packets_dropped")
 
 
-def longest_gap(times: list[float], start: float, end: float) -> float:
-    inside = [start, *[moment for moment in times if start <= moment <= end], end]
-    return max(b - a for a, b in zip(inside, inside[1:]))
 
 
 @pytest.fixture

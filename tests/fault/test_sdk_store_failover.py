@@ -18,7 +18,7 @@ import pytest
 from clients.model import ScalingPolicy, StreamConfiguration
 from clients.reader.reader_group import ReaderGroupConfig
 from tests.support.cluster import Cluster
-from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once
+from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once, longest_gap
 from tests.support.sdk import parse_event, read_all, sdk
 from tests.support.waiting import eventually
 
@@ -29,9 +29,6 @@ SLACK = 2.0  # the issue's allowance over session timeout + grace + recovery
 FAST_GROUP = ReaderGroupConfig(reader_timeout_ms=3000, refresh_ms=200)
 
 
-def longest_gap(times: list[float], after: float, until: float) -> float:
-    later = [after, *[moment for moment in times if after <= moment <= until], until]
-    return max(b - a for a, b in zip(later, later[1:]))
 
 
 async def test_a_paused_store_stalls_the_sdk_for_the_failover_not_the_pause(tmp_path, zookeeper):

@@ -39,7 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from clients.model import ScalingPolicy, StreamConfiguration  # noqa: E402
 from tests.support.cluster import Cluster  # noqa: E402
-from tests.support.continuous_writer import ContinuousWriter, assert_all_acknowledged_read_once  # noqa: E402
+from tests.support.continuous_writer import (  # noqa: E402
+    ContinuousWriter,
+    assert_all_acknowledged_read_once,
+    longest_gap,
+)
 from tests.support.pravega_driver import Scenario  # noqa: E402
 from tests.support.sdk import check_each_once_in_key_order, read_all, sdk  # noqa: E402
 from wire import naming  # noqa: E402
@@ -57,9 +61,6 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def longest_gap(times: list[float], start: float, end: float) -> float:
-    inside = [start, *[moment for moment in times if start <= moment <= end], end]
-    return max(b - a for a, b in zip(inside, inside[1:]))
 
 
 def longest_reported_gap(gaps: list[list[float]], start: float, end: float) -> float:

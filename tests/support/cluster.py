@@ -70,7 +70,39 @@ class ControllerProcess:
         return self.process is not None and self.process.poll() is None
 
 
-class Cluster:
+class ClusterView:
+    """What ZooKeeper says of a cluster, read as ``tributary status`` reads it (from ``self.zk_hosts``): shared by
+    the loopback cluster below and the one in network namespaces (netns_cluster.py)."""
+
+    zk_hosts: str
+
+    def status(self) -> tuple[int, dict]:
+        """(exit status, the cluster) of `tributary status --json`."""
+        result = subprocess.run([sys.executable, "-m", "tributary", "status", "--zk", self.zk_hosts, "--json"],
+                                capture_output=True, text=True, timeout=60)
+        document = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+        return result.returncode, document
+
+    def owners(self) -> dict[int, str]:
+        """container -> the segment store serving it (from the stores' registrations)."""
+        _, cluster = self.status()
+        return {container: store for store, state in cluster.get("segment_stores", {}).items()
+                for container in state["serving"]}
+
+    def wait_until_served(self, timeout: float = 60.0, without: str | None = None) -> float:
+        """Waits until every container is served (by stores other than ``without``); returns the seconds."""
+        start = time.monotonic()
+        while True:
+            code, cluster = self.status()
+            stores = cluster.get("segment_stores", {})
+            if code == 0 and (without is None or not stores.get(without, {}).get("serving")):
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout:
+                raise AssertionError(f"containers not served within {timeout}s: {cluster}")
+            time.sleep(0.1)
+
+
+class Cluster(ClusterView):
     def __init__(self, home: Path, containers: int = 4, segment_stores: int = 2, controllers: int = 2,
                  log_stores: int = 3, session_timeout: float = 2.0, grace: float = 0.5, log_quorum: str = "3/3/2",
                  zookeeper: ZooKeeperServer | None = None, controller_env: dict[str, str] | None = None):
@@ -165,33 +197,6 @@ class Cluster:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"process {process.pid} did not stop (exit status {process.poll()})")
             time.sleep(0.05)
-
-    # ------------------------------------------------------------------ what ZooKeeper says
-
-    def status(self) -> tuple[int, dict]:
-        """(exit status, the cluster) of `tributary status --json`."""
-        result = subprocess.run([sys.executable, "-m", "tributary", "status", "--zk", self.zk_hosts, "--json"],
-                                capture_output=True, text=True, timeout=60)
-        document = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
-        return result.returncode, document
-
-    def owners(self) -> dict[int, str]:
-        """container -> the segment store serving it (from the stores' registrations)."""
-        _, cluster = self.status()
-        return {container: store for store, state in cluster.get("segment_stores", {}).items()
-                for container in state["serving"]}
-
-    def wait_until_served(self, timeout: float = 60.0, without: str | None = None) -> float:
-        """Waits until every container is served (by stores other than ``without``); returns the seconds."""
-        start = time.monotonic()
-        while True:
-            code, cluster = self.status()
-            stores = cluster.get("segment_stores", {})
-            if code == 0 and (without is None or not stores.get(without, {}).get("serving")):
-                return time.monotonic() - start
-            if time.monotonic() - start > timeout:
-                raise AssertionError(f"containers not served within {timeout}s: {cluster}")
-            time.sleep(0.1)
 
     @staticmethod
     def store_id(store: ServerProcess) -> str:

@@ -43,6 +43,15 @@ class ContinuousWriter:
         return max((b - a for a, b in zip(times, times[1:])), default=float("inf"))
 
 
+def longest_gap(times: list[float], start: float, end: float | None = None) -> float:
+    """The longest wait for progress from ``start`` on: between ``start``, the moments of ``times`` from then on
+    (up to ``end``) and ``end`` when given (infinite when nothing came and no ``end`` closes the wait)."""
+    moments = [start, *[moment for moment in times if moment >= start and (end is None or moment <= end)]]
+    if end is not None:
+        moments.append(end)
+    return max((b - a for a, b in zip(moments, moments[1:])), default=float("inf"))
+
+
 def numbers_of(events) -> list[int]:
     return [parse_event(event.data)[1] for event in events]
 

@@ -10,13 +10,12 @@ reaches every node (the bridge is its own), so it starts and probes them, and re
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from .cluster import ClusterView
 from .netns import Network, Node
 from .processes import wait_until_ready
 from .zookeeper import ZooKeeperServer
@@ -49,7 +48,10 @@ class NetnsProcess:
         return self
 
 
-class NetnsCluster:
+class NetnsCluster(ClusterView):
+    """The cluster (see the module docstring); its status is read from the test's own namespace, which reaches
+    every node."""
+
     def __init__(self, home: Path, network: Network, containers: int = 4, segment_stores: int = 2,
                  controllers: int = 2, log_stores: int = 3, session_timeout: float = 2.0, grace: float = 0.5):
         self.home, self.network = Path(home), network
@@ -98,27 +100,3 @@ class NetnsCluster:
                 self.home / f"controller-{index}.log").start())
         self.wait_until_served()
         return self
-
-    def status(self) -> tuple[int, dict]:
-        """(exit status, the cluster) of `tributary status --json`, read from the test's own namespace."""
-        result = subprocess.run([sys.executable, "-m", "tributary", "status", "--zk", self.zk_hosts, "--json"],
-                                capture_output=True, text=True, timeout=60)
-        document = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
-        return result.returncode, document
-
-    def owners(self) -> dict[int, str]:
-        _, cluster = self.status()
-        return {container: store for store, state in cluster.get("segment_stores", {}).items()
-                for container in state["serving"]}
-
-    def wait_until_served(self, timeout: float = 60.0, without: str | None = None) -> float:
-        """Waits until every container is served (by stores other than ``without``); returns the seconds."""
-        start = time.monotonic()
-        while True:
-            code, cluster = self.status()
-            stores = cluster.get("segment_stores", {})
-            if code == 0 and (without is None or not stores.get(without, {}).get("serving")):
-                return time.monotonic() - start
-            if time.monotonic() - start > timeout:
-                raise AssertionError(f"containers not served within {timeout}s: {cluster}")
-            time.sleep(0.2)

@@ -92,10 +92,6 @@ class Workload:
             number += 1
 
 
-def longest_gap(times: list[float], after: float) -> float:
-    """The longest wait for progress from ``after`` on (including the wait from ``after`` to the first)."""
-    later = [after, *[moment for moment in times if moment >= after]]
-    return max((b - a for a, b in zip(later, later[1:])), default=float("inf"))
 
 
 async def check_read_back(client, record: dict, scope: str = "failover") -> None:
