@@ -109,7 +109,6 @@ class StoreRegistration:
     containers: tuple[int, ...] = ()  # running and serving
     starting: tuple[int, ...] = ()  # assigned to it, being recovered
     started: float = 0.0  # wall-clock seconds
-    heartbeat: float = 0.0  # wall-clock seconds of this write (0: not written as a heartbeat)
 
     @property
     def store_id(self) -> str:
@@ -117,7 +116,7 @@ class StoreRegistration:
 
     def to_json(self) -> bytes:
         return _dump({"host": self.host, "port": self.port, "containers": sorted(self.containers),
-                      "starting": sorted(self.starting), "started": self.started, "heartbeat": self.heartbeat})
+                      "starting": sorted(self.starting), "started": self.started})
 
     @classmethod
     def from_json(cls, data: bytes) -> StoreRegistration:
@@ -125,8 +124,7 @@ class StoreRegistration:
         try:
             return cls(str(document["host"]), int(document["port"]),
                        tuple(int(c) for c in document.get("containers", ())),
-                       tuple(int(c) for c in document.get("starting", ())), float(document.get("started", 0.0)),
-                       float(document.get("heartbeat", 0.0)))
+                       tuple(int(c) for c in document.get("starting", ())), float(document.get("started", 0.0)))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"segment store registration: {error!r}") from None
 

@@ -16,8 +16,8 @@ nothing: the replicas refuse its ledger, ZooKeeper its metadata writes (docs/rep
 
 The registration says which containers run (``containers``) and which are being recovered
 (``starting``), which ``tributary status`` reports. It is also the store's heartbeat: it is written again
-every ``heartbeat_interval`` seconds (1 s, or a quarter of the session timeout if that is shorter), with the
-time in ``heartbeat``; ``tributary status`` reads the node's modification time and reports a store not heard
+every ``heartbeat_interval`` seconds (1 s, or a quarter of the session timeout if that is shorter), even
+unchanged; ``tributary status`` reads the node's modification time and reports a store not heard
 from for a few seconds as unknown (a paused or cut-off store, whose session has not expired yet). One write
 per store and interval: nobody watches these nodes' data, so a write costs ZooKeeper one small transaction
 and wakes no one. The heartbeat is also what keeps the session clock below moving.
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -94,7 +93,7 @@ class ClusterMember:
         self._stopping: dict[int, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
         self._changed = asyncio.Event()  # something to reconcile or report
-        self._published: bytes | None = None  # the registration last written, without its heartbeat
+        self._published: bytes | None = None  # the registration last written
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -222,32 +221,28 @@ class ClusterMember:
     # ------------------------------------------------------------------ registration
 
     async def _register(self) -> None:
-        content = self._current_registration()
+        data = self._current_registration().to_json()
         path = self._paths.segment_store(self.store_id)
         try:
-            await self._zk.create(path, self._with_heartbeat(content), ephemeral=True)
+            await self._zk.create(path, data, ephemeral=True)
         except NodeExistsError:
             # Ours from a retried create, or a previous process's whose session has not expired yet:
             # replace it so that it goes with this session.
             await self._zk.delete(path)
-            await self._zk.create(path, self._with_heartbeat(content), ephemeral=True)
-        self._published = content.to_json()
+            await self._zk.create(path, data, ephemeral=True)
+        self._published = data
 
     def _current_registration(self) -> StoreRegistration:
-        """What the store runs now, without a heartbeat (what ``_publish`` compares)."""
+        """What the store runs now."""
         return StoreRegistration(self._registration.host, self._registration.port, tuple(sorted(self._running)),
                                  tuple(sorted(self._starting)), self._registration.started)
 
-    @staticmethod
-    def _with_heartbeat(registration: StoreRegistration) -> bytes:
-        return dataclasses.replace(registration, heartbeat=round(time.time(), 3)).to_json()
-
     async def _write_registration(self) -> None:
-        """Writes the registration with a fresh heartbeat. Raises NoNodeError (it went with a session) and
-        ZooKeeperUnavailable."""
-        content = self._current_registration()
-        await self._zk.set(self._paths.segment_store(self.store_id), self._with_heartbeat(content))
-        self._published = content.to_json()
+        """Writes the registration (a new modification time even when unchanged: the heartbeat). Raises NoNodeError
+        (it went with a session) and ZooKeeperUnavailable."""
+        data = self._current_registration().to_json()
+        await self._zk.set(self._paths.segment_store(self.store_id), data)
+        self._published = data
 
     async def _publish(self) -> None:
         if self._current_registration().to_json() == self._published:
