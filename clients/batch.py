@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 from array import array
 from collections.abc import AsyncGenerator
@@ -132,6 +133,30 @@ class BatchClient:
             if high > low:
                 result.append(SegmentSlice(segment, low, high))
         return result
+
+    async def split(self, piece: SegmentSlice, max_bytes: int) -> list[SegmentSlice]:
+        """``piece`` cut into consecutive slices of about ``max_bytes`` each, at event boundaries.
+
+        The cuts are the first event boundaries at or after ``start + k * max_bytes`` (the segment
+        store's LocateOffset), so a slice is longer than ``max_bytes`` only by the rest of the event
+        that straddles its end (a whole large event may make it much longer), and every slice holds
+        at least one event. Together the slices cover ``piece`` exactly; reading them in parallel
+        gives every event once. A piece no longer than ``max_bytes`` comes back as it is.
+
+        Raises:
+            InvalidArgument: ``max_bytes`` is not positive.
+            NoSuchSegment (and the other typed errors of a segment call).
+        """
+        if max_bytes <= 0:
+            raise InvalidArgument(f"max_bytes must be positive, not {max_bytes}")
+        if piece.length <= max_bytes:
+            return [piece]
+        name = piece.segment.qualified_name
+        targets = range(piece.start_offset + max_bytes, piece.end_offset, max_bytes)
+        located = await asyncio.gather(*(self._stores.raw.locate_offset(name, target) for target in targets))
+        cuts = sorted({offset for offset in located if piece.start_offset < offset < piece.end_offset})
+        edges = [piece.start_offset, *cuts, piece.end_offset]
+        return [SegmentSlice(piece.segment, low, high) for low, high in itertools.pairwise(edges)]
 
     async def read(self, piece: SegmentSlice) -> AsyncGenerator[EventBatch, None]:
 

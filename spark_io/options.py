@@ -18,6 +18,7 @@ from clients.errors import InvalidArgument
 from clients.model import RetentionPolicy, ScalingPolicy, StreamConfiguration, check_scope_name, check_stream_name
 
 DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # as Spark's spark.sql.files.maxPartitionBytes
 EARLIEST, LATEST, UNBOUNDED = "earliest", "latest", "unbounded"
 METADATA_KINDS = ("streaminfo", "streams")
 
@@ -137,14 +138,15 @@ def stream_options(options: Mapping[str, str], *, require_stream: bool = True) -
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
-    """A read: the stream, its two cuts (``earliest``/``latest``/``unbounded`` or a cut's text form)
-    and the micro-batch limits."""
+    """A read: the stream, its two cuts (``earliest``/``latest``/``unbounded`` or a cut's text form),
+    the micro-batch limits and the largest input partition."""
 
     target: StreamOptions
     start_cut: str
     end_cut: str
     approx_bytes_per_trigger: int | None
     max_events_per_trigger: int | None
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES  # a segment's slice is read by partitions of about this
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -161,7 +163,8 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     event_limit = _number(options, "max_events_per_trigger", minimum=1)
     if byte_limit is not None and event_limit is not None:
         raise ValueError("options approx_bytes_per_trigger and max_events_per_trigger conflict: give at most one")
-    return ReadOptions(target, start, end, byte_limit, event_limit)
+    return ReadOptions(target, start, end, byte_limit, event_limit,
+                       _number(options, "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES, minimum=1))
 
 
 def _cut_option(options: Mapping[str, str], name: str, default: str) -> str:

@@ -2,7 +2,9 @@
 
 Batch reads and micro-batches plan the same way: the planner (a driver-side worker) turns two
 stream cuts into :class:`SlicePartition`s -- one per segment with data between them, following
-scalings -- and each executor task reads its slice through the process's bridge with the SDK's
+scalings, and a segment's slice longer than ``max_partition_bytes`` cut at event boundaries
+(the store's LocateOffset) into several, so one large segment is read by many tasks -- and each
+executor task reads its slice through the process's bridge with the SDK's
 batch client, one Arrow record batch per segment read (up to 2 MiB of events). The columns are
 the Pravega connector's: ``event binary, scope string, stream string, segment_id long,
 offset long``, ``offset`` being where the event's envelope starts in its segment.
@@ -10,6 +12,7 @@ offset long``, ``offset`` being where the event's envelope starts in its segment
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from array import array
@@ -47,6 +50,15 @@ class SlicePartition(InputPartition):
 def partitions_of(controller: str, slices: list[SegmentSlice]) -> list[SlicePartition]:
     return [SlicePartition(controller, piece.segment.scope, piece.segment.stream, piece.segment.segment_id,
                            piece.start_offset, piece.end_offset) for piece in slices]
+
+
+async def split_slices(client: Client, slices: list[SegmentSlice], max_bytes: int) -> list[SegmentSlice]:
+    """``slices`` with each one longer than ``max_bytes`` cut at event boundaries into pieces of about
+    that size (``max_partition_bytes``), so one large segment is read by many tasks at once. Order is
+    kept: a segment's pieces follow one another, predecessors before successors."""
+    batch = client.create_batch_client()
+    pieces = await asyncio.gather(*(batch.split(piece, max_bytes) for piece in slices))
+    return [piece for split in pieces for piece in split]
 
 
 def read_partition(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
@@ -129,7 +141,8 @@ class BatchReader(DataSourceReader):
             await ensure_stream(client, target)
             start = await resolve_cut(client, target, self.options.start_cut)
             end = await resolve_cut(client, target, self.options.end_cut)
-            return await client.create_batch_client().slices(target.scope, target.stream, start, end)
+            slices = await client.create_batch_client().slices(target.scope, target.stream, start, end)
+            return await split_slices(client, slices, self.options.max_partition_bytes)
 
         return partitions_of(target.controller, bridge.run(plan()))
 
@@ -146,5 +159,6 @@ __all__ = [
     "ensure_stream",
     "partitions_of",
     "read_partition",
+    "split_slices",
     "resolve_cut",
 ]

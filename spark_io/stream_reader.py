@@ -49,7 +49,7 @@ from clients.stream_cut import StreamCut
 from .bridge import Bridge
 from .offsets import cut_of, offset_of
 from .options import ReadOptions
-from .reading import SlicePartition, ensure_stream, partitions_of, read_partition, resolve_cut
+from .reading import SlicePartition, ensure_stream, partitions_of, read_partition, resolve_cut, split_slices
 
 log = logging.getLogger("tributary.spark")
 
@@ -124,7 +124,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest
 
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
-        return partitions_of(self.options.target.controller, slices_between(cut_of(start), cut_of(end)))
+        bridge = Bridge.get()
+        client = bridge.client(self.options.target.controller)
+        slices = slices_between(cut_of(start), cut_of(end))
+        return partitions_of(self.options.target.controller,
+                             bridge.run(split_slices(client, slices, self.options.max_partition_bytes)))
 
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # gets our partitions
         return read_partition(partition)

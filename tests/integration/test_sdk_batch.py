@@ -67,6 +67,34 @@ async def test_slices_cover_a_stream_once_with_exact_offsets(client):
         assert expected == piece.end_offset
 
 
+async def test_a_slice_splits_at_event_boundaries_into_pieces_that_cover_it_once(client):
+    """split() cuts a slice at the first event boundary at or after every max_bytes: pieces of about that
+    size (at most one event more), consecutive, and together each event once, in order; a short slice and
+    an event longer than max_bytes stay whole."""
+    await stream_of(client, "batch-split", segments=1)
+    async with client.create_writer("batch-split", "s") as writer:
+        await write_keyed(writer, 3000, keys=16, size=300)  # envelopes of 8 + ~310 bytes
+        await writer.write(b"x" * 50_000)  # one event longer than the pieces
+        await write_keyed(writer, 100, keys=16, start=3000, size=300)
+    batch = client.create_batch_client()
+    (whole,) = await batch.slices("batch-split", "s")
+    pieces = await batch.split(whole, 64 * 1024)
+    assert abs(len(pieces) - whole.length / (64 * 1024)) <= 1.5  # the large event may swallow one cut
+    assert pieces[0].start_offset == whole.start_offset and pieces[-1].end_offset == whole.end_offset
+    assert all(left.end_offset == right.start_offset for left, right in zip(pieces, pieces[1:], strict=False))
+    assert all(piece.length < 64 * 1024 + 400 for piece in pieces if piece.length < 50_000)
+    events = await read_slices(batch, [whole])
+    assert await read_slices(batch, pieces) == events  # the same events at the same offsets
+    assert await batch.split(whole, whole.length) == [whole]
+    middle = type(whole)(whole.segment, pieces[3].start_offset, pieces[5].end_offset)  # cut from its own start
+    parts = await batch.split(middle, 64 * 1024)
+    assert len(parts) == 3
+    assert (parts[0].start_offset, parts[-1].end_offset) == (middle.start_offset, middle.end_offset)
+    assert {part.start_offset for part in parts} <= {offset for _, offset, _ in events}
+    with pytest.raises(errors.InvalidArgument):
+        await batch.split(whole, 0)
+
+
 async def test_slices_between_two_cuts_and_across_a_scale(client):
     """A read between two cuts returns exactly the events written between them, and a stream scaled in
     between reads its predecessors and successors; predecessors' slices come first."""

@@ -33,6 +33,21 @@ def test_a_four_segment_stream_of_100000_events_is_read_once_with_exact_offsets(
     assert {(row.segment_id, row.offset, bytes(row.event)) for row in rows} == expected
 
 
+def test_a_large_segment_is_read_by_several_partitions_each_event_once(spark, standalone, scope_name):
+    """max_partition_bytes cuts one segment's slice at event boundaries (LocateOffset): a one-segment stream
+    is read by several tasks, and the rows are exactly the stream's, offsets included."""
+    create_stream(standalone.controller_uri, scope_name, "s", 1)
+    write_events(standalone.controller_uri, scope_name, "s", range(20_000), size=100)  # ~2.3 MB
+    frame = load(spark, standalone, scope_name, max_partition_bytes=256 * 1024)
+    assert frame.rdd.getNumPartitions() == 9
+    rows = frame.collect()
+    assert len(rows) == 20_000
+    expected = {(segment_id, offset, payload) for segment_id, offset, payload in
+                read_events(standalone.controller_uri, scope_name, "s")}
+    assert {(row.segment_id, row.offset, bytes(row.event)) for row in rows} == expected
+    assert load(spark, standalone, scope_name).rdd.getNumPartitions() == 1  # the default: 128 MiB
+
+
 def test_a_read_between_two_stream_cuts(spark, standalone, scope_name):
     """start_stream_cut and end_stream_cut in their text form bound the read exactly."""
     controller = standalone.controller_uri
@@ -95,6 +110,7 @@ def test_metadata_tables(spark, standalone, scope_name):
     ({"approx_bytes_per_trigger": "0"}, "approx_bytes_per_trigger"),
     ({"approx_bytes_per_trigger": "10", "max_events_per_trigger": "10"}, "conflict"),
     ({"default_num_segments": "many"}, "default_num_segments"),
+    ({"max_partition_bytes": "0"}, "max_partition_bytes"),
     ({"default_retention_size_bytes": "10", "default_retention_duration_milliseconds": "10"}, "conflict"),
     ({"allow_create_scope": "perhaps"}, "allow_create_scope"),
     ({"metadata": "Everything"}, "metadata"),

@@ -22,11 +22,14 @@ class Collector:
         self.events: list[bytes] = []
         self.batches: list[tuple[int, int]] = []
         self.segments: list[set[int]] = []  # the segments each batch read from
+        self.partitions: list[int] = []  # each batch's input partitions
         self._lock = threading.Lock()
 
     def __call__(self, frame, batch_id):
         rows = frame.collect()
+        partitions = frame.rdd.getNumPartitions()
         with self._lock:
+            self.partitions.append(partitions)
             self.events.extend(bytes(row.event) for row in rows)
             self.batches.append((batch_id, len(rows)))
             self.segments.append({row.segment_id for row in rows})
@@ -63,6 +66,19 @@ def test_available_now_picks_up_new_events_and_restarts_exactly(spark, standalon
     assert recorded[-1]["scope"] == scope_name and recorded[-1]["v"] == 1
     for offset in recorded:  # canonical: sorted keys, so the same cut is the same text
         assert json.dumps(offset, sort_keys=True) == json.dumps(offset)
+
+
+def test_a_micro_batch_of_one_large_segment_is_read_by_several_partitions(spark, standalone, scope_name, tmp_path):
+    """max_partition_bytes splits a micro-batch's slices too, and a restart re-plans the same batches."""
+    controller = standalone.controller_uri
+    create_stream(controller, scope_name, "s", 1)
+    write_events(controller, scope_name, "s", range(0, 10_000), size=100)  # ~1.1 MB
+    collector = Collector()
+    stream_query(spark, standalone, scope_name, tmp_path, collector, max_partition_bytes=300_000).awaitTermination(120)
+    write_events(controller, scope_name, "s", range(10_000, 11_000), size=100)
+    stream_query(spark, standalone, scope_name, tmp_path, collector, max_partition_bytes=300_000).awaitTermination(120)
+    assert sorted(map(number_of, collector.events)) == list(range(11_000))
+    assert collector.partitions == [4, 1], collector.partitions
 
 
 @pytest.mark.parametrize("limit, bound", [("approx_bytes_per_trigger", 20_000), ("max_events_per_trigger", 700)])
