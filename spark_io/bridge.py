@@ -3,7 +3,8 @@
 Spark calls ``read``/``write`` (executors) and ``partitions``/``commit`` (driver-side workers)
 as plain blocking functions, in worker processes it forks and then reuses across tasks and
 queries. Each such process gets one :class:`Bridge`: a daemon thread running an event loop
-that holds one SDK :class:`~clients.client.Client` per controller and the writers made from
+that holds one SDK :class:`~clients.client.Client` per server access (controller, credentials,
+TLS trust: :mod:`spark_io.access`) and the writers made from
 it, so every task of the process shares the same connections (never a connection per row or
 per task), and background work -- reconnects, keep-alives, transaction lease pings -- goes on
 while the task's thread is blocked or between tasks.
@@ -23,6 +24,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from clients.client import Client
+from clients.config import ClientConfig
+
+from .access import ServerAccess
 
 T = TypeVar("T")
 
@@ -41,7 +45,7 @@ class Bridge:
             self._loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover - uvloop is a dependency; the plain loop works too
             self._loop = asyncio.new_event_loop()
-        self._clients: dict[str, Client] = {}
+        self._clients: dict[ServerAccess, Client] = {}
         self._cache: dict[tuple, Any] = {}
         self._thread = threading.Thread(target=self._loop.run_forever, name="tributary-spark-bridge", daemon=True)
         self._thread.start()
@@ -86,11 +90,12 @@ class Bridge:
         finally:
             self.run(_finish(task, iterator))
 
-    def client(self, controller: str) -> Client:
-        """The process's client of ``controller`` (opened on first use)."""
-        client = self._clients.get(controller)
+    def client(self, access: ServerAccess) -> Client:
+        """The process's client of the server ``access`` reaches (opened on first use; the password, if
+        any, is read then, in this process)."""
+        client = self._clients.get(access)
         if client is None:
-            client = self._clients[controller] = self.run(_open(controller))
+            client = self._clients[access] = self.run(_open(access.controller, access.client_config()))
         return client
 
     def cached(self, key: tuple, make: Callable[[], T]) -> T:
@@ -112,8 +117,8 @@ class Bridge:
         self._cache.pop(key, None)
 
 
-async def _open(controller: str) -> Client:
-    client = Client(controller)
+async def _open(controller: str, config: ClientConfig) -> Client:
+    client = Client(controller, config)
     await client.__aenter__()
     return client
 

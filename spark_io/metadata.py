@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from .access import ServerAccess
 from .bridge import Bridge
 from .options import StreamOptions
 
@@ -25,12 +26,12 @@ class RowsPartition(InputPartition):
 class MetadataReader(DataSourceReader):
     """Reads ``streaminfo`` or ``streams`` metadata of the target."""
 
-    def __init__(self, kind: str, controller: str, scope: str, stream: str | None):
-        self.kind, self.controller, self.scope, self.stream = kind, controller, scope, stream
+    def __init__(self, kind: str, access: ServerAccess, scope: str, stream: str | None):
+        self.kind, self.access, self.scope, self.stream = kind, access, scope, stream
 
     def partitions(self) -> list[RowsPartition]:
         bridge = Bridge.get()
-        client = bridge.client(self.controller)
+        client = bridge.client(self.access)
 
         async def rows():
             if self.kind == "streams":
@@ -48,7 +49,7 @@ class MetadataReader(DataSourceReader):
 
 
 def metadata_reader(kind: str, target: StreamOptions) -> MetadataReader:
-    return MetadataReader(kind, target.controller, target.scope, target.stream)
+    return MetadataReader(kind, target.access, target.scope, target.stream)
 
 
 __all__ = ["STREAMS_SCHEMA", "STREAM_INFO_SCHEMA", "MetadataReader", "metadata_reader"]

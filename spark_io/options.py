@@ -17,7 +17,8 @@ from typing import overload
 from clients.errors import InvalidArgument
 from clients.model import RetentionPolicy, ScalingPolicy, StreamConfiguration, check_scope_name, check_stream_name
 
-DEFAULT_CONTROLLER = "tcp://127.0.0.1:9090"
+from .access import ServerAccess, server_access
+
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # as Spark's spark.sql.files.maxPartitionBytes
 EARLIEST, LATEST, UNBOUNDED = "earliest", "latest", "unbounded"
 METADATA_KINDS = ("streaminfo", "streams")
@@ -91,9 +92,10 @@ def _name(check, options: Mapping[str, str], name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StreamOptions:
-    """Where the stream is, and what to do when it does not exist."""
+    """Where the stream is (the server, reached and authenticated as ``access`` says), and what to do
+    when it does not exist."""
 
-    controller: str
+    access: ServerAccess
     scope: str
     stream: str
     allow_create_scope: bool
@@ -127,11 +129,9 @@ def _stream_configuration(options: Mapping[str, str]) -> StreamConfiguration:
 
 def stream_options(options: Mapping[str, str], *, require_stream: bool = True) -> StreamOptions:
     """The target; without ``require_stream`` (a scope's metadata) the stream may be absent ("")."""
-    controller = _text(options, "controller", DEFAULT_CONTROLLER)
-    if not controller.startswith("tcp://"):
-        raise ValueError(f"option controller: expected tcp://host:port, not {controller!r}")
+    access = server_access(options, _text)
     stream = _name(check_stream_name, options, "stream") if require_stream or "stream" in options else ""
-    return StreamOptions(controller, _name(check_scope_name, options, "scope"), stream,
+    return StreamOptions(access, _name(check_scope_name, options, "scope"), stream,
                          _flag(options, "allow_create_scope", True), _flag(options, "allow_create_stream", True),
                          _stream_configuration(options))
 

@@ -27,6 +27,7 @@ from clients.client import Client
 from clients.model import Segment
 from clients.stream_cut import StreamCut
 
+from .access import ServerAccess
 from .bridge import Bridge
 from .options import EARLIEST, LATEST, UNBOUNDED, ReadOptions, StreamOptions
 
@@ -39,7 +40,7 @@ ARROW_READ_SCHEMA = pa.schema([("event", pa.binary()), ("scope", pa.string()), (
 class SlicePartition(InputPartition):
     """One segment's bytes ``[start, end)`` (plain data: it is pickled to the executor)."""
 
-    controller: str
+    access: ServerAccess
     scope: str
     stream: str
     segment_id: int
@@ -47,8 +48,8 @@ class SlicePartition(InputPartition):
     end: int
 
 
-def partitions_of(controller: str, slices: list[SegmentSlice]) -> list[SlicePartition]:
-    return [SlicePartition(controller, piece.segment.scope, piece.segment.stream, piece.segment.segment_id,
+def partitions_of(access: ServerAccess, slices: list[SegmentSlice]) -> list[SlicePartition]:
+    return [SlicePartition(access, piece.segment.scope, piece.segment.stream, piece.segment.segment_id,
                            piece.start_offset, piece.end_offset) for piece in slices]
 
 
@@ -64,8 +65,8 @@ async def split_slices(client: Client, slices: list[SegmentSlice], max_bytes: in
 def read_partition(partition: SlicePartition) -> Iterator[pa.RecordBatch]:
     """The rows of one slice (on an executor)."""
     bridge = Bridge.get()
-    client = bridge.client(partition.controller)
-    batch_client = bridge.cached(("batch", partition.controller), client.create_batch_client)
+    client = bridge.client(partition.access)
+    batch_client = bridge.cached(("batch", partition.access), client.create_batch_client)
     piece = SegmentSlice(Segment(partition.scope, partition.stream, partition.segment_id),
                          partition.start, partition.end)
     scope = pa.scalar(partition.scope, pa.string())
@@ -135,7 +136,7 @@ class BatchReader(DataSourceReader):
     def partitions(self) -> list[SlicePartition]:
         target = self.options.target
         bridge = Bridge.get()
-        client = bridge.client(target.controller)
+        client = bridge.client(target.access)
 
         async def plan():
             await ensure_stream(client, target)
@@ -144,7 +145,7 @@ class BatchReader(DataSourceReader):
             slices = await client.create_batch_client().slices(target.scope, target.stream, start, end)
             return await split_slices(client, slices, self.options.max_partition_bytes)
 
-        return partitions_of(target.controller, bridge.run(plan()))
+        return partitions_of(target.access, bridge.run(plan()))
 
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # gets our partitions
 

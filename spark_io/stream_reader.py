@@ -89,7 +89,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         target = self.options.target
         bridge = Bridge.get()
-        client = bridge.client(target.controller)
+        client = bridge.client(target.access)
 
         async def initial():
             await ensure_stream(client, target)
@@ -107,7 +107,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         bridge = Bridge.get()
         target = self.options.target
-        client = bridge.client(target.controller)
+        client = bridge.client(target.access)
 
         async def freeze():
             return await _Bound.of(client, await client.tail_cut(target.scope, target.stream))
@@ -116,7 +116,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         bridge = Bridge.get()
-        client = bridge.client(self.options.target.controller)
+        client = bridge.client(self.options.target.access)
         end = bridge.run(self._latest_cut(client, cut_of(start), limit))
         return offset_of(end)
 
@@ -125,9 +125,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[SlicePartition]:
         bridge = Bridge.get()
-        client = bridge.client(self.options.target.controller)
+        client = bridge.client(self.options.target.access)
         slices = slices_between(cut_of(start), cut_of(end))
-        return partitions_of(self.options.target.controller,
+        return partitions_of(self.options.target.access,
                              bridge.run(split_slices(client, slices, self.options.max_partition_bytes)))
 
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # gets our partitions

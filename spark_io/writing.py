@@ -153,11 +153,11 @@ class _Writer:
         target = options.target
         bridge = Bridge.get()
         # A streaming sink's runner makes a writer for every commit: one check per query and process.
-        bridge.once(("stream ensured", self.group or self.writer_id, target.controller, target.scope, target.stream),
-                    lambda: ensure_stream(bridge.client(target.controller), target))
+        bridge.once(("stream ensured", self.group or self.writer_id, target.access, target.scope, target.stream),
+                    lambda: ensure_stream(bridge.client(target.access), target))
 
     def _client(self, bridge: Bridge):
-        return bridge.client(self.options.target.controller)
+        return bridge.client(self.options.target.access)
 
     def _job(self, bridge: Bridge, writer_id: str) -> WriteJob:
         target = self.options.target
@@ -167,7 +167,7 @@ class _Writer:
         target = self.options.target
         client = self._client(bridge)
         lease = self.options.transaction_timeout_ms
-        return bridge.cached(("transactions", target.controller, target.scope, target.stream, lease),
+        return bridge.cached(("transactions", target.access, target.scope, target.stream, lease),
                              lambda: client.create_transactional_writer(
                                  target.scope, target.stream, WriterConfig(transaction_lease_ms=lease)))
 
@@ -212,7 +212,7 @@ class _Writer:
         bridge = Bridge.get()
         target = self.options.target
         client = self._client(bridge)
-        key = ("writer", target.controller, target.scope, target.stream)
+        key = ("writer", target.access, target.scope, target.stream)
         writer = bridge.cached(key, lambda: client.create_writer(target.scope, target.stream))
         events = size = 0
         try:

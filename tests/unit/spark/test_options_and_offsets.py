@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from clients.model import RetentionType, ScaleType
 from clients.stream_cut import StreamCut
+from spark_io.access import ServerAccess
 from spark_io.offsets import cut_of, offset_of
 from spark_io.options import read_options, stream_options, write_options
 from spark_io.stream_reader import _shares, slices_between
@@ -44,7 +45,8 @@ def test_read_defaults_follow_the_connector():
     stream = read_options(BASE, streaming=True)
     assert (batch.start_cut, batch.end_cut) == ("earliest", "latest")
     assert (stream.start_cut, stream.end_cut) == ("latest", "unbounded")
-    assert batch.target.controller == "tcp://127.0.0.1:9090"
+    assert batch.target.access == ServerAccess("tcp://127.0.0.1:9090")
+    assert batch.max_partition_bytes == 128 * 1024 * 1024
     assert read_options({**BASE, "start_stream_cut": "UNBOUNDED"}, streaming=True).start_cut == "earliest"
     assert read_options({**BASE, "end_stream_cut": "unbounded"}, streaming=False).end_cut == "latest"
     text = StreamCut("s", "t", {0: 10}).as_text()
@@ -69,7 +71,8 @@ def test_write_defaults_and_stream_creation_options():
     ({"scope": "s"}, "option stream is required"),
     ({"stream": "t"}, "option scope is required"),
     ({**BASE, "scope": "bad/scope"}, "option scope"),
-    ({**BASE, "controller": "localhost:9090"}, "option controller"),
+    ({**BASE, "controller": "http://localhost:9090"}, "option controller"),
+    ({**BASE, "controller": "tcp://a:9090,tls://b:9090"}, "option controller"),
     ({**BASE, "transaction_timeout_ms": "1000"}, "option transaction_timeout_ms"),
     ({**BASE, "transaction_timeout_ms": "ten"}, "option transaction_timeout_ms"),
     ({**BASE, "exactly_once": "sometimes"}, "option exactly_once"),
@@ -90,6 +93,43 @@ def test_bad_write_options_name_the_option(options, named):
 def test_bad_read_options_name_the_option(options, named):
     with pytest.raises(ValueError, match=named):
         read_options(options, streaming=True)
+
+
+def test_credentials_and_trust_are_read_where_the_client_opens_and_never_shown(tmp_path, monkeypatch):
+    secret = tmp_path / "password"
+    secret.write_text("s3cret pass\n")
+    by_file = stream_options({**BASE, "controller": "tls://a:9090,b:9090", "username": "spark",
+                              "password_file": str(secret), "trust_store": "/etc/ca.pem"}).access
+    assert by_file.client_config().credentials == ("spark", "s3cret pass")  # the file's one line, without its end
+    assert by_file.client_config().tls_trust == "/etc/ca.pem"
+    monkeypatch.setenv("TRIBUTARY_TEST_PASSWORD", "from-env")
+    by_env = stream_options({**BASE, "username": "spark", "password_env": "TRIBUTARY_TEST_PASSWORD"}).access
+    assert by_env.client_config().credentials == ("spark", "from-env")
+    given_inline = stream_options({**BASE, "username": "spark", "password": " inline "}).access
+    assert given_inline.client_config().credentials == ("spark", " inline ")
+    for access in (by_file, by_env, given_inline):
+        assert "s3cret" not in repr(access) and "from-env" not in repr(access) and "inline" not in repr(access)
+    assert "password=***" in repr(given_inline) and "password_env='TRIBUTARY_TEST_PASSWORD'" in repr(by_env)
+    assert stream_options(BASE).access.client_config().credentials is None
+    monkeypatch.delenv("TRIBUTARY_TEST_PASSWORD")
+    with pytest.raises(ValueError, match="password_env: the environment variable TRIBUTARY_TEST_PASSWORD is not set"):
+        by_env.client_config()
+    secret.unlink()
+    with pytest.raises(ValueError, match=f"password_file: cannot read {secret}"):
+        by_file.client_config()
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"username": "u"}, "option username needs a password"),
+    ({"password_file": "/p"}, "option password_file needs option username"),
+    ({"username": "u", "password": "hunter2", "password_env": "P"}, "options password_env and password conflict"),
+    ({"username": "u:v", "password": "hunter2"}, "option username"),
+    ({"trust_store": "/ca.pem"}, "option trust_store: the controller URI tcp://127.0.0.1:9090 is not TLS"),
+])
+def test_bad_access_options_name_the_option_and_show_no_secret(options, named):
+    with pytest.raises(ValueError, match=named) as raised:
+        stream_options({**BASE, **options})
+    assert "hunter2" not in str(raised.value)
 
 
 @given(st.integers(min_value=1, max_value=10**9),
