@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from typing import overload
 
 from clients.errors import InvalidArgument
-from clients.model import RetentionPolicy, ScalingPolicy, StreamConfiguration, check_scope_name, check_stream_name
+from clients.model import (
+    RetentionPolicy,
+    ScalingPolicy,
+    StreamConfiguration,
+    check_scope_name,
+    check_stream_name,
+    check_user_name,
+)
 
 from .access import ServerAccess, server_access
 
@@ -147,6 +154,7 @@ class ReadOptions:
     approx_bytes_per_trigger: int | None
     max_events_per_trigger: int | None
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES  # a segment's slice is read by partitions of about this
+    subscriber: str | None = None  # a streaming read's reader group for consumption-based retention
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -163,8 +171,13 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     event_limit = _number(options, "max_events_per_trigger", minimum=1)
     if byte_limit is not None and event_limit is not None:
         raise ValueError("options approx_bytes_per_trigger and max_events_per_trigger conflict: give at most one")
+    subscriber = _text(options, "subscriber")
+    if subscriber is not None:
+        if not streaming:
+            raise ValueError("option subscriber: only a streaming read commits its progress (use readStream)")
+        subscriber = _name(lambda name: check_user_name(name, "reader group name"), options, "subscriber")
     return ReadOptions(target, start, end, byte_limit, event_limit,
-                       _number(options, "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES, minimum=1))
+                       _number(options, "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES, minimum=1), subscriber)
 
 
 def _cut_option(options: Mapping[str, str], name: str, default: str) -> str:

@@ -50,6 +50,7 @@ from .bridge import Bridge
 from .offsets import cut_of, offset_of
 from .options import ReadOptions
 from .reading import SlicePartition, ensure_stream, partitions_of, read_partition, resolve_cut, split_slices
+from .subscription import Subscription
 
 log = logging.getLogger("tributary.spark")
 
@@ -83,6 +84,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._end_resolved = False
         self._frozen: _Bound | None = None  # availableNow's target
         self._latest: dict | None = None  # the unlimited tail seen last (for progress reports)
+        target = options.target
+        self._subscription = (None if options.subscriber is None
+                              else Subscription(target.scope, target.stream, options.subscriber))
 
     # ------------------------------------------------------------------ Spark's calls
 
@@ -93,7 +97,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         async def initial():
             await ensure_stream(client, target)
-            return await resolve_cut(client, target, self.options.start_cut)
+            start = await resolve_cut(client, target, self.options.start_cut)
+            assert start is not None  # read_options turns an unbounded start into earliest
+            if self._subscription is not None:
+                await self._subscription.join(client, start)
+            return start
 
         return offset_of(bridge.run(initial()))
 
@@ -134,7 +142,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: what was read is the retention policy's to remove, not the reader's."""
+        """Spark committed the micro-batch ending at ``end``: with option ``subscriber``, retention may now drop
+        what is before it (:mod:`spark_io.subscription`); without, nothing to do."""
+        if self._subscription is not None:
+            bridge = Bridge.get()
+            bridge.run(self._subscription.release(bridge.client(self.options.target.access), cut_of(end)))
 
     # ------------------------------------------------------------------ planning a batch
 

@@ -95,6 +95,15 @@ def test_bad_read_options_name_the_option(options, named):
         read_options(options, streaming=True)
 
 
+def test_a_subscriber_is_a_reader_group_name_of_a_streaming_read():
+    assert read_options({**BASE, "subscriber": "totals"}, streaming=True).subscriber == "totals"
+    assert read_options(BASE, streaming=True).subscriber is None
+    with pytest.raises(ValueError, match="option subscriber: only a streaming read"):
+        read_options({**BASE, "subscriber": "totals"}, streaming=False)
+    with pytest.raises(ValueError, match="option subscriber"):
+        read_options({**BASE, "subscriber": "bad/name"}, streaming=True)
+
+
 def test_credentials_and_trust_are_read_where_the_client_opens_and_never_shown(tmp_path, monkeypatch):
     secret = tmp_path / "password"
     secret.write_text("s3cret pass\n")
