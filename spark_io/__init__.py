@@ -14,7 +14,9 @@ from __future__ import annotations
 
 
 def register(spark) -> None:
-    """Registers format ``tributary`` with ``spark`` (a SparkSession); call once per session."""
+    """Registers format ``tributary`` with ``spark``, a SparkSession, classic or Spark Connect (both have
+    ``spark.dataSource.register``; a Connect session sends the class to its server, where Spark's Python workers
+    import ``spark_io``); call once per session."""
     from .source import TributaryDataSource
 
     spark.dataSource.register(TributaryDataSource)
