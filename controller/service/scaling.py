@@ -161,7 +161,7 @@ class Scaling:
         metrics.SCALES.inc()
         log.info("stream scaled", extra={"stream": f"{handle.scope}/{handle.name}", "epoch": record.epoch,
                                          "sealed": list(transition.segments_to_seal),
-                                         "created": [new.segment_id for new in transition.new_segments]})
+                                         "new_segments": [new.segment_id for new in transition.new_segments]})
         return record
 
     async def _rebase(self, handle: StreamStore, transition: EpochTransitionRecord) -> EpochTransitionRecord:
