@@ -44,7 +44,7 @@ def test_two_readers_split_the_segments(standalone, tmp_path):
                                 "keys": keys}, tmp_path / "create.out")
     ready = tmp_path / "readers.ready"
     readers = Scenario("read", uri, {"scope": "split", "stream": "s", "readers": 2, "expected": count,
-                                     "timeout": 60, "slice_pause_seconds": 0.05, "ready_file": str(ready)},
+                                     "timeout": 150, "slice_pause_seconds": 0.05, "ready_file": str(ready)},
                        tmp_path / "read.out")
     try:
         deadline = time.monotonic() + 30
@@ -52,7 +52,7 @@ def test_two_readers_split_the_segments(standalone, tmp_path):
             time.sleep(0.05)
         run_scenario("write", uri, {"scope": "split", "stream": "s", "count": count, "keys": keys,
                                     "pause_every": 50, "pause_seconds": 0.05}, tmp_path / "write.out")
-        first, second = readers.result(timeout=90)["received"]
+        first, second = readers.result(timeout=180)["received"]
     finally:
         readers.kill()
     assert first and second, (len(first), len(second))
