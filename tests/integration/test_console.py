@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
-from tests.support.processes import free_port
+from tests.support.processes import free_port, listening, wait_until_ready
 from tests.support.sdk import sdk
 from tests.support.standalone import StandaloneProcess
 
@@ -61,6 +61,8 @@ def test_a_streams_page(tmp_path, browser):
     standalone = StandaloneProcess(tmp_path / "data", extra_args=["--rest-port", str(rest_port)]).start()
     base = f"http://127.0.0.1:{rest_port}"
     try:
+        # start() waits for the gRPC port; the REST server starts after it (a full run once posted in between)
+        wait_until_ready(standalone.process, listening(rest_port), "the REST server", timeout=30)
         post(base, "/v1/scopes", {"scopeName": "console"})
         post(base, "/v1/scopes/console/streams",
              {"streamName": "s", "scalingPolicy": {"type": "FIXED_NUM_SEGMENTS", "minSegments": 2}})
