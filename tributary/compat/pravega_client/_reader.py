@@ -1,0 +1,526 @@
+"""Reader groups and readers of the binding: ``StreamReaderGroupConfig``, ``StreamReaderGroup``,
+``StreamReader`` (segment slices), ``StreamCuts``, on the SDK's reader groups and event reader.
+
+Theory of operation. The binding hands out *segment slices*: ``await reader.get_segment_slice_async()``
+returns the events available now in one segment the reader owns; iterating the slice consumes
+them; ``release_segment(slice)`` gives the segment back with what was not consumed. Here a reader
+is an SDK :class:`~clients.reader.event_reader.EventReader` (``_SliceReader``) that pulls events
+into per-segment queues on the runtime loop; a slice takes every event queued for one segment (the
+one queued longest). Before it is made, a read still in flight for that segment is waited for if the
+segment held more than the reader has (one request asks for its length), so a slice holds what the
+segment held when it was asked for (up to the reader's buffer), however late the reply of a read
+comes in.
+
+Positions follow what the application consumed, not what was pulled: ``_SliceReader.positions``
+(what heartbeats, releases to other readers, checkpoints and going offline record) gives, for each
+owned segment, the offset of the first event not yet consumed from a slice (or queued), else the
+offset after everything pulled. The application consumes in its own thread while the loop thread
+records positions, so both take one lock per event; a group step that may release segments to other
+readers holds it for the whole step (milliseconds), and a segment released that way takes its
+queued events along and ends its outstanding slice (the next owner reads them), so no event is
+delivered twice or lost on a rebalance.
+
+A slice whose events were all consumed no longer holds its segment; a slice released (or garbage
+collected, as the binding's are dropped) puts what it did not consume back at the front of its
+segment's queue. At the end of the group's data (sealed streams read to their end) slices are empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator
+
+from clients.errors import ClosedError, TributaryError, TruncatedData
+from clients.reader.event_reader import EventRead, EventReader, LargeEventRead
+from clients.reader.reader_group import ReaderGroup
+from clients.stream_cut import StreamCut
+
+from ._common import Internal, check_type, debug_string, error_text, scoped_stream_text, stream_cut_text
+from ._connection import Connection
+from ._runtime import Runtime
+
+_SETTLE_TURNS = 2  # event-loop turns a new slice waits for replies already received (no clock involved)
+CATCH_UP_SECONDS = 1.0  # the longest a slice waits for the reply of a read bringing data the segment held
+
+
+# ---------------------------------------------------------------------- configuration, cuts
+
+
+class StreamReaderGroupConfig:
+    """The streams of a reader group (all of one scope) and whether to start at their tails.
+
+    ``StreamReaderGroupConfig(False, "scope", "s1", "s2")`` reads s1 and s2 from their heads.
+    """
+
+    def __init__(self, read_from_tail: bool, scope_name: str, *stream_names: str):
+        check_type(scope_name, str, "scope_name")
+        for name in stream_names:
+            check_type(name, str, "stream_names")
+        if not stream_names:
+            raise ValueError("No Pravega Streams present in the ReaderGroupConfiguration")
+        self._read_from_tail = bool(read_from_tail)
+        self._scope = scope_name
+        self._streams = tuple(stream_names)
+
+    def _text(self, refresh_ms: int, start: StreamCut | None = None) -> str:
+        if start is not None:
+            cut = stream_cut_text(start.scope, start.stream, start.positions)
+            starts = f"{scoped_stream_text(start.scope, start.stream)}: V1({cut})"
+        else:
+            where = "Tail" if self._read_from_tail else "Unbounded"
+            starts = ", ".join(f"{scoped_stream_text(self._scope, stream)}: {where}" for stream in self._streams)
+        return (f"ReaderGroupConfig {{ config: V1(ReaderGroupConfigV1 {{ group_refresh_time_millis: {refresh_ms}, "
+                f"starting_stream_cuts: {{{starts}}}, ending_stream_cuts: {{}} }}) }}")
+
+    def to_str(self) -> str:
+        return f"ReaderGroupConfig: {self._text(1000)}"
+
+    def __repr__(self) -> str:
+        return f"StreamReaderGroupConfig({debug_string(self.to_str())})"
+
+
+class StreamCuts(Internal):
+    """A position in one stream: an offset per segment (``StreamReaderGroup.get_streamcut``)."""
+
+    _cut: StreamCut
+
+    @classmethod
+    def _of(cls, cut: StreamCut) -> StreamCuts:
+        cuts = cls._new()
+        cuts._cut = cut
+        return cuts
+
+    def get_segment_offset_map(self) -> dict[int, int]:
+        """``{segment id: offset}``."""
+        return self._cut.positions
+
+    def to_str(self) -> str:
+        return f"StreamCuts: {stream_cut_text(self._cut.scope, self._cut.stream, self._cut.positions)}"
+
+    def __repr__(self) -> str:
+        return f"StreamCuts({debug_string(self.to_str())})"
+
+
+# ---------------------------------------------------------------------- events and slices
+
+
+class EventData(Internal):
+    """One event of a slice: ``data()`` (bytes) and ``offset()`` (where it starts in its segment)."""
+
+    _offset: int
+    _data: bytes
+
+    @classmethod
+    def _of(cls, offset: int, data: bytes) -> EventData:
+        event = cls._new()
+        event._offset, event._data = offset, data
+        return event
+
+    def data(self) -> bytes:
+        return self._data
+
+    def offset(self) -> int:
+        return self._offset
+
+    def to_str(self) -> str:
+        return f"offset {self._offset} data :[{', '.join(map(str, self._data))}]"
+
+    def __repr__(self) -> str:
+        return f"EventData({self.to_str()})"
+
+
+class _SliceState:
+    """The loop-side record of one slice: its segment's events (with their pull order) and how many
+    the application consumed. Read and changed only under the reader's ``guard``."""
+
+    __slots__ = ("segment", "events", "index", "ended")
+
+    def __init__(self, segment: str, events: list[tuple[int, EventData]]):
+        self.segment = segment
+        self.events = events
+        self.index = 0  # the next event to hand out
+        self.ended = False  # released, or revoked: it hands out nothing more
+
+    @property
+    def holding(self) -> bool:
+        """Whether it still has events for the application (then no other slice of its segment is made)."""
+        return not self.ended and self.index < len(self.events)
+
+
+class Slice(Internal):
+    """The events of one segment handed to the application at once; iterate it (each event once)."""
+
+    _reader: _SliceReader | None
+    _state: _SliceState | None
+
+    @classmethod
+    def _of(cls, reader: _SliceReader | None, state: _SliceState | None) -> Slice:
+        piece = cls._new()
+        piece._reader, piece._state = reader, state
+        if reader is not None and state is not None:
+            weakref.finalize(piece, _release_later, reader.runtime, reader, state)
+        return piece
+
+    def __iter__(self) -> Iterator[EventData]:
+        return self
+
+    def __next__(self) -> EventData:
+        state, reader = self._state, self._reader
+        if state is None or reader is None:
+            raise StopIteration
+        with reader.guard:
+            if not state.holding:
+                raise StopIteration
+            event = state.events[state.index][1]
+            state.index += 1
+        return event
+
+
+def _release_later(runtime: Runtime, reader: _SliceReader, state: _SliceState) -> None:
+    runtime.later(reader.release(state))
+
+
+# ---------------------------------------------------------------------- the reader on the loop
+
+
+class _SliceReader(EventReader):
+    """An SDK event reader that hands out segment slices (see the module docstring)."""
+
+    def __init__(self, group: ReaderGroup, reader_id: str, runtime: Runtime):
+        super().__init__(group, reader_id)
+        self.runtime = runtime
+        self.guard = threading.RLock()  # the application's thread against the loop's
+        self._queued: dict[str, deque[tuple[int, EventData]]] = {}
+        self._slices: dict[str, _SliceState] = {}  # the newest slice of each segment
+        self._pulled = 0
+        self._taking = asyncio.Lock()
+        self._offline = asyncio.Event()
+
+    # ------------------------------------------------------------------ positions: what was consumed
+
+    def positions(self, handed_out: bool = False) -> dict[str, int]:
+        with self.guard:
+            result = {}
+            for name, reader in self._segments.items():
+                held = self._first_held(name)
+                if held is not None:
+                    result[name] = held
+                else:
+                    result[name] = reader.processed if reader.large_remaining else reader.offset
+            return result
+
+    def _first_held(self, segment: str) -> int | None:
+        state = self._slices.get(segment)
+        if state is not None and state.holding:
+            return state.events[state.index][1].offset()
+        queue = self._queued.get(segment)
+        return queue[0][1].offset() if queue else None
+
+    async def _step_locked(self, blocking: bool) -> None:
+        if not blocking:
+            await super()._step_locked(blocking)
+            return
+        # A blocking step may release segments at the positions it reads: the application consumes
+        # nothing in between (the lock is held across the step's awaits by this thread only).
+        self.guard.acquire()
+        try:
+            await super()._step_locked(blocking)
+        finally:
+            self.guard.release()
+
+    def _drop(self, segment: str) -> None:
+        reader = self._segments.get(segment)
+        if reader is not None and not reader.finished:  # given to another reader: what is held goes with it
+            with self.guard:
+                self._queued.pop(segment, None)
+                state = self._slices.pop(segment, None)
+                if state is not None:
+                    state.ended = True
+        super()._drop(segment)
+
+    # ------------------------------------------------------------------ slices
+
+    async def take_slice(self) -> _SliceState | None:
+        """The next slice (None: the group's data ended). Raises ClosedError once offline."""
+        async with self._taking:
+            while True:
+                with self.guard:
+                    state = self._slice_from_queue()
+                if state is not None:
+                    return state
+                try:
+                    event = await self._next_event()
+                except StopAsyncIteration:
+                    return None
+                except TruncatedData:
+                    continue  # the binding's reader moves on to the segment's new head too
+                await self._queue(event)
+                await self._drain()
+                if await self._catch_up(event.segment):
+                    await self._drain()
+
+    async def _drain(self) -> None:
+        """Queues every event buffered now (after letting replies that already arrived land)."""
+        for _ in range(_SETTLE_TURNS):
+            await asyncio.sleep(0)
+        while self._drainable():
+            ready = self._take()
+            if ready is None:
+                break
+            await self._queue(ready)
+
+    async def _catch_up(self, segment: str) -> bool:
+        """Waits until a read in flight brought what ``segment`` held when the slice was asked for (its
+        length then), so that a slice does not depend on when the reply of a read comes in. Only when
+        everything buffered was taken; at most :data:`CATCH_UP_SECONDS`. True if it waited for data."""
+        reader = self._segments.get(segment)
+        if reader is None or reader.finished or reader.buffered or not self._drainable():
+            return False
+        try:
+            length = (await self._stores.raw.segment_info(segment)).write_offset
+        except TributaryError:
+            return False  # the reader meets the failure itself
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CATCH_UP_SECONDS
+        waited = False
+        while (self._segments.get(segment) is reader and reader._read_offset < length and not reader.finished
+               and reader.buffered < self.config.read_size_bytes and self._failure is None):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            waited = True
+            await self._wait(remaining)
+        return waited
+
+    async def _next_event(self) -> EventRead:
+        """The next event of the SDK reader; ClosedError if the reader goes offline meanwhile."""
+        if self._offline.is_set():
+            raise ClosedError(f"reader {self.reader_id} is offline")
+        step = asyncio.ensure_future(self.__anext__())
+        offline = asyncio.ensure_future(self._offline.wait())
+        try:
+            await asyncio.wait({step, offline}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            step.cancel()
+            raise
+        finally:
+            offline.cancel()
+        if not step.done():
+            step.cancel()
+            await asyncio.wait({step})
+            raise ClosedError(f"reader {self.reader_id} is offline")
+        return step.result()
+
+    def _drainable(self) -> bool:
+        """Whether buffered events may be taken without a group step first (none is due)."""
+        return (self._failure is None and not self._step_now and self._step_task is None and not self._closed
+                and self._marker_pending is None and not self._truncations)
+
+    async def _queue(self, event: EventRead) -> None:
+        if event.is_checkpoint:
+            return
+        data = await event.read_all() if isinstance(event, LargeEventRead) else event.data
+        self._pulled += 1
+        item = (self._pulled, EventData._of(event.offset, bytes(data)))
+        with self.guard:
+            self._queued.setdefault(event.segment, deque()).append(item)
+
+    def _slice_from_queue(self) -> _SliceState | None:
+        """A slice of the segment whose queued events wait longest, among those no slice holds."""
+        best: str | None = None
+        for segment, queue in self._queued.items():
+            held = self._slices.get(segment)
+            if not queue or (held is not None and held.holding):
+                continue
+            if best is None or queue[0][0] < self._queued[best][0][0]:
+                best = segment
+        if best is None:
+            return None
+        state = _SliceState(best, list(self._queued.pop(best)))
+        previous = self._slices.get(best)
+        if previous is not None:
+            previous.ended = True
+        self._slices[best] = state
+        return state
+
+    async def release(self, state: _SliceState) -> None:
+        """Takes a slice back: what it did not hand out goes back to the front of its segment's queue."""
+        with self.guard:
+            self._release_locked(state)
+
+    def _release_locked(self, state: _SliceState) -> None:
+        if self._slices.get(state.segment) is not state:
+            state.ended = True
+            return
+        del self._slices[state.segment]
+        if state.holding:
+            queue = self._queued.setdefault(state.segment, deque())
+            queue.extendleft(reversed(state.events[state.index:]))
+        state.ended = True
+
+    async def go_offline(self) -> None:
+        """Leaves the group at the positions after what the application consumed; slices end."""
+        with self.guard:
+            self._offline.set()
+            for state in list(self._slices.values()):
+                self._release_locked(state)
+        await self.close()
+
+
+# ---------------------------------------------------------------------- the application's objects
+
+
+class StreamReader(Internal):
+    """A reader of a reader group (made by ``StreamReaderGroup.create_reader``)."""
+
+    _connection: Connection
+    _reader: _SliceReader
+    _streams: list[tuple[str, str]]
+
+    @classmethod
+    def _make(cls, connection: Connection, reader: _SliceReader, streams: list[tuple[str, str]]) -> StreamReader:
+        handle = cls._new()
+        handle._connection, handle._reader, handle._streams = connection, reader, streams
+        weakref.finalize(handle, _offline_later, connection.runtime, reader)
+        return handle
+
+    def get_segment_slice_async(self) -> asyncio.Future[Slice]:
+        """A future (of the running loop) of the next segment slice: the events available in one segment.
+
+        Raises (through the future):
+            OSError: the reader is offline, or reading failed.
+        """
+        return self._connection.runtime.for_caller(self._acquire())
+
+    async def _acquire(self) -> Slice:
+        try:
+            state = await self._reader.take_slice()
+        except TributaryError as error:
+            raise OSError(f"Error while attempting to acquire segment: {error_text(error)}") from error
+        return Slice._of(self._reader, state)
+
+    def release_segment(self, slice: Slice) -> None:
+        """Gives the slice's segment back (with the events not consumed from it); the slice ends."""
+        check_type(slice, Slice, "slice")
+        state = slice._state
+        if state is not None and slice._reader is self._reader:
+            self._connection.call(self._reader.release(state))
+
+    def reader_offline(self) -> None:
+        """Takes the reader out of its group at the events consumed so far (again: no error)."""
+        self._connection.call(_offline(self._reader))
+
+    def to_str(self) -> str:
+        return f"Streams: [{', '.join(scoped_stream_text(scope, stream) for scope, stream in self._streams)}] "
+
+    def __repr__(self) -> str:
+        return f"StreamReader({self.to_str()})"
+
+
+async def _offline(reader: _SliceReader) -> None:
+    try:
+        await reader.go_offline()
+    except TributaryError as error:
+        raise OSError(f"Error while taking the reader offline: {error_text(error)}") from error
+
+
+def _offline_later(runtime: Runtime, reader: _SliceReader) -> None:
+    runtime.later(reader.go_offline())
+
+
+class StreamReaderGroup(Internal):
+    """A reader group (made by ``StreamManager.create_reader_group`` or ``create_reader_group_with_config``)."""
+
+    _connection: Connection
+    _name: str
+    _group: ReaderGroup
+    _config: StreamReaderGroupConfig
+    _start: StreamCut | None
+
+    @classmethod
+    def _make(cls, connection: Connection, name: str, scope: str, config: StreamReaderGroupConfig,
+              stream_cut: StreamCuts | None) -> StreamReaderGroup:
+        check_type(scope, str, "scope_name")
+        if stream_cut is not None:
+            check_type(stream_cut, StreamCuts, "stream_cut")
+        group = cls._new()
+        group._connection, group._name, group._config = connection, name, config
+        group._start = (StreamCut(config._scope, config._streams[0], stream_cut._cut.positions)
+                        if stream_cut is not None else None)
+        group._group = connection.call(group._create(scope))
+        return group
+
+    async def _create(self, scope: str) -> ReaderGroup:
+        config = self._config
+        streams: list[str | StreamCut] = ([self._start] if self._start is not None
+                                          else [f"{config._scope}/{stream}" for stream in config._streams])
+        try:
+            return await self._connection.client.create_reader_group(
+                scope, self._name, streams, start_at="tail" if config._read_from_tail else "head")
+        except TributaryError as error:
+            raise ValueError(f"create reader group failed: {error_text(error)}") from error
+
+    def create_reader(self, reader_name: str) -> StreamReader:
+        """A reader of this group, online from now on.
+
+        Raises:
+            OSError: it cannot join (a reader of that name is online already, or the group is gone).
+        """
+        check_type(reader_name, str, "reader_name")
+        reader = self._connection.call(self._join(reader_name))
+        return StreamReader._make(self._connection, reader,
+                                  [(self._config._scope, stream) for stream in self._config._streams])
+
+    async def _join(self, reader_name: str) -> _SliceReader:
+        reader = _SliceReader(self._group, reader_name, self._connection.runtime)
+        try:
+            await reader.start()
+        except TributaryError as error:
+            await reader.close()
+            raise OSError(f"Error while creating reader {reader_name!r}: {error_text(error)}") from error
+        self._connection.client._adopt(reader)  # closed (offline) with the client
+        self._connection.readers[(self._group.scope, self._name, reader_name)] = reader
+        return reader
+
+    def reader_offline(self, reader_name: str) -> None:
+        """Takes reader ``reader_name`` out of the group (no error if it is not online).
+
+        A reader of this process leaves at the events it consumed; another's segments go back at the
+        positions it last reported.
+        """
+        check_type(reader_name, str, "reader_name")
+        self._connection.call(self._offline(reader_name))
+
+    async def _offline(self, reader_name: str) -> None:
+        local = self._connection.readers.get((self._group.scope, self._name, reader_name))
+        try:
+            if local is not None and not local._closed:
+                await local.go_offline()
+            else:
+                await self._group.reader_offline(reader_name)
+        except TributaryError as error:
+            raise ValueError(f" Failed to mark reader offline: {error_text(error)}") from error
+
+    def get_streamcut(self) -> StreamCuts:
+        """Where the group is in its (first) stream: from the positions its readers last reported."""
+        return StreamCuts._of(self._connection.call(self._stream_cut()))
+
+    async def _stream_cut(self) -> StreamCut:
+        scope, stream = self._config._scope, self._config._streams[0]
+        try:
+            cuts = await self._group.stream_cuts()
+        except TributaryError as error:
+            raise ValueError(f"get stream cut failed: {error_text(error)}") from error
+        cut = cuts.get(f"{scope}/{stream}")
+        return StreamCut(scope, stream, cut.positions if cut is not None else {})
+
+    def to_str(self) -> str:
+        return f"ReaderGroup: {debug_string(self._name)}, ReaderGroup config : {self._config._text(1000, self._start)}"
+
+    def __repr__(self) -> str:
+        return f"StreamReaderGroup({self.to_str()})"
+
+
