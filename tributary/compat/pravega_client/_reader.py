@@ -22,7 +22,15 @@ delivered twice or lost on a rebalance.
 
 A slice whose events were all consumed no longer holds its segment; a slice released (or garbage
 collected, as the binding's are dropped) puts what it did not consume back at the front of its
-segment's queue. At the end of the group's data (sealed streams read to their end) slices are empty.
+segment's queue (``release_segment`` does that under the lock, in the caller's thread, without a trip
+to the loop). Before a slice is served from the queues, a group step the SDK reader has due (handing
+segments to a reader that joined, answering a checkpoint) is taken, so a reader with plenty queued
+still shares its segments; it releases first the segments with no slice out. At the end of the
+group's data (sealed streams read to their end) slices are empty.
+
+One difference from the binding remains: a segment read to its end (sealed) is reported finished to
+the group once its last events are queued here, not once the application consumed them, so those
+events are not read again by another reader if this one goes offline before consuming them.
 """
 
 from __future__ import annotations
@@ -186,6 +194,10 @@ def _release_later(runtime: Runtime, reader: _SliceReader, state: _SliceState) -
 # ---------------------------------------------------------------------- the reader on the loop
 
 
+class _Requeued(Exception):
+    """A released slice put events back while a take waited for new ones."""
+
+
 class _SliceReader(EventReader):
     """An SDK event reader that hands out segment slices (see the module docstring)."""
 
@@ -198,6 +210,7 @@ class _SliceReader(EventReader):
         self._pulled = 0
         self._taking = asyncio.Lock()
         self._offline = asyncio.Event()
+        self._requeued = asyncio.Event()  # a released slice put events back: a waiting take looks again
 
     # ------------------------------------------------------------------ positions: what was consumed
 
@@ -231,6 +244,14 @@ class _SliceReader(EventReader):
         finally:
             self.guard.release()
 
+    def _buffered_of(self, segment: str) -> int:
+        """Which segments a step releases first (the least buffered): those with no slice out, then the
+        ones with the fewest events queued here."""
+        with self.guard:
+            state = self._slices.get(segment)
+            held = 1 << 40 if state is not None and state.holding else 0
+            return held + len(self._queued.get(segment, ())) + super()._buffered_of(segment)
+
     def _drop(self, segment: str) -> None:
         reader = self._segments.get(segment)
         if reader is not None and not reader.finished:  # given to another reader: what is held goes with it
@@ -247,12 +268,17 @@ class _SliceReader(EventReader):
         """The next slice (None: the group's data ended). Raises ClosedError once offline."""
         async with self._taking:
             while True:
+                self._requeued.clear()
+                if self._step_task is not None or self._step_now:
+                    await self._run_step()  # a release to another reader (or a checkpoint) is due
                 with self.guard:
                     state = self._slice_from_queue()
                 if state is not None:
                     return state
                 try:
                     event = await self._next_event()
+                except _Requeued:
+                    continue
                 except StopAsyncIteration:
                     return None
                 except TruncatedData:
@@ -296,22 +322,27 @@ class _SliceReader(EventReader):
         return waited
 
     async def _next_event(self) -> EventRead:
-        """The next event of the SDK reader; ClosedError if the reader goes offline meanwhile."""
+        """The next event of the SDK reader. Raises ClosedError if the reader goes offline meanwhile, and
+        _Requeued if a released slice put events back meanwhile (the SDK reader stops waiting then)."""
         if self._offline.is_set():
             raise ClosedError(f"reader {self.reader_id} is offline")
         step = asyncio.ensure_future(self.__anext__())
         offline = asyncio.ensure_future(self._offline.wait())
+        requeued = asyncio.ensure_future(self._requeued.wait())
         try:
-            await asyncio.wait({step, offline}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({step, offline, requeued}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             step.cancel()
             raise
         finally:
             offline.cancel()
+            requeued.cancel()
         if not step.done():
             step.cancel()
             await asyncio.wait({step})
-            raise ClosedError(f"reader {self.reader_id} is offline")
+            if self._offline.is_set():
+                raise ClosedError(f"reader {self.reader_id} is offline")
+            raise _Requeued
         return step.result()
 
     def _drainable(self) -> bool:
@@ -346,20 +377,32 @@ class _SliceReader(EventReader):
         self._slices[best] = state
         return state
 
-    async def release(self, state: _SliceState) -> None:
-        """Takes a slice back: what it did not hand out goes back to the front of its segment's queue."""
-        with self.guard:
-            self._release_locked(state)
+    def release_now(self, state: _SliceState) -> None:
+        """Takes a slice back (from any thread): what it did not hand out goes back to the front of its
+        segment's queue, and a take waiting for events looks at the queues again."""
+        if self._take_back(state) and self.runtime.alive:
+            self.runtime.loop.call_soon_threadsafe(self._requeued.set)
 
-    def _release_locked(self, state: _SliceState) -> None:
-        if self._slices.get(state.segment) is not state:
-            state.ended = True
-            return
-        del self._slices[state.segment]
-        if state.holding:
-            queue = self._queued.setdefault(state.segment, deque())
-            queue.extendleft(reversed(state.events[state.index:]))
+    async def release(self, state: _SliceState) -> None:
+        """:meth:`release_now` on the loop (for finalizers)."""
+        if self._take_back(state):
+            self._requeued.set()
+
+    def _take_back(self, state: _SliceState) -> bool:
+        with self.guard:
+            return self._release_locked(state)
+
+    def _release_locked(self, state: _SliceState) -> bool:
+        """Ends the slice; True if it put events back."""
+        requeued = False
+        if self._slices.get(state.segment) is state:
+            del self._slices[state.segment]
+            if state.holding:
+                queue = self._queued.setdefault(state.segment, deque())
+                queue.extendleft(reversed(state.events[state.index:]))
+                requeued = True
         state.ended = True
+        return requeued
 
     async def go_offline(self) -> None:
         """Leaves the group at the positions after what the application consumed; slices end."""
@@ -407,7 +450,7 @@ class StreamReader(Internal):
         check_type(slice, Slice, "slice")
         state = slice._state
         if state is not None and slice._reader is self._reader:
-            self._connection.call(self._reader.release(state))
+            self._reader.release_now(state)  # queues under the reader's lock: no trip to the loop
 
     def reader_offline(self) -> None:
         """Takes the reader out of its group at the events consumed so far (again: no error)."""
