@@ -42,6 +42,10 @@ WRITER_MARK_UPDATE = dataclasses.replace(COMPARE_AND_SWAP, attempts=3)
 # read, a segment store still recovering) is tried again at once rather than at the next periodic round.
 REDRIVE = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=2.0, attempts=None, total_seconds=30.0,
                   jitter=0.5)
+# A stream's commit worker whose lease another controller holds waits for it (that controller's worker may have
+# done its last batch before this one's transaction turned COMMITTING): a commit request is never left to the sweep.
+COMMITS_LEASE = Backoff(initial_seconds=0.02, multiplier=2.0, max_delay_seconds=0.5, attempts=None, total_seconds=30.0,
+                        jitter=0.5)
 TRANSACTION_INDEX_UPDATE = Backoff(initial_seconds=0.001, multiplier=2.0, max_delay_seconds=0.1, attempts=20,
                                    jitter=1.0)
 

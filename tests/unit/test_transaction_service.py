@@ -11,6 +11,7 @@ transaction segments, exactly where a client would write it, and read back from 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 
@@ -20,6 +21,7 @@ import pytest
 from clients.connection import WireConnection, next_request_id
 from clients.errors import NoSuchSegment
 from clients.segment_store_client import SegmentStoreClient
+from controller.cluster import COMMITS, Coordination, LeaseBusy
 from controller.endpoints import SegmentLocator
 from controller.grpc_service import ControllerServicer
 from controller.service.context import ControllerContext
@@ -557,6 +559,39 @@ async def test_commits_wait_while_another_workflow_holds_the_stream(service, con
 
 
 # ---------------------------------------------------------------------- restarts
+
+
+class LeaseHeldElsewhere(Coordination):
+    """A cluster's coordination in which another controller holds the commits lease for ``busy_takes`` tries
+    (its worker ran its last batch before this controller's transaction turned COMMITTING)."""
+
+    def __init__(self, busy_takes: int):
+        super().__init__()
+        self.busy_takes, self.takes = busy_takes, 0
+
+    @contextlib.asynccontextmanager
+    async def lease(self, kind: str, name: str):
+        self.takes += kind == COMMITS
+        if kind == COMMITS and self.takes <= self.busy_takes:
+            raise LeaseBusy(f"{kind}:{name} changed hands; try again")
+        yield
+
+
+async def test_a_commit_waits_for_the_lease_another_controller_holds_instead_of_the_sweep(context, caplog):
+    """The commits lease busy at first (another controller's worker, about to exit): the worker waits for it and
+    commits, instead of leaving the transaction COMMITTING until the next sweep (a minute)."""
+    coordination = LeaseHeldElsewhere(busy_takes=3)
+    context = dataclasses.replace(context, coordination=coordination)
+    service = TransactionService(context, settings=dataclasses.replace(SETTINGS, sweep_interval_ms=3_600_000))
+    await service.start()
+    try:
+        stream = await create_stream(context)
+        txn = await begin(service, stream)
+        assert (await rpcs(service).commit_transaction(request(stream, txn.txnId))).status == pb.TxnStatus.SUCCESS
+        await wait_for_state(service, stream, txn.txnId, pb.TxnState.COMMITTED)
+        assert coordination.takes == 4  # three busy, then taken
+    finally:
+        await service.stop()
 
 
 async def _crash_at(context: ControllerContext, step: str) -> TransactionService:

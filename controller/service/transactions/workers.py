@@ -8,10 +8,13 @@ Requesting work for a stream whose commit worker is running makes that worker lo
 before it exits, so a commit request is never lost between its batch check and its exit.
 Cancelling a worker is safe at any await: every step of a job is durable and re-runnable.
 
-A stream's commit worker holds the stream's commits lease (``context.coordination``): in a
-cluster, while another live controller commits the stream's transactions, this one's worker
-exits at once and leaves them to it (the sweep of the stream's bucket owner looks again later,
-and at once when a controller leaves the cluster).
+A stream's commit worker holds the stream's commits lease (``context.coordination``). In a
+cluster, while another controller's worker holds it, this one's waits for the lease
+(``retries.COMMITS_LEASE``) and then looks for itself: the other worker may have run its last
+batch before this controller's transaction turned COMMITTING, and giving up at once would leave
+the commit to the next sweep (a minute). After 30 s of a lease never free it gives up all the
+same: a worker that long in another controller's hands commits what there is; the sweep of the
+stream's bucket owner looks again later, and at once when a controller leaves the cluster.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from coordination.retry import retry
 from ...cluster import COMMITS, LeaseBusy, stream_lease_name
 from ...store import NotFound
 from ..context import ControllerContext
-from ..retries import is_transient
+from ..retries import COMMITS_LEASE, is_transient
 from .jobs import StreamUncommittable, abort_transaction, commit_next_batch
 from .rules import TransactionSettings
 
@@ -97,11 +100,14 @@ class TransactionWorkers:
         return True
 
     async def _run_commits(self, key: StreamKey) -> None:
-        try:
+        async def under_lease() -> None:
             async with self.context.coordination.lease(COMMITS, stream_lease_name(*key)):
                 await self._run(self._commits, key, f"commits of {key[0]}/{key[1]}", lambda: self._commit_step(key))
+
+        try:
+            await retry(under_lease, COMMITS_LEASE, retriable=lambda error: isinstance(error, LeaseBusy))
         except LeaseBusy as error:
-            log.info("commits of %s/%s are another controller's now: %s", key[0], key[1], error)
+            log.info("commits of %s/%s stay another controller's; the sweep looks again: %s", key[0], key[1], error)
         finally:
             if self._commits.get(key) is asyncio.current_task():
                 del self._commits[key]
