@@ -381,3 +381,45 @@ def test_a_transaction_is_resumed_by_id_by_another_writer(manager):
         other.get_txn(transaction.get_txn_id() + 12345)
     reader = manager.create_reader_group("transactions", scope, stream).create_reader("reader")
     assert asyncio.run(read_events(reader, 2)) == [b"from the first writer", b"from the second writer"]
+
+
+# ---------------------------------------------------------------------- behaviours of the binding kept
+
+
+def test_with_nothing_to_read_a_slice_comes_empty_after_a_second(manager):
+    """As the binding's: no event for about a second gives an empty slice (readers loop on slices)."""
+    scope, stream = fresh_stream(manager, "idle")
+    reader = manager.create_reader_group("idle", scope, stream).create_reader("reader")
+
+    async def run() -> tuple[list[bytes], float]:
+        started = time.monotonic()
+        piece = await reader.get_segment_slice_async()
+        return [event.data() for event in piece], time.monotonic() - started
+
+    events, seconds = asyncio.run(run())
+    assert events == [] and 0.9 < seconds < 5
+
+
+def test_events_of_every_size_up_to_beyond_eight_mebibytes(manager):
+    """Sizes around the SDK's block sizes (an event filling a block exactly) and above 8 MiB (written as a
+    large event, as the Rust client does), each write waiting for its event, then read back whole."""
+    scope, stream = fresh_stream(manager, "sizes")
+    writer = manager.create_writer(scope, stream)
+    sizes = [1, 1024 * 1024 - 8, 1024 * 1024, 8_388_585, 8 * 1024 * 1024, 8 * 1024 * 1024 + 1, 9_000_000]
+    for size in sizes:
+        writer.write_event_bytes(bytes([size % 251]) * size, "key")
+    reader = manager.create_reader_group("sizes", scope, stream).create_reader("reader")
+    events = asyncio.run(read_events(reader, len(sizes), timeout=120))
+    assert [len(event) for event in events] == sizes
+    assert all(event == bytes([size % 251]) * size for event, size in zip(events, sizes, strict=True))
+
+
+def test_reader_groups_do_not_keep_a_scope_from_being_deleted(manager):
+    """The binding's groups are not streams of their scope: list_stream does not show them, and a scope
+    whose streams are deleted can be deleted although groups remain."""
+    scope, stream = fresh_stream(manager, "groups-left")
+    manager.create_reader_group("left-over", scope, stream)
+    assert sorted(manager.list_stream(scope)) == ["_MARKs", "s"]
+    assert manager.seal_stream(scope, stream) and manager.delete_stream(scope, stream)
+    assert manager.delete_scope(scope)
+    assert scope not in manager.list_scope()

@@ -1,10 +1,14 @@
 """``StreamManager``: scopes, streams, and the factory of writers, readers and byte streams.
 
 Controller refusals raise ValueError, as in the binding; creating what exists returns False and
-deleting what does not exist returns False. Like the binding, ``list_stream`` lists the scope's
-internal streams too (``_MARK...``, ``_RG...``) and returns [] for a scope that does not exist, and
-updating a sealed stream returns True (the binding reads the controller's STREAM_SEALED answer as
-success).
+deleting what does not exist returns False. Like the binding, ``list_stream`` lists the streams'
+watermark streams (``_MARK...``) too and returns [] for a scope that does not exist, and updating a
+sealed stream returns True (the binding reads the controller's STREAM_SEALED answer as success).
+
+The binding's reader groups are not registered with the controller: they are no streams of their
+scope and never keep it from being deleted. Tributary's are (``_RG<group>`` streams), so
+``list_stream`` leaves those out, and ``delete_scope`` of a scope that holds nothing but reader groups
+deletes them first.
 
 Security as in the binding: a ``tls://`` URI or ``tls_enabled`` means TLS, trusting the CA file
 named by the environment variable ``pravega_client_tls_cert_path`` (the system's CAs without it);
@@ -22,7 +26,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from clients.config import ClientConfig
-from clients.errors import InvalidArgument, ScopeNotFound, StreamSealed, TributaryError
+from clients.errors import InvalidArgument, ScopeNotEmpty, ScopeNotFound, StreamSealed, TributaryError
 from clients.model import StreamConfiguration
 
 from ._byte_stream import ByteStream
@@ -36,6 +40,7 @@ from ._writer import StreamWriter
 T = TypeVar("T")
 
 _AUTH = "pravega_client_auth_"
+_GROUP_PREFIX = "_RG"  # a reader group's stream: Tributary registers groups with the controller, the binding not
 _TLS_TRUST = "pravega_client_tls_cert_path"
 
 
@@ -113,7 +118,21 @@ class StreamManager:
     def delete_scope(self, scope_name: str) -> bool:
         """Deletes an empty scope; False if it did not exist."""
         check_type(scope_name, str, "scope_name")
-        return self._call("DeleteScope", self._connection.client.delete_scope(scope_name))
+        return self._call("DeleteScope", self._delete_scope(scope_name))
+
+    async def _delete_scope(self, scope: str) -> bool:
+        client = self._connection.client
+        try:
+            return await client.delete_scope(scope)
+        except ScopeNotEmpty:
+            streams = [stream async for stream in client.list_streams(scope, include_internal=True)]
+            tables = [table async for table in client.list_key_value_tables(scope)]
+            groups = [stream[len(_GROUP_PREFIX):] for stream in streams if stream.startswith(_GROUP_PREFIX)]
+            if tables or not groups or len(groups) != len(streams):
+                raise
+        for group in groups:
+            await client.delete_reader_group(scope, group)
+        return await client.delete_scope(scope)
 
     def list_scope(self) -> list[str]:
         """The names of every scope."""
@@ -126,8 +145,9 @@ class StreamManager:
 
     async def _list_streams(self, scope: str) -> list[str]:
         try:
-            return await _controller("ListStreams", _collect(
+            streams = await _controller("ListStreams", _collect(
                 self._connection.client.list_streams(scope, include_internal=True)))
+            return [stream for stream in streams if not stream.startswith(_GROUP_PREFIX)]
         except ValueError as error:
             if isinstance(error.__cause__, (ScopeNotFound, InvalidArgument)):
                 return []

@@ -26,7 +26,8 @@ segment's queue (``release_segment`` does that under the lock, in the caller's t
 to the loop). Before a slice is served from the queues, a group step the SDK reader has due (handing
 segments to a reader that joined, answering a checkpoint) is taken, so a reader with plenty queued
 still shares its segments; it releases first the segments with no slice out. At the end of the
-group's data (sealed streams read to their end) slices are empty.
+group's data (sealed streams read to their end), and when no event came for a second, slices are
+empty, as the binding's are.
 
 One difference from the binding remains: a segment read to its end (sealed) is reported finished to
 the group once its last events are queued here, not once the application consumed them, so those
@@ -52,6 +53,7 @@ from ._runtime import Runtime
 
 _SETTLE_TURNS = 2  # event-loop turns a new slice waits for replies already received (no clock involved)
 CATCH_UP_SECONDS = 1.0  # the longest a slice waits for the reply of a read bringing data the segment held
+IDLE_SLICE_SECONDS = 1.0  # with no event for this long, a slice request returns an empty slice (the binding's)
 
 
 # ---------------------------------------------------------------------- configuration, cuts
@@ -265,8 +267,10 @@ class _SliceReader(EventReader):
     # ------------------------------------------------------------------ slices
 
     async def take_slice(self) -> _SliceState | None:
-        """The next slice (None: the group's data ended). Raises ClosedError once offline."""
+        """The next slice; None (an empty slice) when no event came for :data:`IDLE_SLICE_SECONDS` or the
+        group's data ended. Raises ClosedError once offline."""
         async with self._taking:
+            deadline = asyncio.get_running_loop().time() + IDLE_SLICE_SECONDS
             while True:
                 self._requeued.clear()
                 if self._step_task is not None or self._step_now:
@@ -276,10 +280,10 @@ class _SliceReader(EventReader):
                 if state is not None:
                     return state
                 try:
-                    event = await self._next_event()
+                    event = await self._next_event(deadline)
                 except _Requeued:
                     continue
-                except StopAsyncIteration:
+                except (StopAsyncIteration, TimeoutError):
                     return None
                 except TruncatedData:
                     continue  # the binding's reader moves on to the segment's new head too
@@ -321,16 +325,18 @@ class _SliceReader(EventReader):
             await self._wait(remaining)
         return waited
 
-    async def _next_event(self) -> EventRead:
-        """The next event of the SDK reader. Raises ClosedError if the reader goes offline meanwhile, and
-        _Requeued if a released slice put events back meanwhile (the SDK reader stops waiting then)."""
+    async def _next_event(self, deadline: float) -> EventRead:
+        """The next event of the SDK reader, by ``deadline`` (loop time; else TimeoutError). Raises
+        ClosedError if the reader goes offline meanwhile, and _Requeued if a released slice put events
+        back meanwhile (the SDK reader stops waiting then)."""
         if self._offline.is_set():
             raise ClosedError(f"reader {self.reader_id} is offline")
         step = asyncio.ensure_future(self.__anext__())
         offline = asyncio.ensure_future(self._offline.wait())
         requeued = asyncio.ensure_future(self._requeued.wait())
         try:
-            await asyncio.wait({step, offline, requeued}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({step, offline, requeued}, return_when=asyncio.FIRST_COMPLETED,
+                               timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
         except BaseException:
             step.cancel()
             raise
@@ -342,7 +348,9 @@ class _SliceReader(EventReader):
             await asyncio.wait({step})
             if self._offline.is_set():
                 raise ClosedError(f"reader {self.reader_id} is offline")
-            raise _Requeued
+            if self._requeued.is_set():
+                raise _Requeued
+            raise TimeoutError
         return step.result()
 
     def _drainable(self) -> bool:

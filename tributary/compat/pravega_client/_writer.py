@@ -7,6 +7,9 @@ them. ``write_event_async`` returns an awaitable that completes once the event i
 take their place in the writer's order when they are made, so events of one key are stored in
 call order, also for ``write_event_async`` calls awaited together. When the writer is garbage
 collected it is flushed and closed in the background (the binding flushes on drop).
+
+Events above 8 MiB are written as large events (bytes written beside the segment, then merged into
+it as one event), as the Rust client does; such a write returns once the event is in the stream.
 """
 
 from __future__ import annotations
@@ -14,16 +17,37 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
+from collections.abc import Awaitable, Generator
+from typing import Any
 
+from clients.config import WriterConfig
 from clients.errors import TributaryError
-from clients.writer.acks import WriteAck
 from clients.writer.event_writer import EventWriter
+from wire.constants import MAX_EVENT_SIZE
 
 from ._common import Internal, check_routing_key, check_type, error_text, scoped_stream_text
 from ._connection import Connection
 from ._runtime import Runtime
 
 WRITE_TIMEOUT_SECONDS = 120.0  # how long a blocking write waits for its acknowledgement (the binding's bound)
+
+# The SDK's SegmentWriter.add returns the ack of the *next* block when an event fills its block exactly
+# (or alone reaches the block size), so that ack may never complete. A prime block size just under the
+# largest append (8 MiB + 8) leaves one way to fill a block exactly: a single event that large, which
+# goes through write_batch (whose ack is the event's own). Events of equal size never add up to a prime.
+BLOCK_SIZE = 8_388_593
+_ENVELOPE = 8
+
+
+class _Done:
+    """The acknowledgement of a large event: written and committed by the time it is accepted."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_DONE = _Done()
 
 
 class _Writer:
@@ -32,11 +56,17 @@ class _Writer:
     def __init__(self, writer: EventWriter, max_inflight: int):
         self.writer = writer
         self.max_inflight = max_inflight
-        self.inflight: deque[WriteAck] = deque()
+        self.inflight: deque[Awaitable[None]] = deque()
         self.order = asyncio.Lock()  # FIFO: writes enter the SDK writer in the order they were called
 
-    async def _accept(self, payload: bytes, routing_key: str | None) -> WriteAck:
+    async def _accept(self, payload: bytes, routing_key: str | None) -> Awaitable[None]:
+        """Hands the event to the SDK writer; returns what completes once it is durable."""
         async with self.order:
+            if len(payload) > MAX_EVENT_SIZE:  # as the Rust client: a large event (its bytes beside the segment)
+                await self.writer.write_large_event(payload, routing_key)
+                return _DONE
+            if len(payload) + _ENVELOPE >= BLOCK_SIZE:
+                return await self.writer.write_batch([payload], routing_key)
             return await self.writer.write(payload, routing_key)
 
     async def write(self, payload: bytes, routing_key: str | None) -> None:
@@ -130,6 +160,7 @@ class StreamWriter(Internal):
 
 
 async def _make_writer(connection: Connection, scope: str, stream: str, max_inflight: int) -> _Writer:
-    return _Writer(connection.client.create_writer(scope, stream), max_inflight)
+    config = WriterConfig(block_size_bytes=BLOCK_SIZE)
+    return _Writer(connection.client.create_writer(scope, stream, config), max_inflight)
 
 
