@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import pathlib
 import statistics
 import threading
 import time
@@ -15,6 +16,8 @@ import time
 import pytest
 
 import tributary.compat.pravega_client as compat
+from tests.support.doc_blocks import fenced_blocks
+from tests.support.secured import start_secured_standalone
 from tests.support.standalone import serve
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
@@ -423,3 +426,52 @@ def test_reader_groups_do_not_keep_a_scope_from_being_deleted(manager):
     assert manager.seal_stream(scope, stream) and manager.delete_stream(scope, stream)
     assert manager.delete_scope(scope)
     assert scope not in manager.list_scope()
+
+
+def test_tls_and_credentials_from_the_binding_s_environment_variables(tmp_path, monkeypatch):
+    """``StreamManager("tls://...", True, True)`` with the binding's variables: the CA file and Basic
+    credentials (user and password, or a token); wrong credentials fail the first call."""
+    standalone, certificates, _ = start_secured_standalone(tmp_path, {"admin": ("secret", "prn::*,READ_UPDATE")})
+    try:
+        uri = f"tls://localhost:{standalone.controller_port}"
+        monkeypatch.setenv("pravega_client_tls_cert_path", str(certificates.ca))
+        monkeypatch.setenv("pravega_client_auth_method", "Basic")
+        monkeypatch.setenv("pravega_client_auth_username", "admin")
+        monkeypatch.setenv("pravega_client_auth_password", "secret")
+        secured = compat.StreamManager(uri, True, True)
+        assert secured.create_scope("tls") and secured.create_stream("tls", "s", 1)
+        secured.create_writer("tls", "s").write_event("over TLS", "key")
+        reader = secured.create_reader_group("tls", "tls", "s").create_reader("reader")
+        assert asyncio.run(read_events(reader, 1)) == [b"over TLS"]
+        monkeypatch.delenv("pravega_client_auth_username")
+        monkeypatch.delenv("pravega_client_auth_password")
+        monkeypatch.setenv("pravega_client_auth_token", "YWRtaW46c2VjcmV0")  # admin:secret
+        assert sorted(compat.StreamManager(uri.replace("tls://", "tcp://"), True, True).list_stream("tls")) == [
+            "_MARKs", "s"]
+        monkeypatch.setenv("pravega_client_auth_token", "YWRtaW46d3Jvbmc=")  # admin:wrong
+        with pytest.raises(ValueError, match="AuthenticationFailed"):
+            compat.StreamManager(uri, True, True).list_scope()
+    finally:
+        standalone.remove_data()
+
+
+# ---------------------------------------------------------------------- the document
+
+
+DOCUMENT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "pravega_client.md"
+
+
+@pytest.mark.parametrize("block", [block for block in fenced_blocks(DOCUMENT) if block.language == "python"],
+                         ids=lambda block: block.title)
+def test_the_examples_of_the_document_run(block, server):
+    namespace: dict = {}
+    exec(compile(block.code, block.where, "exec"), namespace)
+    namespace["main"](server.controller_uri)
+
+
+def test_the_fragments_of_the_document_parse():
+    blocks = fenced_blocks(DOCUMENT)
+    assert any(block.language == "python" for block in blocks)
+    for block in blocks:
+        assert block.language in ("python", "python-fragment"), block.where
+        compile(block.code, block.where, "exec")
