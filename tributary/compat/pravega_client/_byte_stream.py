@@ -16,7 +16,7 @@ import os
 import weakref
 
 from clients.byte_stream import ByteStreamReader, ByteStreamWriter
-from clients.errors import InvalidArgument, TributaryError, TruncatedData
+from clients.errors import InvalidArgument, TributaryError
 
 from ._common import Internal, check_type, error_text, scoped_stream_text
 from ._connection import Connection
@@ -72,9 +72,7 @@ class _Bytes:
             data = await self.reader.read(wanted)
             while len(data) < wanted and self.reader.available:  # whatever else is here already
                 data += await self.reader.read(wanted - len(data))
-        except TruncatedData as error:
-            raise OSError(f"Error while reading from ByteStream: {error_text(error)}") from error
-        except TributaryError as error:
+        except TributaryError as error:  # TruncatedData too: once, then reading goes on from the head
             raise OSError(f"Error while reading from ByteStream: {error_text(error)}") from error
         buffer[:len(data)] = data
         return len(data)

@@ -186,6 +186,8 @@ class Slice(Internal):
                 raise StopIteration
             event = state.events[state.index][1]
             state.index += 1
+            if state.index == len(state.events):  # all handed out: keep no bytes for a slice kept around
+                state.events, state.index = [], 0
         return event
 
 
