@@ -6,8 +6,9 @@ exit): closing it flushes and closes its writers and takes its readers out of th
 
 from __future__ import annotations
 
+import asyncio
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from clients.client import Client
@@ -28,6 +29,16 @@ def _close_later(loop_runtime: Runtime, closer: Closer) -> None:
     loop_runtime.later(closer.close())
 
 
+def _closing(client: Client, writers: weakref.WeakSet[Any]) -> Callable[[], Awaitable[None]]:
+    """Closes the client after its writers wrote what their queues still hold."""
+
+    async def close() -> None:
+        await asyncio.gather(*(writer.close() for writer in list(writers)), return_exceptions=True)
+        await client.close()
+
+    return close
+
+
 class Connection:
     """The SDK client of one manager, on the process's runtime loop."""
 
@@ -36,7 +47,9 @@ class Connection:
         self.client: Client = self.runtime.call(_open(uri, config))
         # this process's readers by (scope, group, reader): a group's reader_offline takes them out exactly
         self.readers: weakref.WeakValueDictionary[tuple[str, str, str], Any] = weakref.WeakValueDictionary()
-        closer = Closer(self.client.close)
+        # the compatibility writers (``_writer._Writer``), whose queued events are written before closing
+        self.writers: weakref.WeakSet[Any] = weakref.WeakSet()
+        closer = Closer(_closing(self.client, self.writers))
         weakref.finalize(self, _close_later, self.runtime, closer)
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
