@@ -298,11 +298,18 @@ class _SliceReader(EventReader):
         """Queues every event buffered now (after letting replies that already arrived land)."""
         for _ in range(_SETTLE_TURNS):
             await asyncio.sleep(0)
+        events: list[EventRead] = []
         while self._drainable():
             ready = self._take()
             if ready is None:
                 break
-            await self._queue(ready)
+            if isinstance(ready, LargeEventRead):  # its chunks are read before anything else
+                self._queue_all(events)
+                events = []
+                await self._queue(ready)
+            elif not ready.is_checkpoint:
+                events.append(ready)
+        self._queue_all(events)
 
     async def _catch_up(self, segment: str) -> bool:
         """Waits until a read in flight brought what ``segment`` held when the slice was asked for (its
@@ -363,11 +370,25 @@ class _SliceReader(EventReader):
     async def _queue(self, event: EventRead) -> None:
         if event.is_checkpoint:
             return
-        data = await event.read_all() if isinstance(event, LargeEventRead) else event.data
-        self._pulled += 1
-        item = (self._pulled, EventData._of(event.offset, bytes(data)))
+        if isinstance(event, LargeEventRead):
+            event = EventRead(await event.read_all(), event.segment, event.offset, event.size)
+        self._queue_all([event])
+
+    def _queue_all(self, events: list[EventRead]) -> None:
+        """Queues complete events, in the order pulled, under one acquisition of the lock."""
+        if not events:
+            return
+        pulled, make = self._pulled, EventData._of
         with self.guard:
-            self._queued.setdefault(event.segment, deque()).append(item)
+            queued = self._queued
+            for event in events:
+                pulled += 1
+                data = event.data
+                queue = queued.get(event.segment)
+                if queue is None:
+                    queue = queued[event.segment] = deque()
+                queue.append((pulled, make(event.offset, data if type(data) is bytes else bytes(data))))
+        self._pulled = pulled
 
     def _slice_from_queue(self) -> _SliceState | None:
         """A slice of the segment whose queued events wait longest, among those no slice holds."""
