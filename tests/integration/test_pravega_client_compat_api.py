@@ -228,6 +228,7 @@ def test_async_writes_keep_the_order_of_the_calls(manager):
 # ---------------------------------------------------------------------- slices
 
 
+@pytest.mark.slow
 def test_two_readers_that_release_part_of_their_slices_read_each_event_once(manager):
     """Two readers of one group in one loop, each consuming only part of every slice before releasing it:
     segments move between them (rebalancing) while slices are out, and every event is read exactly once,
