@@ -206,13 +206,14 @@ class SegmentWriter(AppendFlow):
         buffer += payload
         self._buffer_keys.append(key)
         self._ack_count += 1
+        ack = self._ack  # this event's: closing a full buffer below starts the next run's
         if len(buffer) >= self._block_size:
             self._close_buffer()
             self._pump()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_soon)
-        return self._ack
+        return ack
 
     def add_batch(self, payloads: list[BytesLike], key: RoutingKey) -> WriteAck:
         """Buffers events that must go into one block (atomic in this segment)."""
