@@ -37,10 +37,10 @@ class ServerAccess:
     username: str | None = None
     password_file: str | None = None
     password_env: str | None = None
-    password: str | None = dataclasses.field(default=None, repr=False)
+    password: str | None = None
     trust_store: str | None = None
 
-    def __repr__(self) -> str:  # the dataclass's would hide the password but name nothing else useful
+    def __repr__(self) -> str:  # defined here, so the dataclass makes none: the password is never shown
         shown = [f"controller={self.controller!r}"]
         if self.username is not None:
             source = (f"password_file={self.password_file!r}" if self.password_file is not None else
