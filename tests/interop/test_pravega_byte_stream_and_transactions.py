@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 
 from tests.support.pravega_driver import run_scenario
-from tests.support.standalone import INTEROP_TARGETS, interop_server
+from tests.support.standalone import BINDING_TARGETS, interop_server
 
 pytestmark = [pytest.mark.interop, pytest.mark.process]
 DATA_LENGTH = 4096
 
 
-@pytest.fixture(params=INTEROP_TARGETS)
+@pytest.fixture(params=BINDING_TARGETS)
 def standalone(request, tmp_path):
     yield from interop_server(request, tmp_path)
 

@@ -10,13 +10,13 @@ import time
 import pytest
 
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
-from tests.support.standalone import INTEROP_TARGETS, interop_server
+from tests.support.standalone import BINDING_TARGETS, interop_server
 
 pytestmark = [pytest.mark.interop, pytest.mark.process]
 MIB = 1024 * 1024
 
 
-@pytest.fixture(params=INTEROP_TARGETS)
+@pytest.fixture(params=BINDING_TARGETS)
 def standalone(request, tmp_path):
     yield from interop_server(request, tmp_path)
 

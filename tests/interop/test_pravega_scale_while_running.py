@@ -13,7 +13,7 @@ import pytest
 from controller_api import controller_pb2 as pb
 from controller_api import controller_pb2_grpc as pb_grpc
 from tests.support.pravega_driver import Scenario, check_each_once_in_key_order, run_scenario
-from tests.support.standalone import INTEROP_TARGETS, interop_server
+from tests.support.standalone import BINDING_TARGETS, interop_server
 from wire import naming
 
 pytestmark = [pytest.mark.interop, pytest.mark.process]
@@ -21,7 +21,7 @@ SCOPE, STREAM = "scaling", "live"
 COUNT, KEYS = 24_000, 16
 
 
-@pytest.fixture(params=INTEROP_TARGETS)
+@pytest.fixture(params=BINDING_TARGETS)
 def standalone(request, tmp_path):
     yield from interop_server(request, tmp_path)
 

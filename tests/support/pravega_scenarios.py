@@ -1,4 +1,5 @@
-"""Scenarios run with the REAL pravega client (pravega 0.3.8) in a child process.
+"""Scenarios run with the REAL pravega client (pravega 0.3.8) in a child process, or with Tributary's
+drop-in for it (``tributary.compat.pravega_client``) when ``TRIBUTARY_INTEROP_CLIENT=compat``.
 
 The binding blocks on its Tokio runtime (holding the GIL), so interop tests run each scenario in
 its own process, with a timeout, and kill it by PID if needed. Usage:
@@ -20,7 +21,10 @@ import sys
 import time
 import traceback
 
-import pravega_client
+if os.environ.get("TRIBUTARY_INTEROP_CLIENT") == "compat":
+    import tributary.compat.pravega_client as pravega_client
+else:
+    import pravega_client
 
 SLICE_IDLE_SECONDS_MAX = 5.0  # a reader that has seen nothing for this long after its target stops
 

@@ -54,18 +54,25 @@ def serve(tmp_path_factory, name: str, **options):
 
 
 INTEROP_TARGETS = ("standalone", "cluster")  # what the interop tests run against (``interop_server``)
+# The tests of the real pravega client also run their scenarios through Tributary's drop-in for it
+# (tributary.compat.pravega_client), against a standalone: the same checks must hold.
+BINDING_TARGETS = (*INTEROP_TARGETS, "compat")
+COMPAT_CLIENT = "TRIBUTARY_INTEROP_CLIENT"  # the scenarios' environment variable that picks the drop-in
 
 
 def interop_server(request, home, name: str = "server"):
     """A started server for an interop fixture parametrised over ``INTEROP_TARGETS`` (``yield from
     interop_server(request, ...)``): a standalone, or a cluster (3 log stores, 2 segment stores, 2 controllers
     on the session's ZooKeeper: tests/support/cluster.py) that must behave the same to the real client;
-    removed afterwards."""
+    removed afterwards. Target ``compat`` (``BINDING_TARGETS``) is a standalone whose test's scenarios run
+    through tributary.compat.pravega_client instead of the binding."""
     from tests.support.cluster import ClusterTarget
 
     home.mkdir(parents=True, exist_ok=True)
-    server = (StandaloneProcess(home / "data", log_path=home / f"{name}.log") if request.param == "standalone"
-              else ClusterTarget(home / "cluster", request.getfixturevalue("zookeeper")))
+    if request.param == "compat":
+        request.getfixturevalue("monkeypatch").setenv(COMPAT_CLIENT, "compat")
+    server = (ClusterTarget(home / "cluster", request.getfixturevalue("zookeeper")) if request.param == "cluster"
+              else StandaloneProcess(home / "data", log_path=home / f"{name}.log"))
     server.start()
     try:
         yield server
