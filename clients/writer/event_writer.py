@@ -12,6 +12,11 @@ and re-routes each by its original key: all in one step of the event loop, so no
 event written meanwhile can overtake them. An empty successor list means the
 stream was sealed: pending and later writes fail with StreamSealed.
 
+Events without a routing key have no order to keep, so they go where they cost least: a random
+segment, kept while its open block fills (the "sticky" choice of Kafka's producer, KIP-480), then
+another random one. A burst of keyless events becomes a few full appends, not one small append per
+segment, while over time they spread over all segments as evenly as per-event choices would.
+
 A segment writer that cannot reconnect within its retry budget fails the whole
 writer: every pending ack fails with the cause and later calls raise it.
 """
@@ -242,6 +247,7 @@ class EventWriter(WriterBase):
         self._map: SegmentMap  # the routing map, made by start (which every path to routing goes through)
         self._segment_writers: dict[Segment, SegmentWriter] = {}
         self._key_writers: dict[str, SegmentWriter] = {}
+        self._keyless: SegmentWriter | None = None  # where events without a key go while its open block fills
         self._hasher = KeyHasher()
         self._sealed: deque[SegmentWriter] = deque()
         self._seal_task: asyncio.Task[None] | None = None
@@ -298,12 +304,31 @@ class EventWriter(WriterBase):
         self._inflight_events += 1
         return writer.add(payload, routing_key)
 
+    def write_nowait(self, event: Any, routing_key: str | None = None) -> WriteAck | None:
+        """``write`` for code that does not await (a bridge from another thread): the event's ack, or None, with
+        nothing written, where ``write`` would wait (the writer is not open yet or is replacing sealed
+        segments, or its in-flight window is full); call ``write`` then. Raises like ``write`` for the event."""
+        payload: BytesLike = event if self._serialize is None else self._serialize(event)
+        size = self._sized(payload, routing_key)
+        if (self._phase is not _Phase.OPEN or self._inflight_bytes + size > self._max_bytes
+                or self._inflight_events >= self._max_events):
+            return None
+        writer = self._writer_for(routing_key)
+        self._inflight_bytes += size
+        self._inflight_events += 1
+        return writer.add(payload, routing_key)
+
     async def _ready(self) -> None:
         if self._phase is not _Phase.OPEN:
             await self._ensure_open()
 
     def _writer_for(self, routing_key: RoutingKey) -> SegmentWriter:
-        writer = self._key_writers.get(routing_key) if routing_key is not None else None
+        if routing_key is None:
+            writer = self._keyless
+            if writer is None or not writer.filling():
+                writer = self._keyless = self._route(None)
+            return writer
+        writer = self._key_writers.get(routing_key)
         return writer if writer is not None else self._route(routing_key)
 
     async def write_batch(self, events: Sequence[Any], routing_key: str | None = None) -> WriteAck:
@@ -474,6 +499,7 @@ class EventWriter(WriterBase):
         writer.close()
         del self._segment_writers[segment]
         self._key_writers.clear()
+        self._keyless = None
         touched = set()
         for envelope, key, ack in events:
             target = self._segment_writers[routes.segment_for(self._hasher.fraction(key))]

@@ -215,6 +215,10 @@ class SegmentWriter(AppendFlow):
             self._loop.call_soon(self._flush_soon)
         return ack
 
+    def filling(self) -> bool:
+        """Whether a block is open with events in it (not yet closed for sending)."""
+        return bool(self._buffer_keys)
+
     def add_batch(self, payloads: list[BytesLike], key: RoutingKey) -> WriteAck:
         """Buffers events that must go into one block (atomic in this segment)."""
         self.flush_now()
