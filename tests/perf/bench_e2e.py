@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import pathlib
@@ -74,9 +75,10 @@ def wait_listening(port: int, seconds: float = 30) -> None:
 # ---------------------------------------------------------------------- child roles
 
 
-def role_pravega_producer(uri: str, stream: str, size: int, count: int, start_at: float) -> dict:
-    import pravega_client
-
+def role_pravega_producer(uri: str, stream: str, size: int, count: int, start_at: float,
+                          module: str = "pravega_client") -> dict:
+    """The binding's writer (``module`` names a module with its API: tributary.compat.pravega_client)."""
+    pravega_client = importlib.import_module(module)
     manager = pravega_client.StreamManager(uri, False, False)
     writer = manager.create_writer("bench", stream)
     payload = "x" * size  # the binding's async write takes text (sent as UTF-8: ASCII keeps the size)

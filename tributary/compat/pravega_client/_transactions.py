@@ -135,8 +135,7 @@ class StreamTransaction(Internal):
     async def _write(self, event: bytes, routing_key: str | None) -> None:
         transaction = self._open()
         try:
-            await transaction.write(event, routing_key)
-            await transaction.flush()  # not the write's ack: see BLOCK_SIZE in _writer
+            await (await transaction.write(event, routing_key))
         except TransactionFailed as error:
             raise TxnFailedException(self._id.int) from error
         except TributaryError as error:

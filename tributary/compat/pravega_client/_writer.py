@@ -7,12 +7,15 @@ them. ``write_event_async`` returns a future of the running loop that completes 
 durable. When the writer is garbage collected it is flushed and closed in the background (the
 binding flushes on drop).
 
-Theory of operation. Every call puts its event, with a :class:`concurrent.futures.Future` to settle,
-on a queue that one task of the runtime loop drains in order (the first event after a pause wakes the
-loop; later ones ride along), so events of one key are stored in call order, blocking and async calls
-alike, and a call that need not wait costs no trip to the loop. The task hands each event to the SDK
-writer and settles the futures of each acknowledgement once it completes; a call waits on its
-future (or on the oldest one held) only where the binding's would wait.
+Theory of operation. Every call puts its event, with a future to settle, on a queue that one task of
+the runtime loop drains in order (the first event after a pause wakes the loop; later ones ride
+along), so events of one key are stored in call order, blocking and async calls alike, and a call
+that need not wait costs no trip to the loop. A blocking call's future is a
+:class:`concurrent.futures.Future`; an async call's is an asyncio future of the caller's own loop. The
+task hands each event to the SDK writer, whose acknowledgements cover blocks of events, and settles
+the futures of each acknowledgement once it completes: the async ones of one caller's loop with one
+wake-up of that loop (``call_soon_threadsafe``) for the whole block, not one per event. A call waits on
+its future (or on the oldest one held) only where the binding's would wait.
 
 Events above 8 MiB are written as large events (bytes written beside the segment, then merged into
 it as one event), as the Rust client does; such an event is settled once it is in the stream.
@@ -30,6 +33,7 @@ from typing import Any
 
 from clients.config import WriterConfig
 from clients.errors import TributaryError
+from clients.loop_thread import current_pid
 from clients.writer.event_writer import EventWriter
 from wire.constants import MAX_EVENT_SIZE
 
@@ -39,14 +43,10 @@ from ._runtime import Runtime
 
 WRITE_TIMEOUT_SECONDS = 120.0  # how long a blocking write waits for its acknowledgement (the binding's bound)
 
-# The SDK's SegmentWriter.add returns the ack of the *next* block when an event fills its block exactly
-# (or alone reaches the block size), so that ack may never complete. A prime block size just under the
-# largest append (8 MiB + 8) leaves one way to fill a block exactly: a single event that large, which
-# goes through write_batch (whose ack is the event's own). Events of equal size never add up to a prime.
-BLOCK_SIZE = 8_388_593
-_ENVELOPE = 8
-
-Settled = concurrent.futures.Future  # settled with None once the event is durable, or with its failure
+Settled = concurrent.futures.Future  # a blocking write's: settled with None once the event is durable, or failed
+# What a queued event settles: a blocking write's concurrent future, or an async write's future of its caller's loop
+Target = concurrent.futures.Future[None] | asyncio.Future[None]
+Waiters = list[tuple[Target, type[Exception]]]
 
 
 class _Done:
@@ -60,8 +60,9 @@ class _Done:
 _DONE = _Done()
 
 
-def _settle(future: Settled[None], kind: type[Exception] | None, failure: BaseException | None) -> None:
-    """Settles ``future``: done, or failed with ``kind`` (ValueError, OSError) caused by ``failure``."""
+def _settle(future: Target, kind: type[Exception] | None, failure: BaseException | None) -> None:
+    """Settles ``future`` (in its own loop's thread if it is an asyncio future): done, or failed with ``kind``
+    (ValueError, OSError) caused by ``failure``."""
     if future.done():
         return  # cancelled by its caller (an async write whose awaiting task was cancelled)
     if failure is None:
@@ -72,6 +73,28 @@ def _settle(future: Settled[None], kind: type[Exception] | None, failure: BaseEx
     future.set_exception(error)
 
 
+def _settle_all(waiters: Waiters, failure: BaseException | None) -> None:
+    if failure is None:
+        for future, _ in waiters:
+            if not future.done():
+                future.set_result(None)
+        return
+    for future, kind in waiters:
+        _settle(future, kind, failure)
+
+
+def _settle_group(loop: asyncio.AbstractEventLoop | None, waiters: Waiters, failure: BaseException | None) -> None:
+    """Settles futures of one kind: blocking writes' (``loop`` None) here, async writes' of one caller's ``loop``
+    there, with one wake-up of it for them all."""
+    if loop is None:
+        _settle_all(waiters, failure)
+        return
+    try:
+        loop.call_soon_threadsafe(_settle_all, waiters, failure)
+    except RuntimeError:
+        pass  # that loop is closed: nobody can await those futures any more
+
+
 class _Writer:
     """The queue of one StreamWriter's events and the SDK writer it feeds (see the module docstring)."""
 
@@ -80,7 +103,10 @@ class _Writer:
         self.writer = writer
         self.max_inflight = max_inflight
         self._lock = threading.Lock()
-        self._queue: deque[tuple[bytes, str | None, Settled[None], type[Exception]]] = deque()
+        # events to write: payload, routing key, the future to settle, the failure's type, and the future's loop
+        # (None for a blocking write's concurrent future)
+        self._queue: deque[tuple[bytes, str | None, Target, type[Exception], asyncio.AbstractEventLoop | None]] = (
+            deque())
         self._draining = False  # a drain is scheduled or running (set and cleared under _lock)
         self._drain_task: asyncio.Task[None] | None = None
         self._held: deque[Settled[None]] = deque()  # the blocking writes' futures not yet waited for
@@ -90,21 +116,37 @@ class _Writer:
 
     def submit(self, payload: bytes, routing_key: str | None, kind: type[Exception]) -> Settled[None]:
         """Queues an event; the future settles once it is durable (failures as ``kind``)."""
-        if not self.runtime.alive:
-            raise RuntimeError("this pravega_client object belongs to another process (made before a fork), "
-                               "or the interpreter is shutting down")
         future: Settled[None] = concurrent.futures.Future()
+        self.enqueue((payload, routing_key, future, kind, None))
+        return future
+
+    def submit_async(self, payload: bytes, routing_key: str | None) -> asyncio.Future[None]:
+        """Queues an event; the returned future, of the caller's running loop, settles once it is durable
+        (failures as OSError). RuntimeError without a running loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self.enqueue((payload, routing_key, future, OSError, loop))
+        return future
+
+    def enqueue(self, entry: tuple[bytes, str | None, Target, type[Exception], asyncio.AbstractEventLoop | None]
+                ) -> None:
+        runtime = self.runtime
+        if runtime.pid != current_pid():  # made before a fork (the loop's closing is checked when it is woken)
+            runtime.check_alive()
         with self._lock:
-            self._queue.append((payload, routing_key, future, kind))
+            self._queue.append(entry)
             start, self._draining = not self._draining, True
         if start:
-            self.runtime.loop.call_soon_threadsafe(self._start)
-        return future
+            try:
+                runtime.loop.call_soon_threadsafe(self._start)
+            except RuntimeError:  # the loop is closed: the interpreter is exiting
+                runtime.check_alive()
+                raise
 
     def write(self, payload: bytes, routing_key: str | None) -> None:
         """A blocking write: queues the event, then waits for the oldest held beyond ``max_inflight``."""
         if self.runtime.in_loop_thread():
-            raise RuntimeError("a blocking pravega_client call cannot run on the client's own event loop")
+            raise RuntimeError("a blocking call cannot run on the event loop it waits for")
         future = self.submit(payload, routing_key, ValueError)
         with self._held_lock:
             self._held.append(future)
@@ -140,36 +182,38 @@ class _Writer:
                         return
                     batch = list(self._queue)
                     self._queue.clear()
-                acks: dict[Awaitable[None], list[tuple[Settled[None], type[Exception]]]] = {}
-                for payload, routing_key, future, kind in batch:
+                # the futures to settle by acknowledgement and loop; most events share the previous one's
+                groups: dict[tuple[Awaitable[None], asyncio.AbstractEventLoop | None], Waiters] = {}
+                last_ack: Awaitable[None] | None = None
+                last_loop: asyncio.AbstractEventLoop | None = None
+                last: Waiters = []
+                write, write_nowait = self.writer.write, self.writer.write_nowait
+                for payload, routing_key, future, kind, loop in batch:
                     try:
-                        ack = await self._accept(payload, routing_key)
+                        if len(payload) > MAX_EVENT_SIZE:  # as the Rust client: a large event (beside the segment)
+                            await self.writer.write_large_event(payload, routing_key)
+                            ack: Awaitable[None] = _DONE
+                        else:
+                            ack = write_nowait(payload, routing_key) or await write(payload, routing_key)
                     except Exception as failure:  # noqa: BLE001 - the failure goes to the caller's future
-                        _settle(future, kind, failure)
+                        _settle_group(loop, [(future, kind)], failure)
                         continue
-                    acks.setdefault(ack, []).append((future, kind))
-                for ack, waiters in acks.items():
+                    if ack is not last_ack or loop is not last_loop:
+                        last_ack, last_loop = ack, loop
+                        last = groups.setdefault((ack, loop), [])
+                    last.append((future, kind))
+                for (ack, loop), waiters in groups.items():
                     if ack is _DONE:
-                        for future, kind in waiters:
-                            _settle(future, kind, None)
+                        _settle_group(loop, waiters, None)
                     else:
-                        asyncio.get_running_loop().create_task(_settle_when(ack, waiters))
+                        asyncio.get_running_loop().create_task(_settle_when(ack, loop, waiters))
         except BaseException as failure:  # the loop is going away: nothing queued is written
             with self._lock:
                 rest, self._draining = list(self._queue), False
                 self._queue.clear()
-            for _, _, future, kind in rest:
-                _settle(future, kind, failure)
+            for _, _, future, kind, loop in rest:
+                _settle_group(loop, [(future, kind)], failure)
             raise
-
-    async def _accept(self, payload: bytes, routing_key: str | None) -> Awaitable[None]:
-        """Hands the event to the SDK writer; returns what completes once it is durable."""
-        if len(payload) > MAX_EVENT_SIZE:  # as the Rust client: a large event (its bytes beside the segment)
-            await self.writer.write_large_event(payload, routing_key)
-            return _DONE
-        if len(payload) + _ENVELOPE >= BLOCK_SIZE:
-            return await self.writer.write_batch([payload], routing_key)
-        return await self.writer.write(payload, routing_key)
 
     async def _drained(self) -> None:
         """Returns once every event queued so far was handed to the SDK writer."""
@@ -192,14 +236,13 @@ class _Writer:
             pass  # the failure was raised to the application already (or nobody waited for it)
 
 
-async def _settle_when(ack: Awaitable[None], waiters: list[tuple[Settled[None], type[Exception]]]) -> None:
+async def _settle_when(ack: Awaitable[None], loop: asyncio.AbstractEventLoop | None, waiters: Waiters) -> None:
     failure: BaseException | None = None
     try:
         await ack
     except Exception as error:  # noqa: BLE001 - the failure goes to the callers' futures
         failure = error
-    for future, kind in waiters:
-        _settle(future, kind, failure)
+    _settle_group(loop, waiters, failure)
 
 
 def _wait(future: Settled[None]) -> None:
@@ -244,10 +287,11 @@ class StreamWriter(Internal):
         Raises (through the future):
             OSError: the write failed.
         """
-        check_type(event, str, "event")
-        check_routing_key(routing_key)
-        caller = asyncio.get_running_loop()  # before anything is written (RuntimeError without one)
-        return asyncio.wrap_future(self._writer.submit(event.encode("utf-8"), routing_key, OSError), loop=caller)
+        if type(event) is not str:  # the checks inline: this is the hot path of async writers
+            check_type(event, str, "event")
+        if routing_key is not None and type(routing_key) is not str:
+            check_routing_key(routing_key)
+        return self._writer.submit_async(event.encode("utf-8"), routing_key)
 
     def write_event_bytes(self, event: bytes, routing_key: str | None = None) -> None:
         """Writes the bytes ``event`` with an optional routing key.
@@ -271,5 +315,4 @@ class StreamWriter(Internal):
 
 
 async def _make_writer(connection: Connection, scope: str, stream: str, max_inflight: int) -> _Writer:
-    config = WriterConfig(block_size_bytes=BLOCK_SIZE)
-    return _Writer(connection.runtime, connection.client.create_writer(scope, stream, config), max_inflight)
+    return _Writer(connection.runtime, connection.client.create_writer(scope, stream, WriterConfig()), max_inflight)
