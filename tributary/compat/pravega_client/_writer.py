@@ -102,12 +102,12 @@ class _Writer:
         self.runtime = runtime
         self.writer = writer
         self.max_inflight = max_inflight
-        self._lock = threading.Lock()
         # events to write: payload, routing key, the future to settle, the failure's type, and the future's loop
         # (None for a blocking write's concurrent future)
         self._queue: deque[tuple[bytes, str | None, Target, type[Exception], asyncio.AbstractEventLoop | None]] = (
             deque())
-        self._draining = False  # a drain is scheduled or running (set and cleared under _lock)
+        self._draining = False  # a drain is scheduled or running (cleared only by the drain, with the queue empty)
+        self._deferred_on: asyncio.AbstractEventLoop | None = None  # a caller's loop that will wake the runtime
         self._drain_task: asyncio.Task[None] | None = None
         self._held: deque[Settled[None]] = deque()  # the blocking writes' futures not yet waited for
         self._held_lock = threading.Lock()
@@ -125,23 +125,47 @@ class _Writer:
         (failures as OSError). RuntimeError without a running loop."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self.enqueue((payload, routing_key, future, OSError, loop))
+        self.enqueue((payload, routing_key, future, OSError, loop), loop)
         return future
 
-    def enqueue(self, entry: tuple[bytes, str | None, Target, type[Exception], asyncio.AbstractEventLoop | None]
-                ) -> None:
+    def enqueue(self, entry: tuple[bytes, str | None, Target, type[Exception], asyncio.AbstractEventLoop | None],
+                caller: asyncio.AbstractEventLoop | None = None) -> None:
+        """Queues ``entry`` and makes sure the runtime loop drains the queue.
+
+        A blocking write wakes the runtime loop at once (unless a drain is on its way). An async write
+        (``caller``: its loop) wakes it once the caller's loop ends its current step, so that the writes a
+        task makes in one go travel together, and the runtime's thread does not compete for the GIL while
+        they are made. Should the caller's loop close before it runs that callback, nothing is lost:
+        ``flush`` and ``close`` start the drain themselves, and so does any later write.
+
+        Lock-free (deque operations are atomic): see ``_drain`` for the other half.
+        """
         runtime = self.runtime
         if runtime.pid != current_pid():  # made before a fork (the loop's closing is checked when it is woken)
             runtime.check_alive()
-        with self._lock:
-            self._queue.append(entry)
-            start, self._draining = not self._draining, True
-        if start:
-            try:
-                runtime.loop.call_soon_threadsafe(self._start)
-            except RuntimeError:  # the loop is closed: the interpreter is exiting
-                runtime.check_alive()
-                raise
+        self._queue.append(entry)
+        if self._draining:
+            return
+        if caller is None:
+            self._draining = True
+            self._wake()
+        elif self._deferred_on is not caller:  # the first write of this step of the caller's loop
+            self._deferred_on = caller
+            caller.call_soon(self._wake_deferred, caller)
+
+    def _wake_deferred(self, caller: asyncio.AbstractEventLoop) -> None:
+        if self._deferred_on is caller:
+            self._deferred_on = None
+        if not self._draining:
+            self._draining = True
+            self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self.runtime.loop.call_soon_threadsafe(self._start)
+        except RuntimeError:  # the loop is closed: the interpreter is exiting
+            self.runtime.check_alive()
+            raise
 
     def write(self, payload: bytes, routing_key: str | None) -> None:
         """A blocking write: queues the event, then waits for the oldest held beyond ``max_inflight``."""
@@ -171,17 +195,21 @@ class _Writer:
     # ------------------------------------------------------------------ the loop
 
     def _start(self) -> None:
-        self._drain_task = asyncio.get_running_loop().create_task(self._drain())
+        """Starts draining the queue, unless a drain runs already (on the runtime loop)."""
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
+        queue, take = self._queue, self._queue.popleft
         try:
             while True:
-                with self._lock:
-                    if not self._queue:
-                        self._draining = False
+                batch = [take() for _ in range(len(queue))]  # not list(queue): writers may append meanwhile
+                if not batch:
+                    self._draining = False
+                    if not queue:  # checked again: a writer that saw the flag still set did not wake anyone
                         return
-                    batch = list(self._queue)
-                    self._queue.clear()
+                    self._draining = True
+                    continue
                 # the futures to settle by acknowledgement and loop; most events share the previous one's
                 groups: dict[tuple[Awaitable[None], asyncio.AbstractEventLoop | None], Waiters] = {}
                 last_ack: Awaitable[None] | None = None
@@ -208,15 +236,16 @@ class _Writer:
                     else:
                         asyncio.get_running_loop().create_task(_settle_when(ack, loop, waiters))
         except BaseException as failure:  # the loop is going away: nothing queued is written
-            with self._lock:
-                rest, self._draining = list(self._queue), False
-                self._queue.clear()
+            rest = [take() for _ in range(len(queue))]
+            self._draining = False
             for _, _, future, kind, loop in rest:
                 _settle_group(loop, [(future, kind)], failure)
             raise
 
     async def _drained(self) -> None:
         """Returns once every event queued so far was handed to the SDK writer."""
+        if self._queue or self._draining:  # its wake-up may be on its way, or lost with a closed caller's loop
+            self._start()
         while self._drain_task is not None and not self._drain_task.done():
             await asyncio.wait({self._drain_task})
 
