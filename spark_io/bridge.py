@@ -10,69 +10,47 @@ per task), and background work -- reconnects, keep-alives, transaction lease pin
 while the task's thread is blocked or between tasks.
 
 A call crosses threads once per chunk of work (a read of up to 2 MiB, an Arrow batch to
-write), never per event. ``Bridge.get()`` is keyed by process id: a process forked from one
-that already had a bridge makes its own (the loop thread does not survive a fork).
+write), never per event. The loop's thread is the SDK's :class:`~clients.loop_thread.LoopThread`;
+``Bridge.get()`` is one per process: a process forked from one that already had a bridge makes
+its own (the loop thread does not survive a fork).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
-import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from clients.client import Client
 from clients.config import ClientConfig
+from clients.loop_thread import LoopThread, PerProcess
 
 from .access import ServerAccess
 
 T = TypeVar("T")
 
-_lock = threading.Lock()
-_bridge: Bridge | None = None
-
 
 class Bridge:
     """One event-loop thread and its SDK clients, for the process that made it."""
 
-    def __init__(self):
-        self.pid = os.getpid()
-        try:
-            import uvloop
-
-            self._loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover - uvloop is a dependency; the plain loop works too
-            self._loop = asyncio.new_event_loop()
+    def __init__(self) -> None:
+        self._thread = LoopThread("tributary-spark-bridge")
+        self.pid = self._thread.pid
         self._clients: dict[ServerAccess, Client] = {}
         self._cache: dict[tuple, Any] = {}
-        self._thread = threading.Thread(target=self._loop.run_forever, name="tributary-spark-bridge", daemon=True)
-        self._thread.start()
 
     @classmethod
     def get(cls) -> Bridge:
         """The bridge of this process (made on first use)."""
-        global _bridge
-        bridge = _bridge
-        if bridge is not None and bridge.pid == os.getpid():
-            return bridge
-        with _lock:
-            if _bridge is None or _bridge.pid != os.getpid():
-                _bridge = cls()
-            return _bridge
+        return _bridges.get()
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Runs ``coroutine`` on the bridge's loop and returns its result (raises what it raises)."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
-            return future.result(timeout)
+            return self._thread.run(coroutine, timeout)
         except concurrent.futures.TimeoutError:
-            future.cancel()
             raise TimeoutError(f"no answer from Tributary within {timeout} s") from None
-        except BaseException:
-            future.cancel()
-            raise
 
     def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
         """The items of an async iterator, one loop hop each, the next one fetched while the caller
@@ -115,6 +93,9 @@ class Bridge:
     def forget(self, key: tuple) -> None:
         """Drops a process-wide object (the next ``cached`` call makes a new one)."""
         self._cache.pop(key, None)
+
+
+_bridges: PerProcess[Bridge] = PerProcess(Bridge)
 
 
 async def _open(controller: str, config: ClientConfig) -> Client:

@@ -225,6 +225,42 @@ def test_async_writes_keep_the_order_of_the_calls(manager):
     assert asyncio.run(run()) == [f"{number}".encode() for number in range(300)]
 
 
+def test_async_writes_of_a_loop_gone_before_they_were_sent_are_written_by_flush_and_later_writes(manager):
+    """An async write wakes the client's loop only when the caller's loop takes its next step; a loop closed
+    before that step (writes never awaited) loses nothing: ``flush`` writes them, and so does the next
+    write of another loop or a blocking one, in the order of the calls."""
+    scope, stream = fresh_stream(manager, "orphans")
+    writer = manager.create_writer(scope, stream)
+    reader = manager.create_reader_group("orphans", scope, stream).create_reader("reader")
+
+    def orphan(numbers: range) -> None:
+        """Writes from a callback of a loop that stops in the same step and closes: never awaited, and the
+        wake-up it scheduled for its next step is dropped."""
+        loop = asyncio.new_event_loop()
+
+        def write() -> None:
+            for number in numbers:
+                writer.write_event_async(f"{number}", "one key")
+
+        loop.call_soon(write)
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        loop.close()
+        assert len(writer._writer._queue) == len(numbers)  # so nothing woke the client's loop
+
+    orphan(range(0, 100))
+    writer.flush()
+    orphan(range(100, 200))
+    writer.write_event("200", "one key")  # a blocking write takes the orphans along, before itself
+    orphan(range(201, 300))
+
+    async def write_and_read() -> list[bytes]:
+        await writer.write_event_async("300", "one key")
+        return await read_events(reader, 301)
+
+    assert asyncio.run(write_and_read()) == [f"{number}".encode() for number in range(301)]
+
+
 # ---------------------------------------------------------------------- slices
 
 
