@@ -10,8 +10,9 @@ binding flushes on drop).
 Theory of operation. Every call puts its event, with a future to settle, on a queue that one task of
 the runtime loop drains in order, so events of one key are stored in call order, blocking and async
 calls alike, and a call that need not wait costs no trip to the loop. The first event after a pause
-wakes the runtime loop (later ones ride along): a blocking call's at once, an async call's once the
-caller's loop ends its current step, so the events a task writes in one go are drained together. A blocking call's future is a
+wakes the runtime loop (later ones ride along): a blocking call's at once, an async call's once
+the caller's loop ends its current step, so the events a task writes in one go are drained
+together. A blocking call's future is a
 :class:`concurrent.futures.Future`; an async call's is an asyncio future of the caller's own loop. The
 task hands each event to the SDK writer, whose acknowledgements cover blocks of events, and settles
 the futures of each acknowledgement once it completes: the async ones of one caller's loop with one
