@@ -1,0 +1,134 @@
+"""Simulated processes: a root coroutine on a host, and everything it starts, that can crash and be paused.
+
+Theory of operation
+-------------------
+``start(main)`` makes a new *generation* (a ``loop.Owner``) and runs ``main()`` as a task in a fresh
+``contextvars.Context`` whose ``OWNER`` is that generation. Tasks copy the context they are created
+in and callbacks run in the context they were scheduled from, so every task, timer, future callback,
+server and connection the process creates belongs to the generation, however deep.
+
+* ``crash()`` is ``kill -9``: the generation is marked dead and the loop drops every handle of it from
+  then on, so its tasks never take another step and no ``finally``/``except`` of theirs runs against
+  the world. Its tasks are not cancelled: ``Task.cancel`` would cancel the futures they await, which
+  may belong to live processes. The operating system's part follows: its listening servers close
+  (connects are refused) and its connections reset (peers get ``ConnectionResetError``). The dead
+  tasks are kept (never collected, never logged as destroyed) until ``World.close``.
+* ``restart(main)`` starts the next generation on the same host (crashing the current one first).
+* ``pause(seconds)`` is a GC pause or SIGSTOP: the generation's handles that come due are held and
+  run, in their order, when the pause ends; the rest of the world (including the kernel's part of
+  its connections) goes on.
+
+Not simulated: memory or CPU of a process, disks (later slices), signals, a graceful shutdown (the
+process's own code does that). Plain Python objects shared between processes (not over the
+network) are not isolated: simulated processes share one interpreter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tests.simulation.loop import OWNER, Owner
+
+if TYPE_CHECKING:
+    from tests.simulation.world import World
+
+Main = Callable[[], Awaitable[Any]]
+
+
+class Process:
+    """A simulated process named ``name`` on ``host``: ``start``, ``crash``, ``restart``, ``pause``."""
+
+    def __init__(self, world: World, name: str, host: str) -> None:
+        if name in world.processes:
+            raise ValueError(f"a process named {name!r} already exists")
+        self.world = world
+        self.name = name
+        self.host = host
+        self.generation = 0
+        self.owner: Owner | None = None
+        self.task: asyncio.Task[Any] | None = None
+        world.processes[name] = self
+
+    @property
+    def alive(self) -> bool:
+        return self.owner is not None and self.owner.alive
+
+    @property
+    def paused(self) -> bool:
+        return self.owner is not None and self.owner.paused
+
+    def start(self, main: Main) -> asyncio.Task[Any]:
+        """Runs ``main()`` as the root task of a new generation; returns that task."""
+        if self.alive:
+            raise RuntimeError(f"process {self.name} is already running (generation {self.generation})")
+        self.generation += 1
+        owner = Owner(f"{self.name}#{self.generation}", self.host)
+        self.owner = owner
+        context = contextvars.Context()
+        context.run(OWNER.set, owner)
+        self.world.record("start", self.name, self.host, self.generation)
+
+        async def root() -> Any:
+            return await main()
+
+        task = self.world.loop.create_task(root(), name=owner.label, context=context)
+        task.add_done_callback(self._exited, context=self.world.context)
+        self.task = task
+        return task
+
+    def _exited(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            outcome = "cancelled"
+        elif task.exception() is not None:
+            outcome = f"raised {type(task.exception()).__name__}"
+        else:
+            outcome = "returned"
+        self.world.record("exit", task.get_name(), outcome)
+
+    def crash(self) -> None:
+        """Stops the process now and for good (see the module docstring); nothing if it is not running."""
+        owner = self.owner
+        if owner is None or not owner.alive:
+            return
+        owner.alive = False
+        owner.paused = False
+        owner.held.clear()
+        self.world.record("crash", self.name, self.generation)
+        self.world.network.crash(owner)
+        self.world.bury(owner.tasks)
+        owner.tasks = []
+
+    def restart(self, main: Main) -> asyncio.Task[Any]:
+        """Crashes the current generation if it runs, then starts the next one on the same host."""
+        self.crash()
+        self.world.record("restart", self.name, self.generation + 1)
+        return self.start(main)
+
+    def pause(self, seconds: float) -> None:
+        """Holds the process's callbacks for ``seconds`` of virtual time (extends a pause under way)."""
+        owner = self.owner
+        if owner is None or not owner.alive:
+            raise RuntimeError(f"process {self.name} is not running")
+        if seconds < 0:
+            raise ValueError("a pause lasts zero seconds or more")
+        loop = self.world.loop
+        end = loop.time() + seconds
+        owner.paused = True
+        owner.pause_end = max(owner.pause_end, end)
+        self.world.record("pause", self.name, self.generation, seconds)
+        loop.call_at(end, self._pause_over, owner, context=self.world.context)
+
+    def _pause_over(self, owner: Owner) -> None:
+        loop = self.world.loop
+        if not owner.alive or not owner.paused or loop.time() < owner.pause_end:
+            return
+        owner.paused = False
+        self.world.record("resume", self.name, self.generation)
+        loop.requeue(owner.held)
+
+    def __repr__(self) -> str:
+        state = "paused" if self.paused else "running" if self.alive else "stopped"
+        return f"<Process {self.name}@{self.host} #{self.generation} {state}>"
