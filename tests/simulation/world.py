@@ -16,7 +16,8 @@ bit (FoundationDB's simulator and TigerBeetle's VOPR work this way):
   ``WALL_EPOCH``, monotonic at 0), ``time.sleep`` raises (a blocking sleep would stop every process at
   once), the global ``random`` continues a sequence seeded from the seed, ``os.urandom``,
   ``uuid.uuid4`` and ``random.SystemRandom`` (so ``secrets``) draw from ``World.random``, and
-  ``threading.Thread.start`` raises (no threads in the world). Everything is restored on exit.
+  ``threading.Thread.start`` raises (no threads in the world), and ``grpc.aio``'s server and channels
+  are the world's (grpc_sim.py). Everything is restored on exit.
 * The trace: ``record(kind, *fields)`` feeds one line per event (virtual time, kind, fields) to a
   running xxh3 hash and keeps the last ``keep`` lines for failure reports. Fields must be plain
   values (str, int, float, bool, None, bytes, and tuples of them): an object's repr may hold its
@@ -25,7 +26,9 @@ bit (FoundationDB's simulator and TigerBeetle's VOPR work this way):
 What breaks determinism (and the trace hash shows it): real clocks read through names imported
 before patching (``from time import monotonic``) or from C (``datetime.now()``), iterating sets of
 objects hashed by ``id()`` (``asyncio.wait``'s result sets), string hashes between interpreter runs
-(PYTHONHASHSEED), garbage-collection timing (finalizers, unclosed async generators), threads.
+(PYTHONHASHSEED), garbage-collection timing (``run`` turns the collector off), threads, and state that
+one run leaves in the interpreter for the next (module-level counters and caches: replay a seed in a
+fresh interpreter, as ``python -m tests.simulation`` does).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import os
 import random
 import threading
@@ -44,6 +48,7 @@ from typing import Any, TypeVar
 
 import xxhash
 
+from tests.simulation import grpc_sim
 from tests.simulation.errors import NotSimulated, SimulationError
 from tests.simulation.loop import OWNER, VirtualLoop
 from tests.simulation.network import Network
@@ -142,15 +147,24 @@ class World:
         """Runs ``main`` on the world's loop (inside ``patched()``) and returns its result.
 
         ``until``: a virtual (monotonic) time past which the run stops with ``SimulationTimeout``.
-        ``Quiescent`` is raised when nothing can happen any more and ``main`` has not finished."""
+        ``Quiescent`` is raised when nothing can happen any more and ``main`` has not finished.
+
+        The garbage collector is off meanwhile (collected before): when it runs depends on every allocation
+        the interpreter ever made (even the length of ``sys.argv``), and what it frees (weak caches,
+        finalizers) changes what the code does next. Reference counting still frees what it can."""
         if OWNER.get() is not None:
             raise SimulationError("World.run is for the test driving the world, not for a simulated process")
+        collecting = gc.isenabled()
+        gc.collect()
+        gc.disable()
         with self.patched():
             self.loop.until = until
             try:
                 return self.loop.run_until_complete(main)
             finally:
                 self.loop.until = None
+                if collecting:
+                    gc.enable()
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[World]:
@@ -191,6 +205,7 @@ class World:
             (random, "_urandom", urandom),
             (uuid, "uuid4", uuid4),
             (threading.Thread, "start", no_threads),
+            *grpc_sim.patches(self),  # grpc.aio's server and channels: the world's, over its network
         ]
         saved = [(target, name, getattr(target, name)) for target, name, _ in patches]
         outer_random = random.getstate()

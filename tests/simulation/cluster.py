@@ -1,0 +1,125 @@
+"""Tributary's own processes in the simulated world: a segment store and a controller, each a process on a
+host of its own, as ``tributary standalone`` composes them (one store owning every container, one controller).
+
+Theory of operation
+-------------------
+The production code runs unchanged: ``SegmentStoreService`` and ``ControllerApp`` are started in their
+process's main coroutine, exactly as ``tributary.assembly`` starts them, and everything they do goes
+through the seams the world replaces:
+
+* the wire protocol and the REST-less controller's gRPC travel over the world's network (``loop.create_server``
+  / ``create_connection``, and ``grpc.aio.server`` / ``insecure_channel`` while ``grpc_sim`` is installed);
+* Tier-1 is a ``DurableDataLog`` per container on the store host's simulated disk (``tests/simulation/disk.py``):
+  a crash of the store loses what was not yet durable;
+* Tier-2 is an ``InMemoryChunkStorage`` (tests/support/doubles) that outlives every process, as an object store
+  does;
+* the controller's metadata lives in table segments on the store, as in production.
+
+What is not simulated here (later slices): several stores and controllers on ZooKeeper, the replicated log.
+The store's data dir is a real temporary directory (it holds a layout file written at start); it is removed
+when the cluster is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.app import ControllerApp
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService
+from tests.simulation.disk import SimDisk
+from tests.simulation.processes import Process
+from tests.simulation.world import World
+from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+
+STORE_PORT = 12345
+CONTROLLER_PORT = 9090
+
+
+@dataclass
+class StandaloneTopology:
+    """Where the parts run, and how the store is configured for a simulation (small, so that checkpoints,
+    Tier-2 flushes and log truncation happen within seconds of virtual time)."""
+
+    store_host: str = "10.0.0.1"
+    controller_host: str = "10.0.1.1"
+    container_count: int = 2
+    store_options: dict[str, Any] = field(default_factory=lambda: {
+        "checkpoint_every_operations": 200, "checkpoint_every_bytes": 256 * 1024, "flush_interval": 1.0,
+        "flush_size": 64 * 1024, "log_open_wait": 120.0})
+    disk_options: dict[str, Any] = field(default_factory=dict)
+
+
+class SimStandalone:
+    """A segment store process and a controller process in ``world`` (see the module docstring)."""
+
+    def __init__(self, world: World, topology: StandaloneTopology | None = None):
+        self.world = world
+        self.topology = topology = topology or StandaloneTopology()
+        self.data_dir = pathlib.Path(tempfile.mkdtemp(prefix="tributary-sim-"))
+        self.disk = SimDisk(world, topology.store_host, **topology.disk_options)
+        self.tier2 = InMemoryChunkStorage()
+        self.store: Process = world.process("segment-store", topology.store_host)
+        self.controller: Process = world.process("controller", topology.controller_host)
+        self.config = SegmentStoreConfig(data_dir=self.data_dir, host=topology.store_host, port=STORE_PORT,
+                                         container_count=topology.container_count, tier1="memory", tier2="none",
+                                         **topology.store_options)
+
+    @property
+    def controller_uri(self) -> str:
+        return f"tcp://{self.topology.controller_host}:{CONTROLLER_PORT}"
+
+    # ------------------------------------------------------------------ the processes' main coroutines
+
+    async def _store_main(self) -> None:
+        service = SegmentStoreService(self.config, log_factory=lambda _config, container: self.disk.log(
+            f"container-{container}"), chunk_storage=self.tier2)
+        await service.start()
+        await asyncio.Event().wait()  # serves until the process crashes
+
+    async def _controller_main(self) -> None:
+        topology = self.topology
+        while True:  # as `tributary controller` does at start: wait for the store (it may be down or recovering)
+            app = ControllerApp(host=topology.controller_host, port=CONTROLLER_PORT,
+                                segment_store=(topology.store_host, STORE_PORT),
+                                container_count=topology.container_count, verify_container_count=True,
+                                advertised_host=topology.controller_host)
+            try:
+                await app.start()
+                break
+            except (OSError, TimeoutError, Exception) as error:  # noqa: BLE001 - retried like the assembly does
+                self.world.record("controller_start_failed", type(error).__name__)
+                await asyncio.sleep(1.0)
+        await asyncio.Event().wait()
+
+    # ------------------------------------------------------------------ life and faults
+
+    def start(self) -> None:
+        self.store.start(self._store_main)
+        self.controller.start(self._controller_main)
+
+    def crash_store(self, *, power_loss: bool = False) -> None:
+        """kill -9 of the store (its disk's page cache survives), or with ``power_loss`` its host losing power
+        (what its disk had not made durable is lost, a record may be torn)."""
+        self.store.crash()
+        self.disk.crash(power_loss=power_loss)
+
+    def restart_store(self) -> None:
+        """Starts the store again (after ``crash_store``; a running store is killed first)."""
+        if self.store.alive:
+            self.crash_store()
+        self.store.start(self._store_main)
+
+    def crash_controller(self) -> None:
+        self.controller.crash()
+
+    def restart_controller(self) -> None:
+        self.controller.restart(self._controller_main)
+
+    def close(self) -> None:
+        shutil.rmtree(self.data_dir, ignore_errors=True)
