@@ -272,7 +272,7 @@ class ControllerClient:
         if self._channel is None or self._channel_endpoint != endpoint:
             old = self._channel
             self._open_channel(endpoint)
-            if old is not None:  # calls still on it (to a controller that failed) end CANCELLED and are retried
+            if old is not None:  # calls still on it (to a controller that failed) are cut off then, and retried
                 self._spawn(old.close(grace=CHANNEL_CLOSE_GRACE_SECONDS))
         return cast(pb_grpc.ControllerServiceStub, self._stub), endpoint
 
@@ -335,6 +335,14 @@ class ControllerClient:
             stub, endpoint = await self._current_stub()
             try:
                 reply = await getattr(stub, rpc)(request, timeout=self._rpc_timeout, metadata=self._metadata)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if stub is self._stub or (task is not None and task.cancelling()):
+                    raise  # the caller was cancelled
+                # grpcio ends a call whose channel is closed with CancelledError: this one was on the channel of a
+                # controller left behind (closed after a grace), and is tried again on the one in use now
+                raise ControllerUnavailable(f"{rpc} was cut off with the channel to {endpoint.address}, left for "
+                                            f"another controller") from None
             except grpc.aio.AioRpcError as error:
                 failure = self._translate(rpc, error, not_found, endpoint)
                 if isinstance(failure, ControllerUnavailable):
