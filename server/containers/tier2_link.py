@@ -80,7 +80,7 @@ class Tier2Link:
     def __init__(self, container: Tier2Source, settings: Tier2Settings, state: ContainerState,
                  pipeline: OperationPipeline, *,
                  log_backlog_target: int, tables: table_maintenance.TableCompactor, checkpoint_interval: float,
-                 on_fatal: Callable[[BaseException], None], clock: Callable[[], float] = time.monotonic):
+                 on_fatal: Callable[[BaseException], None], clock: Callable[[], float] | None = None):
         self._container_id = container_id = container.container_id
         self.metadata_name = storage_metadata_segment(container_id)
         self._state = state
@@ -88,7 +88,7 @@ class Tier2Link:
         self._log_backlog_target = log_backlog_target
         self._tables = tables
         self._checkpoint_interval = checkpoint_interval
-        self._clock = clock
+        self._clock = clock = clock or time.monotonic  # looked up now: a patched clock (the simulation) counts
         self._checkpoint_at = clock()  # when the newest checkpoint was logged or asked for
         self._container = container
         self._cache = settings.cache

@@ -66,7 +66,7 @@ log = logging.getLogger("tributary.tier2")
 class ChunkedSegmentStorage:
     def __init__(self, container_id: int, chunks: ChunkStorage, metadata: MetadataStore, *,
                  config: StorageConfig | None = None, system_segments: Sequence[str] = (),
-                 owns_segment: Callable[[str], bool] = lambda name: True, clock: Callable[[], float] = time.monotonic):
+                 owns_segment: Callable[[str], bool] = lambda name: True, clock: Callable[[], float] | None = None):
         """``owns_segment`` must say exactly which segments belong to this container when several
         containers share one ChunkStorage: the orphan sweep deletes chunks of owned segments that
         this container's metadata does not reference. ``clock`` (seconds) times the collector."""
@@ -76,6 +76,7 @@ class ChunkedSegmentStorage:
         self._owns_segment = owns_segment
         self._cache = MetadataCache(metadata, config.metadata_cache_records_max)
         self._locks = KeyedLocks()
+        clock = clock or time.monotonic  # looked up now: a patched clock (the simulation) counts
         collector = GarbageCollector(chunks, self._begin_for_chunk, self._confirm_owner, config, clock,
                                      container_id=container_id)
         self._journal = SystemJournal(container_id, chunks, config, system_segments, collector.schedule)

@@ -2,12 +2,9 @@
 failing seed; ``--seed N`` replays one (the same run, checked by its trace hash); ``--plant BUG`` plants a
 test-only bug (``ack_before_durable``) to show the simulation finds it.
 
-A run is a pure function of its seed only in a fresh interpreter with fixed string hashing: the production
-code iterates a few sets of objects (hashed by their address) and keeps weak caches (emptied when the
-garbage collector runs), and both depend on what the interpreter did before. So the command starts itself
-again with ``PYTHONHASHSEED=0`` and address-space randomization off (``personality(ADDR_NO_RANDOMIZE)``,
-as ``setarch -R`` does) when that is not already so, and ``--seeds`` runs every seed in an interpreter of
-its own (``--jobs`` at a time), exactly as ``--seed`` replays it.
+Every seed runs in an interpreter of its own, started the same canonical way whatever the command line,
+environment and working directory were (tests/simulation/replay.py says why), so ``--seed N`` replays
+exactly the run that ``--seeds`` reported.
 """
 
 from __future__ import annotations
@@ -16,15 +13,15 @@ import concurrent.futures
 import ctypes
 import dataclasses
 import json
-import logging
 import os
+import pathlib
 import subprocess
 import sys
 import time
 
 import click
 
-from tests.simulation.scenario import PLANTS, RunResult, run_seed
+from tests.simulation.scenario import PLANTS, RunResult
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,9 +40,8 @@ def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...]
     """Deterministic simulation of a Tributary cluster (tests/simulation)."""
     if (seeds is None) == (seed is None):
         raise click.UsageError("give exactly one of --seeds N and --seed N")
-    logging.disable(logging.WARNING)  # the processes' own logs: failed seeds are replayed for details
     if seed is not None:
-        result = run_seed(seed, plant=plant, fault_seconds=fault_seconds)
+        result = _replay(seed, plant, fault_seconds)
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(result)))
         else:
@@ -57,9 +53,8 @@ def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...]
     failed: list[int] = []
     started = time.perf_counter()
     simulated = 0.0
-    options = [*(f"--plant={bug}" for bug in plant), f"--fault-seconds={fault_seconds}"]
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        runs = pool.map(lambda number: _replay(number, options), range(first, first + seeds))
+        runs = pool.map(lambda number: _replay(number, plant, fault_seconds), range(first, first + seeds))
         for done, result in enumerate(runs, start=1):
             simulated += result.virtual_seconds
             if not result.ok:
@@ -79,46 +74,31 @@ def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...]
     click.echo(f"all {seeds} seeds passed")
 
 
-def _replay(seed: int, options: list[str]) -> RunResult:
-    """One seed in a fresh interpreter (see the module docstring)."""
-    completed = subprocess.run([sys.executable, "-m", "tests.simulation", f"--seed={seed}", "--json", *options],
-                               capture_output=True, text=True, check=False)
-    lines = completed.stdout.splitlines()
-    if not lines:
-        return RunResult(seed, ok=False, failure=f"the run crashed: {completed.stderr.strip().splitlines()[-1:]}")
-    return RunResult(**json.loads(lines[-1]))
-
-
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): the kernel places memory at the same addresses every run
 
 
-_RANDOMIZED_OK = "TRIBUTARY_SIMULATION_RANDOMIZED"  # set when randomization cannot be turned off here
+def _no_randomization() -> None:
+    """In the child before it executes Python: address-space randomization off, where the kernel allows it."""
+    libc = ctypes.CDLL(None)
+    libc.personality(libc.personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
 
 
-def _deterministic_interpreter() -> bool:
-    """Whether string hashing is fixed and address-space randomization is off (or cannot be) for this process."""
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        return False
-    with open("/proc/self/personality") as personality:
-        return int(personality.read(), 16) & ADDR_NO_RANDOMIZE != 0 or _RANDOMIZED_OK in os.environ
+def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float) -> list[str]:
+    return [sys.executable, "-m", "tests.simulation.replay", str(seed), ",".join(sorted(plant)), repr(fault_seconds)]
 
 
-def _restart_deterministic() -> None:
-    """Starts this command again with PYTHONHASHSEED=0 and without address-space randomization: objects hashed
-    by their address then land in the same order in every run of a seed. Where the kernel refuses (a container
-    whose seccomp profile allows only some personalities), runs go on with randomization, and a replay may
-    then differ from the run it replays: said once on stderr."""
-    os.environ["PYTHONHASHSEED"] = "0"
-    libc = ctypes.CDLL(None, use_errno=True)
-    current = libc.personality(0xFFFFFFFF)
-    if current & ADDR_NO_RANDOMIZE == 0 and libc.personality(current | ADDR_NO_RANDOMIZE) == -1:
-        os.environ[_RANDOMIZED_OK] = "1"
-        sys.stderr.write(f"address-space randomization stays on ({os.strerror(ctypes.get_errno())}): "
-                         "a replay may differ from the run it replays\n")
-    os.execv(sys.executable, [sys.executable, "-m", "tests.simulation", *sys.argv[1:]])
+def _replay(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float) -> RunResult:
+    """One seed in the canonical interpreter (tests/simulation/replay.py says why)."""
+    environment = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    completed = subprocess.run(canonical_command(seed, plant, fault_seconds), cwd=ROOT, env=environment,
+                               capture_output=True, text=True, check=False, preexec_fn=_no_randomization)
+    lines = completed.stdout.splitlines()
+    if not lines:
+        tail = completed.stderr.strip().splitlines()[-3:]
+        return RunResult(seed, ok=False, failure=f"the run crashed (exit {completed.returncode}): {tail}")
+    return RunResult(**json.loads(lines[-1]))
 
 
 if __name__ == "__main__":
-    if not _deterministic_interpreter():
-        _restart_deterministic()
     main()

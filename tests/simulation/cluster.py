@@ -16,8 +16,9 @@ through the seams the world replaces:
 * the controller's metadata lives in table segments on the store, as in production.
 
 What is not simulated here (later slices): several stores and controllers on ZooKeeper, the replicated log.
-The store's data dir is a real temporary directory (it holds a layout file written at start); it is removed
-when the cluster is closed.
+The store's data dir is a real directory, named after the seed under the system's temporary directory (it holds
+a layout file written at start); it is removed when the cluster is closed. Two runs of one seed at the same
+time would share it.
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ class SimStandalone:
     def __init__(self, world: World, topology: StandaloneTopology | None = None):
         self.world = world
         self.topology = topology = topology or StandaloneTopology()
-        self.data_dir = pathlib.Path(tempfile.mkdtemp(prefix="tributary-sim-"))
+        # a name that is the same in every run of a seed: the path is in the store's config, and a string of
+        # other characters would hash, and so iterate, differently (mkdtemp's names are random)
+        self.data_dir = pathlib.Path(tempfile.gettempdir()) / "tributary-simulation" / f"seed-{world.seed:012d}"
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.data_dir.mkdir(parents=True)
         self.disk = SimDisk(world, topology.store_host, **topology.disk_options)
         self.tier2 = InMemoryChunkStorage()
         self.store: Process = world.process("segment-store", topology.store_host)

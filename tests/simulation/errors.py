@@ -26,3 +26,8 @@ class SimulationTimeout(SimulationError):
 
 class NotSimulated(SimulationError, NotImplementedError):
     """Real I/O (sockets, pipes, subprocesses, TLS, threads) that the world does not simulate."""
+
+
+class Livelock(SimulationError):
+    """Callbacks keep running at one virtual instant and the clock never moves: a busy loop (in a real process,
+    a core spinning while nothing makes progress)."""

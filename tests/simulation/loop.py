@@ -9,7 +9,9 @@ clock) decides what runs next, so a run is a pure function of the code and the w
 
 * ``time()`` is the virtual monotonic clock; it starts at 0 and only moves when nothing is ready.
 * When nothing is ready and no timer is scheduled, yet the loop is asked to go on, the world is
-  quiescent (a hang in real life): ``Quiescent`` is raised instead of sleeping forever.
+  quiescent (a hang in real life): ``Quiescent`` is raised instead of sleeping forever. When callbacks
+  keep running without the clock ever moving (``LIVELOCK_STEPS`` of them at one instant: a busy loop,
+  which in real life would burn a core), ``Livelock`` is raised instead of spinning forever.
 * Ownership: every handle carries the ``contextvars.Context`` it runs in (tasks run their steps in
   theirs, and every callback copies the context it was scheduled from). ``OWNER`` in that context
   names the process generation (an ``Owner``) the handle belongs to, or is None for the world and
@@ -35,12 +37,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tests.simulation.errors import NotSimulated, Quiescent, SimulationTimeout
+from tests.simulation.errors import Livelock, NotSimulated, Quiescent, SimulationTimeout
 
 if TYPE_CHECKING:
     from tests.simulation.network import Network
 
 T = TypeVar("T")
+
+LIVELOCK_STEPS = 2_000_000  # callbacks at one virtual instant before the run is declared a busy loop
 
 
 class Owner:
@@ -91,6 +95,7 @@ class VirtualLoop(asyncio.BaseEventLoop):
         self.steps = 0  # handles run so far
         self._describe = describe or (lambda: "")
         self._signal_handlers: dict[int, asyncio.Handle] = {}
+        self._busy_at, self._busy_steps = -1.0, 0  # the virtual time callbacks last ran at, and the steps then
 
     # -- the clock and one iteration ------------------------------------------------------------------
 
@@ -130,6 +135,11 @@ class VirtualLoop(asyncio.BaseEventLoop):
             if when > self._now:
                 self._now = when
         now = self._now
+        if now != self._busy_at:
+            self._busy_at, self._busy_steps = now, self.steps
+        elif self.steps - self._busy_steps > LIVELOCK_STEPS:
+            raise Livelock(f"{LIVELOCK_STEPS:,} callbacks ran at virtual time {now:.6f} without the clock moving "
+                           f"(in real life, a busy loop)\n" + self._describe())
         while scheduled and scheduled[0]._when <= now:
             handle = heapq.heappop(scheduled)
             handle._scheduled = False

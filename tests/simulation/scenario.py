@@ -10,9 +10,9 @@ proves it. A run that breaks an invariant, hangs (the world goes quiescent) or r
 seed replays it.
 
 The faults (``Nemesis``): the store killed and restarted (its disk losing what was not durable), the
-controller killed and restarted, a writer killed and restarted, the store paused (a GC pause / SIGSTOP),
-a writer's host cut off from the store for a while. ``plant`` switches on a deliberate bug
-(test-only switches of the simulated parts) to prove the simulation finds it.
+controller killed and restarted, a writer or the transactional writer killed and restarted, the store
+paused (a GC pause / SIGSTOP), a writer's host cut off from the store for a while. ``plant`` switches on a
+deliberate bug (test-only switches of the simulated parts) to prove the simulation finds it.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ class RunResult:
     wall_seconds: float = 0.0
     faults: list[str] = field(default_factory=list)
     acknowledged: int = 0
+    committed: int = 0
     read: int = 0
 
     def line(self) -> str:
         verdict = "ok" if self.ok else f"FAILED: {self.failure}"
-        return (f"seed {self.seed}: {verdict} ({self.acknowledged} events acknowledged, {self.read} read, "
+        return (f"seed {self.seed}: {verdict} ({self.acknowledged} events acknowledged, {self.committed} "
+                f"transactions committed, {self.read} events read, "
                 f"{len(self.faults)} faults, {self.virtual_seconds:.0f} s simulated in {self.wall_seconds:.2f} s; "
                 f"trace {self.trace_hash})")
 
@@ -68,7 +70,8 @@ class Nemesis:
         end = loop.time() + seconds
         while loop.time() < end:
             await asyncio.sleep(random.uniform(1.0, 6.0))
-            fault = random.choice(("store", "power", "controller", "writer", "pause", "partition"))
+            fault = random.choice(("store", "power", "controller", "writer", "transactional", "pause",
+                                   "partition"))
             if fault in ("store", "power"):
                 down = random.uniform(0.0, 3.0)
                 what = "lost power" if fault == "power" else "killed"
@@ -86,6 +89,9 @@ class Nemesis:
                 index = random.randrange(len(self.workload.writers))
                 self._note(f"writer {index} killed and restarted")
                 self.workload.restart_writer(index)
+            elif fault == "transactional":
+                self._note("transactional writer killed and restarted")
+                self.workload.restart_transactional_writer()
             elif fault == "pause":
                 seconds_paused = random.uniform(0.1, 4.0)
                 self._note(f"store paused {seconds_paused:.2f} s")
@@ -140,5 +146,6 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
     result.wall_seconds = time.perf_counter() - started
     result.faults = nemesis.faults
     result.acknowledged = len(workload.oracle.acknowledged)
+    result.committed = len(workload.oracle.committed)
     result.read = len(workload.oracle.read)
     return result

