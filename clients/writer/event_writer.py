@@ -299,10 +299,7 @@ class EventWriter(WriterBase):
             await self._wait_for_room(size)
             if self._phase is not _Phase.OPEN:
                 await self._ensure_open()
-        writer = self._writer_for(routing_key)
-        self._inflight_bytes += size
-        self._inflight_events += 1
-        return writer.add(payload, routing_key)
+        return self._add(payload, size, routing_key)
 
     def write_nowait(self, event: Any, routing_key: str | None = None) -> WriteAck | None:
         """``write`` for code that does not await (a bridge from another thread): the event's ack, or None, with
@@ -313,6 +310,10 @@ class EventWriter(WriterBase):
         if (self._phase is not _Phase.OPEN or self._inflight_bytes + size > self._max_bytes
                 or self._inflight_events >= self._max_events):
             return None
+        return self._add(payload, size, routing_key)
+
+    def _add(self, payload: BytesLike, size: int, routing_key: RoutingKey) -> WriteAck:
+        """Hands an accepted event (``size``: enveloped) to its segment's writer, counted in the window."""
         writer = self._writer_for(routing_key)
         self._inflight_bytes += size
         self._inflight_events += 1
