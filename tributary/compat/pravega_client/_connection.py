@@ -44,7 +44,7 @@ class Connection:
 
     def __init__(self, uri: str, config: ClientConfig):
         self.runtime = runtime()
-        self.client: Client = self.runtime.call(_open(uri, config))
+        self.client: Client = self.runtime.run(_open(uri, config))
         # this process's readers by (scope, group, reader): a group's reader_offline takes them out exactly
         self.readers: weakref.WeakValueDictionary[tuple[str, str, str], Any] = weakref.WeakValueDictionary()
         # the compatibility writers (``_writer._Writer``), whose queued events are written before closing
@@ -54,4 +54,4 @@ class Connection:
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Runs ``coro`` on the runtime loop and waits for it (the GIL is released meanwhile)."""
-        return self.runtime.call(coro, timeout)
+        return self.runtime.run(coro, timeout)

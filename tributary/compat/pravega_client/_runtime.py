@@ -35,10 +35,6 @@ class Runtime(LoopThread):
         super().__init__("pravega-client-compat")
         _closers.clear()  # a forked child's: the parent's clients are not this process's to close
 
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Runs ``coro`` on the loop and waits for its result without holding the GIL."""
-        return self.run(coro, timeout)
-
     def for_caller(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         """Starts ``coro`` now and returns a future of the caller's running loop (RuntimeError without one)."""
         caller = asyncio.get_running_loop()
