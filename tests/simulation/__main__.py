@@ -1,6 +1,7 @@
 """Runs simulated clusters: ``python -m tests.simulation --seeds 1000`` runs seeds 1..1000 and prints every
-failing seed; ``--seed N`` replays one (the same run, checked by its trace hash); ``--plant BUG`` plants a
-test-only bug (``ack_before_durable``) to show the simulation finds it.
+failing seed; ``--seed N`` replays one (the same run, checked by its trace hash); ``--shrink`` shrinks a failing
+seed to the fewest of its faults that still fail the same way, and ``--seed N --keep 2,5`` replays those;
+``--plant BUG`` plants a test-only bug (``plants.PLANTS``) to show the simulation finds it.
 
 Every seed runs in an interpreter of its own, started the same canonical way whatever the command line,
 environment and working directory were (tests/simulation/replay.py says why), so ``--seed N`` replays
@@ -21,13 +22,19 @@ import time
 
 import click
 
-from tests.simulation.scenario import PLANTS, RunResult
+from tests.simulation.plants import PLANTS
+from tests.simulation.scenario import RunResult
+from tests.simulation.shrink import failure_kind, shrink
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--seeds", type=click.IntRange(min=1), help="run seeds FIRST..FIRST+N-1")
 @click.option("--first", type=int, default=1, show_default=True, help="the first seed of --seeds")
 @click.option("--seed", type=int, help="replay one seed, printing its faults")
+@click.option("--keep", help="with --seed: only these of the seed's faults (their #indexes, comma-separated; "
+              "'none' for none), as --shrink prints them")
+@click.option("--shrink", "shrinking", is_flag=True,
+              help="shrink each failing seed to the fewest of its faults that still fail the same way")
 @click.option("--plant", type=click.Choice(sorted(PLANTS)), multiple=True, help="plant a test-only bug")
 @click.option("--fault-seconds", type=float, default=30.0, show_default=True,
               help="virtual seconds of faults per run")
@@ -35,22 +42,27 @@ from tests.simulation.scenario import PLANTS, RunResult
 @click.option("--json", "as_json", is_flag=True, help="with --seed: print the result as one JSON object")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True,
               help="seeds run at once (each in its own interpreter)")
-def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...], fault_seconds: float,
-         stop_at_first: bool, as_json: bool, jobs: int) -> None:
+def main(seeds: int | None, first: int, seed: int | None, keep: str | None, shrinking: bool,
+         plant: tuple[str, ...], fault_seconds: float, stop_at_first: bool, as_json: bool, jobs: int) -> None:
     """Deterministic simulation of a Tributary cluster (tests/simulation)."""
     if (seeds is None) == (seed is None):
         raise click.UsageError("give exactly one of --seeds N and --seed N")
+    if keep is not None and seed is None:
+        raise click.UsageError("--keep goes with --seed")
     if seed is not None:
-        result = _replay(seed, plant, fault_seconds)
+        kept = None if keep is None else _indexes(keep)
+        result = _replay(seed, plant, fault_seconds, kept)
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(result)))
         else:
             click.echo(result.line())
             for fault in result.faults:
                 click.echo(f"  {fault}")
+        if shrinking and not result.ok:
+            _shrink(result, plant, fault_seconds, kept)
         sys.exit(0 if result.ok else 1)
     assert seeds is not None
-    failed: list[int] = []
+    failed: list[RunResult] = []
     started = time.perf_counter()
     simulated = 0.0
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -58,7 +70,7 @@ def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...]
         for done, result in enumerate(runs, start=1):
             simulated += result.virtual_seconds
             if not result.ok:
-                failed.append(result.seed)
+                failed.append(result)
                 click.echo(result.line())
                 if stop_at_first:
                     pool.shutdown(wait=False, cancel_futures=True)
@@ -68,10 +80,51 @@ def main(seeds: int | None, first: int, seed: int | None, plant: tuple[str, ...]
                 click.echo(f"{done}/{seeds} seeds, {len(failed)} failed, {elapsed:.0f} s, "
                            f"{simulated / elapsed:.1f} simulated seconds per wall second", err=True)
     if failed:
-        click.echo(f"failing seeds: {' '.join(map(str, failed))} (replay: python -m tests.simulation --seed N"
-                   f"{''.join(f' --plant {bug}' for bug in plant)})")
+        click.echo(f"failing seeds: {' '.join(str(result.seed) for result in failed)} (replay: python -m "
+                   f"tests.simulation --seed N{_plants(plant)})")
+        if shrinking:
+            for result in failed:
+                _shrink(result, plant, fault_seconds, None)
         sys.exit(1)
     click.echo(f"all {seeds} seeds passed")
+
+
+def _indexes(text: str) -> list[int]:
+    try:
+        return [] if text == "none" else sorted({int(index) for index in text.split(",")})
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of fault indexes", param_hint="--keep")
+
+
+def _plants(plant: tuple[str, ...]) -> str:
+    return "".join(f" --plant {bug}" for bug in plant)
+
+
+def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kept: list[int] | None) -> None:
+    """Prints the fewest of ``failed``'s faults that still fail the same way, and the command replaying them."""
+    kind = failure_kind(failed.failure)
+    start = list(range(failed.schedule)) if kept is None else kept
+    click.echo(f"shrinking seed {failed.seed} ({len(start)} faults; each try is one run)", err=True)
+    tries = 0
+
+    def fails(subset: list[int]) -> bool:
+        nonlocal tries
+        tries += 1
+        result = _replay(failed.seed, plant, fault_seconds, subset)
+        return not result.ok and failure_kind(result.failure) == kind
+
+    def progress(subset: list[int]) -> None:
+        click.echo(f"  seed {failed.seed}: still fails with {len(subset)} faults", err=True)
+
+    smallest = shrink(start, fails, progress)
+    keep = ",".join(map(str, smallest)) or "none"
+    click.echo(f"seed {failed.seed} shrunk from {len(start)} to {len(smallest)} faults in {tries} runs "
+               f"({kind}): python -m tests.simulation --seed {failed.seed} --keep {keep}"
+               f"{_plants(plant)}{_fault_seconds(fault_seconds)}")
+
+
+def _fault_seconds(fault_seconds: float) -> str:
+    return "" if fault_seconds == 30.0 else f" --fault-seconds {fault_seconds:g}"
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -84,14 +137,18 @@ def _no_randomization() -> None:
     libc.personality(libc.personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
 
 
-def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float) -> list[str]:
-    return [sys.executable, "-m", "tests.simulation.replay", str(seed), ",".join(sorted(plant)), repr(fault_seconds)]
+def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
+                      keep: list[int] | None = None) -> list[str]:
+    kept = "all" if keep is None else ",".join(map(str, keep)) or "none"
+    return [sys.executable, "-m", "tests.simulation.replay", str(seed), ",".join(sorted(plant)), repr(fault_seconds),
+            kept]
 
 
-def _replay(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float) -> RunResult:
-    """One seed in the canonical interpreter (tests/simulation/replay.py says why)."""
+def _replay(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
+            keep: list[int] | None = None) -> RunResult:
+    """One seed in the canonical interpreter (tests/simulation/replay.py says why); ``keep``: its faults to apply."""
     environment = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    completed = subprocess.run(canonical_command(seed, plant, fault_seconds), cwd=ROOT, env=environment,
+    completed = subprocess.run(canonical_command(seed, plant, fault_seconds, keep), cwd=ROOT, env=environment,
                                capture_output=True, text=True, check=False, preexec_fn=_no_randomization)
     lines = completed.stdout.splitlines()
     if not lines:
