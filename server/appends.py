@@ -1,7 +1,13 @@
 """The append path of one connection: writer states, dedup checks, acks in order.
 
 Theory of operation (protocol reference §3.4). SetupAppend registers a writer
-on this connection with the last event number the segment stores for it. Each
+on this connection with the last event number the segment stores for it, durably:
+while an append to the segment is still being logged (the writer's own, sent on a
+connection it has since dropped, may be among them), the answer waits until it is
+durable or failed. Answered at once with the number before it, the writer would
+send that event again; and if a seal is decided meanwhile, it would be told
+SegmentIsSealed and write the event to the successor as well, where the first one
+lands too: read twice (found by the simulation, seed 10). Each
 append (AppendBlockEnd, ConditionalAppend, ConditionalBlockEnd) is checked in
 Java's order; connection-level violations close the connection. The append is
 submitted to the container with two attribute updates decided atomically with
@@ -95,13 +101,30 @@ class AppendProcessor:
             container.flush_if_idle()
         self._submitted_to.clear()
 
-    def setup_append(self, command: wc.SetupAppend) -> Reply:
-        """Returns AppendSetup (or an error reply) for a SetupAppend."""
+    def setup_append(self, command: wc.SetupAppend) -> Reply | None:
+        """Returns AppendSetup (or an error reply) for a SetupAppend; None while a mutation of the segment is
+        still being logged: then ``setup_append_settled`` answers, once it is durable or failed (module docstring).
+        """
         try:
             container = self._container_for(command.segment)
+            if container.has_pending(command.segment):
+                return None
             last = container.get_attribute(command.segment, command.writer_id)
         except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
             return append_error_reply(error, command.writer_id, command.request_id, command.segment)
+        return self._set_up(command, container, last)
+
+    async def setup_append_settled(self, command: wc.SetupAppend) -> Reply:
+        """``setup_append`` once every mutation decided so far is durable or failed."""
+        try:
+            container = self._container_for(command.segment)
+            await container.settled()
+            last = container.get_attribute(command.segment, command.writer_id)
+        except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
+            return append_error_reply(error, command.writer_id, command.request_id, command.segment)
+        return self._set_up(command, container, last)
+
+    def _set_up(self, command: wc.SetupAppend, container: SegmentContainer, last: int) -> Reply:
         self._forget_writer(command.writer_id)
         self._writers[command.writer_id] = WriterState(command.writer_id, command.segment, container, last)
         container.writer_attached(command.segment, command.writer_id)

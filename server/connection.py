@@ -246,7 +246,24 @@ class SegmentStoreConnection(asyncio.Protocol):
         self.send(wc.KeepAlive())
 
     def _setup_append(self, command: wc.SetupAppend) -> None:
-        self.send(self._appends.setup_append(command))
+        reply = self._appends.setup_append(command)
+        if reply is not None:
+            self.send(reply)
+            return
+        task = self._loop.create_task(self._setup_append_settled(command))  # an append to it is being logged
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    async def _setup_append_settled(self, command: wc.SetupAppend) -> None:
+        try:
+            reply = await self._appends.setup_append_settled(command)
+        except CloseConnection as close:
+            self.close(str(close))
+            return
+        except errors.ContainerUnavailable as error:
+            self.close(f"container unavailable: {error}")
+            return
+        self.send(reply)
 
     async def _answer_later(self, command: wire.Command) -> None:
         try:

@@ -189,9 +189,12 @@ class PendingState:
         if len(data) > self._max_operation_bytes:
             raise errors.IllegalArgument(name, f"an append of {len(data)} bytes exceeds the limit of "
                                                f"{self._max_operation_bytes}")
+        # The conditions on attributes first: a writer whose event numbers conflict with what the segment holds
+        # (a zombie, or a writer resending an append that is in fact stored) must set up again and learn where it
+        # is; told SegmentIsSealed instead, it would write its events to the successor, a second time.
+        decided = attrs.decide(name, updates, view.attribute)
         if view.sealed:
             raise errors.SegmentIsSealed(name)
-        decided = attrs.decide(name, updates, view.attribute)
         if expected_offset is not None and expected_offset != view.length:
             raise errors.BadOffset(name, expected_offset, view.length)
         offset = view.length

@@ -75,7 +75,16 @@ class ContainerQueries:
         return SegmentInfo(self._segment(name))
 
     def get_attribute(self, name: str, attribute_id: uuid.UUID) -> int:
+        """The attribute's durable value (a mutation still being logged may change it: ``has_pending``)."""
         return self._segment(name).attributes.get(attribute_id, NULL_ATTRIBUTE_VALUE)
+
+    def has_pending(self, name: str) -> bool:
+        """Whether a mutation of ``name`` is decided but not yet durable (or failed)."""
+        return self._pipeline.has_pending(name)
+
+    async def settled(self) -> None:
+        """Waits until every mutation decided so far is durable (or failed)."""
+        await self._pipeline.settled()
 
     def get_table_info(self, name: str) -> SegmentInfo:
         self._table(name, "getTableSegmentInfo")

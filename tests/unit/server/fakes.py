@@ -61,8 +61,8 @@ class Submission:
 
 
 class FakeContainer:
-    """What the connection layer uses of a container: get_attribute, get_info, submit_event_append,
-    flush_if_idle, delete_soon, writer_attached/writer_detached."""
+    """What the connection layer uses of a container: get_attribute, has_pending, settled, get_info,
+    submit_event_append, flush_if_idle, delete_soon, writer_attached/writer_detached."""
 
     def __init__(self):
         self.attributes: dict = {}  # (segment, attribute id) -> value
@@ -86,6 +86,14 @@ class FakeContainer:
         if segment in self.failures:
             raise self.failures[segment]
         return self.attributes.get((segment, attribute_id), NULL_ATTRIBUTE_VALUE)
+
+    def has_pending(self, segment: str) -> bool:
+        return any(submission.segment == segment for submission in self.pending())
+
+    async def settled(self) -> None:
+        pending = [submission.future for submission in self.pending()]
+        if pending:
+            await asyncio.wait(pending)
 
     def get_info(self, segment: str):
         if segment in self.failures:

@@ -85,6 +85,39 @@ async def test_setup_append_is_answered_with_the_last_event_number(client):
                                                                            NULL_ATTRIBUTE_VALUE)
 
 
+async def test_setup_append_waits_for_an_append_of_the_segment_still_being_logged(client):
+    """A writer whose connection dropped while its append was being logged sets up again on another: the answer
+    waits until the append is durable, and names it. Answered with the number before it, the writer would send
+    the event again, and if a seal came meanwhile, write it to the successor too (simulation seed 10)."""
+    await client.setup(WRITER)
+    client.send(append(WRITER, 19))
+    await settle()
+    [in_flight] = client.container.pending()
+    client.connection.connection_lost(None)
+    other = Client(client.container)
+    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
+    await settle()
+    assert other.replies() == []  # not "nothing stored yet" while event 19 is on its way to the log
+    client.container.attributes[(SEGMENT, WRITER)] = 19
+    in_flight.land_at(0)
+    await settle()
+    assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 19)]
+
+
+async def test_setup_append_after_a_failed_append_names_the_last_stored_event(client):
+    await client.setup(WRITER)
+    client.container.attributes[(SEGMENT, WRITER)] = 18
+    client.send(append(WRITER, 19))
+    await settle()
+    [in_flight] = client.container.pending()
+    other = Client(client.container)
+    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
+    await settle()
+    in_flight.fail(errors.ContainerUnavailable("the log failed"))
+    await settle()
+    assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 18)]
+
+
 async def test_appends_are_acknowledged_in_order_per_writer(client):
     """Three appends in one packet; the container finishes them last first; the acks leave 1, 2, 3."""
     await client.setup(WRITER)
