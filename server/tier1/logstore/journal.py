@@ -35,6 +35,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from wire.fields import BytesLike
 
@@ -70,6 +71,25 @@ class LedgerState:
     @property
     def last_entry(self) -> int:
         return max(self.entries, default=-1)
+
+
+class StoreJournal(Protocol):
+    """What a log store uses of its journal: ``Journal``, or a stand-in (the simulated world's, kept in memory)."""
+
+    ledgers: dict[int, LedgerState]
+    deleted: dict[int, tuple[set[int], int]]
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def write(self, records: Sequence[NewRecord]) -> list[Placed]: ...
+
+    def index(self, placed: Iterable[Placed]) -> None: ...
+
+    def read(self, ledger: int, entry: int) -> bytes | None: ...
+
+    def collect(self) -> list[int]: ...
 
 
 class Journal:
@@ -322,7 +342,7 @@ def _last_bytes(parts: Sequence[BytesLike], count: int) -> bytes:
     return b"".join(reversed(taken))
 
 
-def entries_of(journal: Journal, ledger: int, first: int, last: int,
+def entries_of(journal: StoreJournal, ledger: int, first: int, last: int,
                max_bytes: int = 4 * 1024 * 1024) -> Iterable[tuple[int, bytes]]:
     """(entry, payload) for the entries ``first..last`` the journal holds, stopping at the first gap, and
     after the entry that brings the payloads to ``max_bytes`` (so a reply stays well within a frame)."""

@@ -17,6 +17,7 @@ import os
 from coordination.zookeeper import NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 from .chain import LogChain
+from .journal import StoreJournal
 from .registry import DEFAULT_ROOT, Paths, Registration
 from .store import LogStore
 
@@ -26,8 +27,11 @@ log = logging.getLogger("tributary.logstore")
 class LogStoreService:
     def __init__(self, data_dir: str | os.PathLike, zk_hosts: str, host: str = "127.0.0.1", port: int = 0,
                  advertise_host: str | None = None, root: str = DEFAULT_ROOT, gc_interval: float = 60.0,
-                 gc_grace: float = 600.0, session_timeout: float = 10.0, journal_file_size: int | None = None):
-        self.store = LogStore(data_dir, host, port, journal_file_size=journal_file_size)
+                 gc_grace: float = 600.0, session_timeout: float = 10.0, journal_file_size: int | None = None,
+                 *, journal: StoreJournal | None = None, replica_id: bytes | None = None):
+        """``journal``, ``replica_id``: as ``LogStore`` takes them (instead of the files under ``data_dir``)."""
+        self.store = LogStore(data_dir, host, port, journal_file_size=journal_file_size, journal=journal,
+                              replica_id=replica_id)
         self.zk = ZooKeeper(zk_hosts, session_timeout=session_timeout)
         self.paths = Paths(root)
         self.advertise_host = advertise_host or host

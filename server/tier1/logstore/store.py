@@ -17,6 +17,10 @@ ledger, is sent once the fence is durable.
 
 Failure. If a journal write fails (disk full, failed fsync), the store stops acknowledging: that
 group and every later write is answered UNAVAILABLE, and writers roll away from this replica.
+
+Files. The store's own are ``IDENTITY`` and the journal's directory under ``data_dir``. A caller may
+give the journal (any ``StoreJournal``) and the replica id instead; with both given the store touches
+no file at all (the simulated world runs it so, tests/simulation/journal_sim.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from ... import metrics
 from ...fsync import fsync_directory
 from . import protocol as p
-from .journal import Journal, NewRecord, Placed, entries_of
+from .journal import Journal, NewRecord, Placed, StoreJournal, entries_of
 from .journal_format import NO_ENTRY, Kind
 
 log = logging.getLogger("tributary.logstore")
@@ -40,17 +44,24 @@ _Reply = Callable[[p.Status, list[Placed]], None]
 
 
 class LogStore:
-    """One log store: a journal directory served on ``host:port`` (port 0: any free port)."""
+    """One log store: a journal directory served on ``host:port`` (port 0: any free port).
+
+    ``journal``: the journal to use instead of ``data_dir/journal`` (``journal_file_size`` is then unused);
+    ``replica_id``: the replica's id, instead of the one in ``data_dir/IDENTITY`` (then neither read nor written).
+    """
 
     def __init__(self, data_dir: str | os.PathLike, host: str = "127.0.0.1", port: int = 0,
-                 journal_file_size: int | None = None):
+                 journal_file_size: int | None = None, *, journal: StoreJournal | None = None,
+                 replica_id: bytes | None = None):
         self.data_dir = os.fspath(data_dir)
         self.host = host
         self.port = port
-        self.replica_id = b""
-        self._journal = Journal(os.path.join(self.data_dir, "journal"),
-                                *(() if journal_file_size is None else (journal_file_size,)))
+        self.replica_id = b"" if replica_id is None else replica_id
+        self._identity_file = replica_id is None
+        self._journal: StoreJournal = journal if journal is not None else Journal(
+            os.path.join(self.data_dir, "journal"), *(() if journal_file_size is None else (journal_file_size,)))
         self._fenced: set[int] = set()  # fences received, durable or not yet
+        self._deleting: set[int] = set()  # deletes received, not yet durable: adds to them are refused already
         self._failed: BaseException | None = None
         self._pending: list[tuple[list[NewRecord], _Reply]] = []  # writes waiting for this loop turn's commit
         self._commit_scheduled = False
@@ -64,8 +75,9 @@ class LogStore:
 
     async def start(self) -> None:
         self._loop = loop = asyncio.get_running_loop()
-        os.makedirs(self.data_dir, exist_ok=True)
-        self.replica_id = await loop.run_in_executor(None, _identity, self.data_dir)
+        if self._identity_file:
+            os.makedirs(self.data_dir, exist_ok=True)
+            self.replica_id = await loop.run_in_executor(None, _identity, self.data_dir)
         await loop.run_in_executor(None, self._journal.open)
         self._fenced = {ledger for ledger, state in self._journal.ledgers.items() if state.fenced}
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
@@ -104,7 +116,7 @@ class LogStore:
         def answer(status: p.Status) -> None:
             reply(p.Added(message.request_id, status, message.ledger, message.entry))
 
-        if message.entry < 0 or message.ledger in self._journal.deleted:
+        if message.entry < 0 or message.ledger in self._journal.deleted or message.ledger in self._deleting:
             answer(p.Status.BAD_REQUEST if message.entry < 0 else p.Status.NO_SUCH_LEDGER)
         elif message.ledger in self._fenced and not message.flags & p.RECOVERY:
             answer(p.Status.FENCED)
@@ -134,7 +146,12 @@ class LogStore:
         self._write([(Kind.FENCE, message.ledger, NO_ENTRY, NO_ENTRY, b"")], answer)
 
     def _delete(self, ledger: int, answer: Callable[[p.Status], None]) -> None:
+        # Effective on receipt, as a fence is: an add after it in the same group would be acknowledged, then
+        # dropped by the index (the DELETE record before it in the group wins).
+        self._deleting.add(ledger)
+
         def deleted(status: p.Status, _: list[Placed]) -> None:
+            self._deleting.discard(ledger)
             self._fenced.discard(ledger)
             self.last_add.pop(ledger, None)
             if status == p.Status.OK:
