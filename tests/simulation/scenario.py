@@ -12,8 +12,9 @@ seed to the faults it needs (``shrink.py``). A run that breaks an invariant, han
 or raises is a failure whose seed replays it.
 
 The faults (``Nemesis``): the store killed and restarted (its disk losing what was not durable), the
-controller killed and restarted, a writer or the transactional writer killed and restarted, the store
-paused (a GC pause / SIGSTOP), a writer's host cut off from the store for a while. ``plant`` switches on a
+controller killed and restarted, a writer or the transactional writer killed and restarted, the reader killed
+and restarted from the last checkpoint, the store paused (a GC pause / SIGSTOP), a writer's host cut off from
+the store for a while. ``plant`` switches on a
 deliberate bug (``plants.py``) to prove the simulation finds it.
 """
 
@@ -46,17 +47,22 @@ class RunResult:
     acknowledged: int = 0
     committed: int = 0
     read: int = 0
+    checkpoints: int = 0  # completed checkpoints the workload kept
+    scales: int = 0
+    truncations: int = 0  # that returned
+    resets: int = 0  # of the reader group to a checkpoint, after a reader crash
 
     def line(self) -> str:
         failure = self.failure if len(self.failure) <= 400 else self.failure[:400] + " ..."
         verdict = "ok" if self.ok else f"FAILED: {failure}"
         return (f"seed {self.seed}: {verdict} ({self.acknowledged} events acknowledged, {self.committed} "
-                f"transactions committed, {self.read} events read, "
+                f"transactions committed, {self.read} events read, {self.checkpoints} checkpoints, {self.scales} "
+                f"scales, {self.truncations} truncations, {self.resets} resets, "
                 f"{len(self.faults)} faults, {self.virtual_seconds:.0f} s simulated in {self.wall_seconds:.2f} s; "
                 f"trace {self.trace_hash})")
 
 
-FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "pause", "partition")
+FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "reader", "pause", "partition")
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class Fault:
             return f"writer {self.target} killed and restarted"
         if self.kind == "transactional":
             return "transactional writer killed and restarted"
+        if self.kind == "reader":
+            return "reader killed, restarted from the last checkpoint"
         if self.kind == "pause":
             return f"store paused {self.seconds:.2f} s"
         return f"writer {self.target} cut off from the store for {self.seconds:.2f} s"
@@ -107,7 +115,7 @@ def fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
         else:
             fault = Fault(len(faults), now, kind)
         faults.append(fault)
-        if kind not in ("writer", "transactional", "pause"):
+        if kind not in ("writer", "transactional", "reader", "pause"):
             now += fault.seconds  # the nemesis waits for the process to come back or the cut to heal
     return faults
 
@@ -150,6 +158,8 @@ class Nemesis:
             workload.restart_writer(fault.target)
         elif fault.kind == "transactional":
             workload.restart_transactional_writer()
+        elif fault.kind == "reader":
+            workload.restart_reader()
         elif fault.kind == "pause":
             cluster.store.pause(fault.seconds)
         else:
@@ -203,4 +213,8 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
     result.acknowledged = len(workload.oracle.acknowledged)
     result.committed = len(workload.oracle.committed)
     result.read = len(workload.oracle.read)
+    result.checkpoints = len(workload.oracle.checkpoints)
+    result.scales = workload.oracle.scales
+    result.truncations = sum(returned for _, returned in workload.oracle.truncations)
+    result.resets = workload.oracle.resets
     return result

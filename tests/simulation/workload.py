@@ -12,13 +12,27 @@ transaction whose ``commit`` returned is in ``Oracle.committed``, one it gave up
 writer crashed) is left to be aborted by its lease. The reader process reads the group from the head and
 notes every event in ``Oracle.read``.
 
+An admin process checkpoints the reader group, scales the stream (splits a segment or merges two neighbours)
+and truncates it at a completed checkpoint, as an application using consumption-based retention does. The
+reader notes where each checkpoint fell in what it read (``Oracle.checkpoint_marks``). A reader that crashes
+is restarted the way an exactly-once application restarts: it resets the group to the last completed
+checkpoint (or to the head, before any) and forgets what it read after it (``Oracle.read`` is cut back to the
+checkpoint's mark), so the group's reads after a reset must again be exactly once. The admin neither
+checkpoints nor truncates while a restore is under way (``Oracle.restoring``), never truncates past the
+checkpoint a restore goes back to, and keeps no checkpoint that a reset overtook.
+
 ``check`` states the invariants (``Violation`` lists what broke):
 
 * every acknowledged event was read, exactly once;
 * no event was read twice, acknowledged or not, and nothing was read that was never written;
 * per key, events were read in the order written (sequences increase);
 * a transaction is read whole or not at all, whole if its commit returned, and not at all if its writer never
-  asked for the commit.
+  asked for the commit;
+* the stream's metadata is consistent (``stream_problems``, asked of the controller at the end): the active
+  segments share out the key space [0, 1) exactly; every segment reached from the first epoch's through the
+  successors the controller names is either active or has successors that cover its key range and name it as
+  a predecessor, and every active segment is reached so; the stream's head is the cut of a truncation the admin
+  asked for (the last one that succeeded, or a later one whose answer was lost), or the start if none was.
 """
 
 from __future__ import annotations
@@ -28,8 +42,9 @@ import collections
 from dataclasses import dataclass, field
 
 import clients
-from clients.model import ScalingPolicy, StreamConfiguration
-from clients.reader.reader_group import ReaderGroupConfig
+from clients.model import ScalingPolicy, Segment, SegmentRange, StreamConfiguration
+from clients.reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
+from clients.stream_cut import StreamCut
 from tests.simulation.world import World
 
 SCOPE, STREAM, GROUP = "sim", "events", "readers"
@@ -42,11 +57,19 @@ class Oracle:
     issued: dict[str, int] = field(default_factory=dict)  # key -> sequences handed to a writer so far
     acknowledged: set[tuple[str, int]] = field(default_factory=set)
     read: list[tuple[str, int]] = field(default_factory=list)
+    read_where: list[tuple[str, int, int]] = field(default_factory=list)  # each read's (segment, offset, reader)
     errors: list[str] = field(default_factory=list)  # what reached the application (type: message)
     transactions: list[list[tuple[str, int]]] = field(default_factory=list)  # each one's events, as written
     committed: set[int] = field(default_factory=set)  # transactions (indexes) whose commit returned
     commit_asked: set[int] = field(default_factory=set)  # transactions whose commit was called
     ready: bool = False  # the stream exists
+    checkpoint_marks: dict[str, int] = field(default_factory=dict)  # checkpoint -> len(read) when the reader met it
+    checkpoints: list[tuple[Checkpoint, int]] = field(default_factory=list)  # completed ones, with their marks
+    resets: int = 0  # restores of the reader group to a checkpoint (after a reader crash)
+    restoring: bool = False  # a restarted reader is resetting the group
+    truncations: list[tuple[StreamCut, bool]] = field(default_factory=list)  # cuts asked for, whether it returned
+    scales: int = 0  # scales that returned
+    metadata_problems: list[str] = field(default_factory=list)  # what stream_problems found at the end
 
     def next_sequence(self, key: str) -> int:
         sequence = self.issued.get(key, 0)
@@ -67,7 +90,9 @@ def check(oracle: Oracle) -> None:
         problems.append(f"{len(missing)} acknowledged events never read, e.g. {missing[:5]}")
     duplicated = sorted(event for event, count in counts.items() if count > 1)
     if duplicated:
-        problems.append(f"{len(duplicated)} events read more than once, e.g. {duplicated[:5]}")
+        where = [oracle.read_where[index] for index, event in enumerate(oracle.read) if event == duplicated[0]]
+        problems.append(f"{len(duplicated)} events read more than once, e.g. {duplicated[:5]} ({duplicated[0]} at "
+                        f"(segment, offset, reader generation) {where})")
     invented = sorted(event for event in counts if event[1] >= oracle.issued.get(event[0], 0))
     if invented:
         problems.append(f"{len(invented)} events read that were never written, e.g. {invented[:5]}")
@@ -85,8 +110,66 @@ def check(oracle: Oracle) -> None:
             problems.append(f"transaction {index} read in part: {seen} of {len(events)} events")
         elif seen and index not in oracle.commit_asked:
             problems.append(f"transaction {index}, never committed, was read")
+    problems.extend(oracle.metadata_problems)
     if problems:
         raise Violation("; ".join(problems))
+
+
+def _covers(ranges: list[tuple[float, float]], low: float, high: float) -> bool:
+    """Whether ``ranges`` together cover [low, high) (to a rounding error)."""
+    reach = low
+    for start, end in sorted(ranges):
+        if start > reach + 1e-9:
+            break
+        reach = max(reach, end)
+    return reach >= high - 1e-9
+
+
+async def stream_problems(client: clients.Client, oracle: Oracle, segments: int) -> list[str]:
+    """The stream metadata invariants (module docstring), as the controller answers for them."""
+    problems: list[str] = []
+    active = {item.segment.segment_id: item for item in await client.get_segments(SCOPE, STREAM)}
+    shares = sorted((item.low, item.high) for item in active.values())
+    if not shares or shares[0][0] > 1e-9 or shares[-1][1] < 1 - 1e-9 or any(
+            abs(end - start) > 1e-9 for (_, end), (start, _) in zip(shares, shares[1:])):
+        problems.append(f"the active segments do not share out the key space: {shares}")
+    first = [SegmentRange(Segment(SCOPE, STREAM, number), number / segments, (number + 1) / segments)
+             for number in range(segments)]
+    reached: dict[int, SegmentRange] = {}
+    queue = collections.deque(first)
+    while queue:
+        item = queue.popleft()
+        if item.segment.segment_id in reached:
+            continue
+        reached[item.segment.segment_id] = item
+        following = await client.get_successors(item.segment)
+        if not following.successors:
+            if item.segment.segment_id not in active:
+                problems.append(f"segment {item.segment.segment_id} has no successors and is not active")
+            continue
+        if item.segment.segment_id in active:
+            problems.append(f"active segment {item.segment.segment_id} has successors")
+        for successor, predecessors in following.successors:
+            if item.segment.segment_id not in predecessors:
+                problems.append(f"successor {successor.segment.segment_id} of {item.segment.segment_id} does not "
+                                f"name it as a predecessor ({sorted(predecessors)})")
+            queue.append(successor)
+        if not _covers([(successor.low, successor.high) for successor, _ in following.successors],
+                       item.low, item.high):
+            problems.append(f"the successors of segment {item.segment.segment_id} do not cover [{item.low}, "
+                            f"{item.high})")
+    unreached = sorted(set(active) - set(reached))
+    if unreached:
+        problems.append(f"active segments {unreached} are not reached through successors")
+    head = await client.head_cut(SCOPE, STREAM)
+    succeeded = [index for index, (_, returned) in enumerate(oracle.truncations) if returned]
+    allowed = [cut for cut, _ in oracle.truncations[succeeded[-1]:]] if succeeded else [
+        cut for cut, _ in oracle.truncations]
+    at_start = all(offset == 0 for offset in head.positions.values()) and set(head.positions) == set(range(segments))
+    if head not in allowed and not (at_start and not succeeded):
+        problems.append(f"the stream's head {head} is no truncation cut asked for (last returned: "
+                        f"{oracle.truncations[succeeded[-1]][0] if succeeded else None})")
+    return problems
 
 
 class Workload:
@@ -102,6 +185,8 @@ class Workload:
         self.keys = {index: [f"w{index}k{number}" for number in range(keys_per_writer)] for index in range(writers)}
         self.writers = [world.process(f"writer-{index}", f"10.0.2.{index + 1}") for index in range(writers)]
         self.reader = world.process("reader", "10.0.3.1")
+        self.admin = world.process("admin", "10.0.3.2")
+        self._reader_generation = 0
         self.transactional = world.process("transactional-writer", "10.0.2.100")
         self.transaction_keys = [f"t{number}" for number in range(3)]
         self.writing = True  # writers stop issuing events when this turns false
@@ -179,15 +264,93 @@ class Workload:
         self.oracle.acknowledged.add((key, sequence))
 
     async def _reader_main(self) -> None:
+        oracle = self.oracle
+        generation = self._reader_generation
         async with clients.connect(self.uri) as client:
             group = client.reader_group(SCOPE, GROUP)
-            async with group.create_reader("reader-0") as reader:
+            if generation:
+                await self._restore(client, group)
+            async with group.create_reader(f"reader-{generation}", checkpoint_events=True) as reader:
                 while True:
                     event = await reader.read_next(timeout_seconds=1.0)
-                    if event is None or event.is_checkpoint:
+                    if event is None:
+                        continue
+                    if event.is_checkpoint:
+                        oracle.checkpoint_marks[event.checkpoint_name] = len(oracle.read)
                         continue
                     key, _, sequence = event.data.decode().partition(":")
-                    self.oracle.read.append((key, int(sequence)))
+                    oracle.read.append((key, int(sequence)))
+                    oracle.read_where.append((event.segment, event.offset, generation))
+
+    async def _restore(self, client: clients.Client, group: ReaderGroup) -> None:
+        """A restarted reader's application: back to the last completed checkpoint (module docstring)."""
+        oracle = self.oracle
+        oracle.restoring = True
+        while True:
+            index = len(oracle.checkpoints) - 1
+            try:
+                if index >= 0:
+                    checkpoint, mark = oracle.checkpoints[index]
+                    await group.reset(checkpoint)
+                else:
+                    mark = 0
+                    await group.reset([await client.head_cut(SCOPE, STREAM)])
+                break
+            except Exception as error:  # noqa: BLE001 - the cluster may be failing: try again
+                self.world.record("restore_retry", type(error).__name__)
+                await asyncio.sleep(1.0)
+        del oracle.checkpoints[index + 1:]
+        del oracle.read[mark:]
+        del oracle.read_where[mark:]
+        oracle.resets += 1
+        oracle.restoring = False
+        self.world.record("restored", index, mark)
+
+    async def _admin_main(self) -> None:
+        """Checkpoints the group, scales and truncates the stream (module docstring), until writing stops."""
+        random, oracle = self.world.random, self.oracle
+        async with clients.connect(self.uri) as client:
+            group = client.reader_group(SCOPE, GROUP)
+            while self.writing:
+                await asyncio.sleep(random.uniform(1.0, 4.0))
+                if oracle.restoring:
+                    continue
+                choice = random.random()
+                try:
+                    if choice < 0.6:
+                        await self._checkpoint(group)
+                    elif choice < 0.85:
+                        await self._scale(client)
+                    elif len(oracle.checkpoints) >= 2:
+                        checkpoint, _ = oracle.checkpoints[-2]
+                        cut = checkpoint.cut(SCOPE, STREAM)
+                        oracle.truncations.append((cut, False))
+                        await client.truncate_stream(cut)
+                        oracle.truncations[-1] = (cut, True)
+                except Exception as error:  # noqa: BLE001 - faults make admin calls fail; the next one may not
+                    self.world.record("admin_error", type(error).__name__)
+
+    async def _checkpoint(self, group: ReaderGroup) -> None:
+        oracle = self.oracle
+        resets = oracle.resets
+        name = f"checkpoint-{len(oracle.checkpoint_marks)}-{self.world.random.randrange(1 << 30)}"
+        checkpoint = await group.initiate_checkpoint(name, timeout_seconds=20.0)
+        if oracle.resets == resets and not oracle.restoring and name in oracle.checkpoint_marks:
+            oracle.checkpoints.append((checkpoint, oracle.checkpoint_marks[name]))
+
+    async def _scale(self, client: clients.Client) -> None:
+        """Splits a random active segment in two (while there are fewer than four), or merges two neighbours."""
+        random = self.world.random
+        active = sorted(await client.get_segments(SCOPE, STREAM), key=lambda item: item.low)
+        if len(active) < 4 and (len(active) < 2 or random.random() < 0.5):
+            item = active[random.randrange(len(active))]
+            middle = (item.low + item.high) / 2
+            await client.scale_stream(SCOPE, STREAM, [item.segment], [(item.low, middle), (middle, item.high)])
+        else:
+            index = random.randrange(len(active) - 1)
+            left, right = active[index], active[index + 1]
+            await client.scale_stream(SCOPE, STREAM, [left.segment, right.segment], [(left.low, right.high)])
+        self.oracle.scales += 1
 
     # ------------------------------------------------------------------ driving
 
@@ -195,12 +358,18 @@ class Workload:
         setup = self.world.process("setup", "10.0.3.9")
         await setup.start(self._setup)
         self.reader.start(self._reader_main)
+        self.admin.start(self._admin_main)
         for index, process in enumerate(self.writers):
             self._writer_tasks[index] = process.start(self._writer_main(index))
         self._writer_tasks[-1] = self.transactional.start(self._transactional_main)
 
     def restart_writer(self, index: int) -> None:
         self._writer_tasks[index] = self.writers[index].restart(self._writer_main(index))
+
+    def restart_reader(self) -> None:
+        """The reader crashes; its restart restores the group to the last checkpoint (module docstring)."""
+        self._reader_generation += 1
+        self.reader.restart(self._reader_main)
 
     def restart_transactional_writer(self) -> None:
         self._writer_tasks[-1] = self.transactional.restart(self._transactional_main)
@@ -218,5 +387,17 @@ class Workload:
             read = set(self.oracle.read)
             if self.oracle.acknowledged <= read and committed <= read:
                 await asyncio.sleep(2.0)  # and nothing more arrives that should not
-                return
+                break
             await asyncio.sleep(0.5)
+        checker = self.world.process("checker", "10.0.3.3")
+        await checker.start(self._check_metadata)
+
+    async def _check_metadata(self) -> None:
+        while True:
+            try:
+                async with clients.connect(self.uri) as client:
+                    self.oracle.metadata_problems = await stream_problems(client, self.oracle, self.segments)
+                return
+            except Exception as error:  # noqa: BLE001 - the cluster is healed, but may still be recovering
+                self.world.record("check_retry", type(error).__name__)
+                await asyncio.sleep(1.0)
