@@ -16,7 +16,10 @@ and answering a checkpoint are done by a *blocking* step, taken inside
 ``__anext__`` before the next event is handed out, so they happen exactly after
 the events the application has finished with. A reader owing a checkpoint
 neither acquires nor releases, so a checkpoint is a consistent cut. The I/O a
-step needs (successor lookups) is done before its update.
+step needs (successor lookups) is done before its update. After the update the
+reader reads exactly the segments the written state says it owns (not those the
+transition took or released: a write whose reply was lost is retried, and the
+retry's transition runs on a state that already holds the first one's changes).
 
 The same background task writes the reader's processed positions every ``refresh_ms``;
 a reader whose heartbeat stops for ``reader_timeout_ms`` is declared offline by
@@ -424,8 +427,7 @@ class EventReader:
         positions = self.positions() if blocking else {}
         handed = self._marker if blocking else None  # a checkpoint the application saw: report it now
 
-        def transition(state: GroupState) -> tuple[list[str], dict[str, int], str | None, bool, bool,
-                                                   dict[str, int]]:
+        def transition(state: GroupState) -> tuple[dict[str, int], str | None, bool, bool, dict[str, int]]:
 
             state.check_member(self.reader_id)
             for reader in dead:
@@ -442,7 +444,6 @@ class EventReader:
                     state.checkpoint(self.reader_id, owed.name, positions)
                 else:
                     hand_over = owed.name
-            released, taken = [], {}
             if state.owes_checkpoint(self.reader_id) is None:
                 owned = state.owned(self.reader_id)
                 excess = state.excess(self.reader_id)
@@ -450,28 +451,31 @@ class EventReader:
                     wants_blocking = True
                 for segment in sorted(owned, key=self._buffered_of)[:excess if blocking else 0]:
                     state.release(self.reader_id, segment, positions.get(segment, owned[segment]))
-                    released.append(segment)
-                taken = state.acquire(self.reader_id, state.to_acquire(self.reader_id))
-            return released, taken, hand_over, wants_blocking, state.is_end_of_data(), dict(state.end_offsets)
+                state.acquire(self.reader_id, state.to_acquire(self.reader_id))
+            return (dict(state.owned(self.reader_id)), hand_over, wants_blocking, state.is_end_of_data(),
+                    dict(state.end_offsets))
 
         try:
             outcome, _ = await self._store.update(transition)
         except ReinitializationRequired:
             await self._drop_all()
             raise
-        released, taken, hand_over, wants_blocking, end_of_data, end_offsets = outcome
+        owned, hand_over, wants_blocking, end_of_data, end_offsets = outcome
         if dead:
             log.info("readers declared offline", extra={"group": self.group.name, "readers": dead})
         if blocking:
             self._marker = None
         if hand_over is not None:
             self._marker_pending = hand_over
-        for segment, _, _ in completions:
-            self._drop(segment)
-        for segment in released:
-            self._drop(segment)
-        for segment, offset in taken.items():
-            self._open(segment, offset, end_offsets.get(segment))
+        # The segments read are exactly those the state written says this reader owns, not those this
+        # transition took or released: when the reply to a write is lost and the write is retried, the retry's
+        # transition runs on a state that already holds the first one's changes (found by the simulation,
+        # seed 111: segments acquired by a write whose reply was lost were owned and never read).
+        for segment in [segment for segment in self._segments if segment not in owned]:
+            self._drop(segment)  # completed or released
+        for segment, offset in owned.items():
+            if segment not in self._segments:
+                self._open(segment, offset, end_offsets.get(segment))
         self._end_of_data = end_of_data and not self._segments
         if wants_blocking:
             self._step_now = True

@@ -114,9 +114,14 @@ class GroupStore:
         """Applies ``change`` (a pure transition, which may raise) to the current state until the
         conditional write wins; returns its result and the state written. Nothing is written if
         ``change`` left the state as it was."""
+        written: tuple[bytes, T] | None = None  # the last write that met a conflict, and its result
         for _ in range(_CONFLICT_RETRIES_MAX):
             state, version = await self.fetch()
             before = state.encode()
+            if written is not None and before == written[0]:
+                # The conflict was our own write: its reply was lost, the retry found it applied. Redoing the
+                # change on it would not give its result (a reader's join would find itself already online).
+                return written[1], state
             result = change(state)
             after = state.encode()
             if after == before:
@@ -125,7 +130,8 @@ class GroupStore:
                 await self._call(functools.partial(self._raw.update_table, self.table, [(_STATE, version, after)]))
                 return result, state
             except (TableKeyBadVersion, TableKeyDoesNotExist):
-                continue  # someone else changed it first: redo on the new state
+                written = after, result
+                continue  # someone else changed it first (or this write, retried): redo on the new state
         raise ConflictingOperation(f"reader group {self._group}: {_CONFLICT_RETRIES_MAX} conflicting updates "
                                    f"in a row")
 

@@ -72,6 +72,40 @@ async def test_keyed_events_come_back_each_once_in_key_order(client):
     assert len(set(segment_of_key.values())) > 1
 
 
+@pytest.mark.parametrize("write", ["join", "acquire"])
+async def test_a_group_write_whose_reply_is_lost_is_not_done_twice_or_forgotten(client, write):
+    """A reader's state write (its join, or the step that acquires the segments) is applied, but its reply is
+    lost (the store crashed or the connection dropped): the client retries and finds its own write there. The
+    join must not fail as "already online", and the segments the lost write acquired must still be read (found
+    by the simulation, seed 111: segments owned by the reader and never read)."""
+    scope = f"lost-reply-{write}"
+    await stream_of(client, scope)
+    async with client.create_writer(scope, "s") as writer:
+        await asyncio.gather(*await write_keyed(writer, 400, keys=8))
+    end = await client.tail_cut(scope, "s")
+    group = await client.create_reader_group(scope, "g", ["s"], end_cuts=[end], config=FAST_GROUP)
+    raw, lost = group.store._raw, []
+    update_table = raw.update_table
+    marker = b'"assigned":{"r":{}' if write == "join" else f'"assigned":{{"r":{{"{scope}/s/'.encode()
+
+    async def update_losing_one_reply(table, entries, *args, **kwargs):
+        result = await update_table(table, entries, *args, **kwargs)
+        if not lost and marker in bytes(entries[0][2]):
+            lost.append(table)  # applied, and then the connection drops before the reply is read
+            if write == "acquire":  # and another write comes first: the retry's transition sees a changed state
+                await group.store.update(lambda state: state.create_checkpoint("between", True, 3))
+            raise errors.ConnectionFailed("the connection dropped before the reply")
+        return result
+
+    raw.update_table = update_losing_one_reply
+    received = []
+    async with group.create_reader("r") as reader:
+        async for event in reader:
+            received.append(event.data)
+    assert lost, "no state write acquired segments: the test did not test"
+    check_each_once_in_key_order(received, 400, keys=8)
+
+
 async def test_readers_joining_later_take_a_share_and_each_event_is_read_once(client):
     """Three readers join one group at different times while a writer writes 30,000 events: the
     later readers get segments released by the first, every reader reads something, and all of
