@@ -16,8 +16,10 @@ bit (FoundationDB's simulator and TigerBeetle's VOPR work this way):
   ``WALL_EPOCH``, monotonic at 0), ``time.sleep`` raises (a blocking sleep would stop every process at
   once), the global ``random`` continues a sequence seeded from the seed, ``os.urandom``,
   ``uuid.uuid4`` and ``random.SystemRandom`` (so ``secrets``) draw from ``World.random``, and
-  ``threading.Thread.start`` raises (no threads in the world), and ``grpc.aio``'s server and channels
-  are the world's (grpc_sim.py). Everything is restored on exit.
+  ``threading.Thread.start`` raises (no threads in the world), ``grpc.aio``'s server and channels
+  are the world's (grpc_sim.py), and so is ``coordination.zookeeper.ZooKeeper`` wherever production
+  code makes one (zookeeper_sim.py). Everything is restored on exit.
+* ``zookeeper(host)``: a ZooKeeper ensemble serving on ``host`` (zookeeper_sim.py), kept in ``zookeepers``.
 * The trace: ``record(kind, *fields)`` feeds one line per event (virtual time, kind, fields) to a
   running xxh3 hash and keeps the last ``keep`` lines for failure reports. Fields must be plain
   values (str, int, float, bool, None, bytes, and tuples of them): an object's repr may hold its
@@ -49,7 +51,7 @@ from typing import Any, TypeVar
 
 import xxhash
 
-from tests.simulation import grpc_sim
+from tests.simulation import grpc_sim, zookeeper_sim
 from tests.simulation.errors import NotSimulated, SimulationError
 from tests.simulation.loop import OWNER, VirtualLoop
 from tests.simulation.network import Network
@@ -100,6 +102,7 @@ class World:
         self.network = Network(self, **network_options)
         self.loop.network = self.network
         self.processes: dict[str, Process] = {}
+        self.zookeepers: dict[str, zookeeper_sim.SimZooKeeperServer] = {}  # ZooKeeper ensembles by host
         self.unhandled: list[dict[str, Any]] = []  # what reached the loop's exception handler
         self._graveyard: list[asyncio.Task[Any]] = []
         self._patch_depth = 0
@@ -134,6 +137,15 @@ class World:
     def process(self, name: str, host: str) -> Process:
         """A new (not yet started) process named ``name`` on ``host``."""
         return Process(self, name, host)
+
+    def zookeeper(self, host: str = "10.0.9.1", port: int = zookeeper_sim.DEFAULT_PORT,
+                  **options: Any) -> zookeeper_sim.SimZooKeeperServer:
+        """A ZooKeeper ensemble serving on ``host:port`` from now on (options: ``SimZooKeeperServer``'s)."""
+        if host in self.zookeepers:
+            raise ValueError(f"a ZooKeeper already serves on {host}")
+        server = zookeeper_sim.SimZooKeeperServer(self, host, port, **options)
+        self.zookeepers[host] = server
+        return server
 
     def bury(self, tasks: list[asyncio.Task[Any]]) -> None:
         """Keeps a dead generation's tasks: never run again, never collected (so no finalizer runs) until close."""
@@ -207,6 +219,7 @@ class World:
             (uuid, "uuid4", uuid4),
             (threading.Thread, "start", no_threads),
             *grpc_sim.patches(self),  # grpc.aio's server and channels: the world's, over its network
+            *zookeeper_sim.patches(self),  # coordination.zookeeper.ZooKeeper: the world's model of ZooKeeper
         ]
         saved = [(target, name, getattr(target, name)) for target, name, _ in patches]
         outer_random = random.getstate()
