@@ -25,7 +25,8 @@ negotiated session timeout. That is the latest moment up to which the session is
 the owner of the session (a segment store: server/cluster.py) must act as if it had expired. Heard are: the
 answers to this wrapper's calls (by their send time; an error the server sent, such as NoNode, is an answer
 too), kazoo's pings (by the time the ping was sent; seen through kazoo's log lines, as the reconnection noise
-is) and every (re)connection. The negotiated timeout, which the ensemble may clamp to its own
+is) and every (re)connection (by the time its attempt began, also seen in kazoo's log: the server got the
+handshake after that, while its answer arrives a link latency after the server restarted the timer). The negotiated timeout, which the ensemble may clamp to its own
 minSessionTimeout/maxSessionTimeout, replaces the requested one as soon as a session is made.
 
 A call that kazoo queues while it is not connected is never sent until it connects again, so the
@@ -92,6 +93,7 @@ _SENDING = "Sending request(xid=%s): %s"
 _PING_ANSWERED = "Received Ping"
 _SESSION_CREATED_PREFIX = "Session created"
 _PING_XID = -2
+_CONNECTING = "Connecting to %s(%s):%s, use_ssl: %r"  # logged as an attempt begins, before its handshake is sent
 
 
 # kazoo waits session_timeout / len(hosts) for the answer to its session handshake. A server that accepts
@@ -117,6 +119,7 @@ class SessionClock:
         self.session_timeout = session_timeout
         self._heard_at = heard_at
         self._ping_sent_at: float | None = None
+        self._connecting_at: float | None = None
         self._lock = threading.Lock()
 
     @property
@@ -142,6 +145,15 @@ class SessionClock:
 
     def ping_sent(self, at: float) -> None:
         self._ping_sent_at = at
+
+    def connecting(self, at: float) -> None:
+        """A connection attempt began (its handshake is sent after this moment)."""
+        self._connecting_at = at
+
+    def connected(self) -> None:
+        """The handshake of the latest attempt was answered: the server heard it after the attempt began."""
+        if self._connecting_at is not None:
+            self.heard(self._connecting_at)
 
     def ping_answered(self) -> None:
         if self._ping_sent_at is not None:
@@ -251,8 +263,9 @@ class ZooKeeper:
 
     async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
         """The child names. ``watch`` is called once, on the loop, when the children change next (or the
-        znode goes, or the session is lost): ZooKeeper watches are one-shot, and one lost with a
-        connection never fires, so callers also look again now and then."""
+        znode goes, or the connection drops: kazoo 2.11 fires every watch then and does not set it again on
+        the new connection, so a caller that looks again at once may find ZooKeeper unavailable). ZooKeeper
+        watches are one-shot; callers also look again now and then."""
         children: list[str] = await self._call(self._client.get_children_async, path, self._watcher(watch))
         return children
 
@@ -361,8 +374,8 @@ class ZooKeeper:
         return future
 
     def _state_changed(self, state: str) -> None:  # on kazoo's thread
-        if state == KazooState.CONNECTED:  # a session made, or revalidated: its timer restarted (within a round trip)
-            self.clock.heard(time.monotonic())
+        if state == KazooState.CONNECTED:  # a session made, or revalidated: its timer restarted when the server got
+            self.clock.connected()  # the handshake, after the attempt began (not when its answer arrived: later)
         if state == KazooState.LOST and not self._stopping and self._loop is not None and not self._loop.is_closed():
             log.warning("zookeeper session lost", extra={"hosts": self.hosts})
             self._loop.call_soon_threadsafe(self._notify_session_lost)
@@ -416,6 +429,8 @@ class _KazooLog(logging.LoggerAdapter[logging.Logger]):
         if msg == _SENDING:
             if args and args[0] == _PING_XID:
                 self._clock.ping_sent(time.monotonic())
+        elif msg == _CONNECTING:
+            self._clock.connecting(time.monotonic())
         elif msg == _PING_ANSWERED:
             self._clock.ping_answered()
         elif isinstance(msg, str) and msg.startswith(_SESSION_CREATED_PREFIX) and len(args) >= 3:

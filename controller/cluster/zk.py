@@ -286,6 +286,18 @@ class ControllerCluster(Coordination):
         created = await self.zk.create(f"{self.paths.leader}/n_", self.controller_id.encode(), ephemeral=True,
                                        sequence=True)
         self._candidate = created.rsplit("/", 1)[1]
+        # A create retried after a lost reply makes a second node. The first, lower, would stand in our place
+        # while we wait for ours to come first: no controller would ever lead (found by the simulation's
+        # ZooKeeper). Every other candidate node holding our id is dropped.
+        for name in await self.zk.get_children(self.paths.leader):
+            if name == self._candidate:
+                continue
+            try:
+                data, _ = await self.zk.get(f"{self.paths.leader}/{name}")
+            except NoNodeError:
+                continue
+            if data == self.controller_id.encode():
+                await self.zk.delete(f"{self.paths.leader}/{name}")
 
     async def _ensure_registered(self) -> None:
         """After a session expiry our nodes are gone: register and stand again under the new session."""
