@@ -26,8 +26,9 @@ the owner of the session (a segment store: server/cluster.py) must act as if it 
 answers to this wrapper's calls (by their send time; an error the server sent, such as NoNode, is an answer
 too), kazoo's pings (by the time the ping was sent; seen through kazoo's log lines, as the reconnection noise
 is) and every (re)connection (by the time its attempt began, also seen in kazoo's log: the server got the
-handshake after that, while its answer arrives a link latency after the server restarted the timer). The negotiated timeout, which the ensemble may clamp to its own
-minSessionTimeout/maxSessionTimeout, replaces the requested one as soon as a session is made.
+handshake after that, while its answer arrives a link latency after the server restarted the timer). The
+negotiated timeout, which the ensemble may clamp to its own minSessionTimeout/maxSessionTimeout, replaces the
+requested one as soon as a session is made.
 
 A call that kazoo queues while it is not connected is never sent until it connects again, so the
 deadline is kept around the whole call, queued or sent. A call given up is not taken back from kazoo:
