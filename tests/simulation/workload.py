@@ -62,6 +62,7 @@ class Oracle:
     transactions: list[list[tuple[str, int]]] = field(default_factory=list)  # each one's events, as written
     committed: set[int] = field(default_factory=set)  # transactions (indexes) whose commit returned
     commit_asked: set[int] = field(default_factory=set)  # transactions whose commit was called
+    commit_times: dict[int, tuple[float, float | None]] = field(default_factory=dict)  # asked at, returned at
     ready: bool = False  # the stream exists
     checkpoint_marks: dict[str, int] = field(default_factory=dict)  # checkpoint -> len(read) when the reader met it
     checkpoints: list[tuple[Checkpoint, int]] = field(default_factory=list)  # completed ones, with their marks
@@ -96,12 +97,14 @@ def check(oracle: Oracle) -> None:
     invented = sorted(event for event in counts if event[1] >= oracle.issued.get(event[0], 0))
     if invented:
         problems.append(f"{len(invented)} events read that were never written, e.g. {invented[:5]}")
-    last: dict[str, int] = {}
-    for key, sequence in oracle.read:
-        if sequence <= last.get(key, -1):
-            problems.append(f"key {key}: {sequence} read after {last[key]}")
+    last: dict[str, tuple[int, int]] = {}  # key -> (sequence, index in read) of its last event read
+    for index, (key, sequence) in enumerate(oracle.read):
+        if key in last and sequence <= last[key][0]:
+            before = last[key][1]
+            problems.append(f"key {key}: {sequence} read after {last[key][0]} ({_whereabouts(oracle, index)}; "
+                            f"{_whereabouts(oracle, before)})")
             break
-        last[key] = sequence
+        last[key] = sequence, index
     for index, events in enumerate(oracle.transactions):
         seen = sum(1 for event in events if counts[event])
         if index in oracle.committed and seen < len(events):
@@ -113,6 +116,19 @@ def check(oracle: Oracle) -> None:
     problems.extend(oracle.metadata_problems)
     if problems:
         raise Violation("; ".join(problems))
+
+
+def _whereabouts(oracle: Oracle, index: int) -> str:
+    """Where and when the read at ``index`` happened, and the transaction of its event, for a failure message."""
+    event = oracle.read[index]
+    segment, offset, generation = oracle.read_where[index]
+    text = f"{event[0]}:{event[1]} read from {segment} at {offset} by reader {generation}"
+    for number, events in enumerate(oracle.transactions):
+        if event in events:
+            asked, returned = oracle.commit_times.get(number, (None, None))
+            text += f", transaction {number} (commit asked at {asked}, returned at {returned})"
+            break
+    return text
 
 
 def _covers(ranges: list[tuple[float, float]], low: float, high: float) -> bool:
@@ -248,8 +264,11 @@ class Workload:
                         await transaction.abort()
                     else:
                         oracle.commit_asked.add(index)
+                        loop = asyncio.get_running_loop()
+                        oracle.commit_times[index] = round(loop.time(), 3), None
                         await transaction.commit()
                         oracle.committed.add(index)
+                        oracle.commit_times[index] = oracle.commit_times[index][0], round(loop.time(), 3)
                 except Exception as error:  # noqa: BLE001 - a failed transaction may only vanish whole
                     oracle.errors.append(f"transaction {index}: {type(error).__name__}: {error}")
                     await asyncio.sleep(1.0)
