@@ -411,12 +411,17 @@ class Workload:
         checker = self.world.process("checker", "10.0.3.3")
         await checker.start(self._check_metadata)
 
-    async def _check_metadata(self) -> None:
+    async def _check_metadata(self, settle_seconds: float = 60.0) -> None:
+        """``stream_problems`` until there are none, for up to ``settle_seconds``: a scale the admin asked for
+        may still be on its way (successors recorded, the epoch not yet moved on), and must finish."""
+        deadline = asyncio.get_running_loop().time() + settle_seconds
         while True:
             try:
                 async with clients.connect(self.uri) as client:
                     self.oracle.metadata_problems = await stream_problems(client, self.oracle, self.segments)
-                return
+                if not self.oracle.metadata_problems or asyncio.get_running_loop().time() >= deadline:
+                    return
+                self.world.record("check_unsettled", len(self.oracle.metadata_problems))
             except Exception as error:  # noqa: BLE001 - the cluster is healed, but may still be recovering
                 self.world.record("check_retry", type(error).__name__)
-                await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)
