@@ -2,6 +2,10 @@
 
     python -m tests.support.docs_runner DOCUMENT SCRATCH_DIR
 
+A document holding the line ``<!-- docs-commands: repository root -->`` is one for a checkout of the
+repository (docs/simulation.md): its commands run from the repository's root instead, and must write
+nothing there.
+
 How each command is run (a command is a line, with its backslash continuations; ``#`` comments and blank
 lines are skipped):
 
@@ -39,6 +43,7 @@ import tomllib
 
 from tests.support.doc_blocks import fenced_blocks
 
+REPOSITORY_ROOT = "<!-- docs-commands: repository root -->"  # a document whose commands run from a checkout
 COMMAND_TIMEOUT_SECONDS = 180.0
 SERVER_START_SECONDS = 60.0
 SERVER_STOP_SECONDS = 15.0
@@ -197,6 +202,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 def run_document(document: pathlib.Path, directory: pathlib.Path) -> None:
     """Raises DocumentFailed (with the servers' logs)."""
+    if REPOSITORY_ROOT in document.read_text():
+        directory = ROOT
     session = Session(directory)
     try:
         for block in fenced_blocks(document):
