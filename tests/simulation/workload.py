@@ -7,6 +7,7 @@ Each writer process owns a set of routing keys and writes events ``<key>:<sequen
 up per key from where the oracle says the key's last *issued* event was (so a restarted writer goes on,
 and an event whose writer crashed before its ack may be missing, never out of order). An event goes into
 ``Oracle.acknowledged`` only when its ``WriteAck`` completed: from then on it must be read exactly once.
+A fifth of a writer's events go without a routing key (the SDK spreads those over the segments).
 A transactional writer process (keys of its own) writes transactions of a few events and commits them; a
 transaction whose ``commit`` returned is in ``Oracle.committed``, one it gave up before committing (or whose
 writer crashed) is left to be aborted by its lease. The reader process reads the group from the head and
@@ -25,7 +26,8 @@ checkpoint a restore goes back to, and keeps no checkpoint that a reset overtook
 
 * every acknowledged event was read, exactly once;
 * no event was read twice, acknowledged or not, and nothing was read that was never written;
-* per key, events were read in the order written (sequences increase);
+* per key, events were read in the order written (sequences increase); events written without a routing key
+  (a fifth of each writer's, counted under ``w<writer>-keyless``) are promised no order, only exactly once;
 * a transaction is read whole or not at all, whole if its commit returned, and not at all if its writer never
   asked for the commit;
 * the stream's metadata is consistent (``stream_problems``, asked of the controller at the end): the active
@@ -48,6 +50,7 @@ from clients.stream_cut import StreamCut
 from tests.simulation.world import World
 
 SCOPE, STREAM, GROUP = "sim", "events", "readers"
+KEYLESS_SHARE = 0.2  # of a writer's events, written without a routing key
 
 
 @dataclass
@@ -55,6 +58,7 @@ class Oracle:
     """What the workload did, as the test knows it."""
 
     issued: dict[str, int] = field(default_factory=dict)  # key -> sequences handed to a writer so far
+    unordered: set[str] = field(default_factory=set)  # keys of events written without a routing key
     acknowledged: set[tuple[str, int]] = field(default_factory=set)
     read: list[tuple[str, int]] = field(default_factory=list)
     read_where: list[tuple[str, int, int]] = field(default_factory=list)  # each read's (segment, offset, reader)
@@ -99,6 +103,8 @@ def check(oracle: Oracle) -> None:
         problems.append(f"{len(invented)} events read that were never written, e.g. {invented[:5]}")
     last: dict[str, tuple[int, int]] = {}  # key -> (sequence, index in read) of its last event read
     for index, (key, sequence) in enumerate(oracle.read):
+        if key in oracle.unordered:
+            continue
         if key in last and sequence <= last[key][0]:
             before = last[key][1]
             problems.append(f"key {key}: {sequence} read after {last[key][0]} ({_whereabouts(oracle, index)}; "
@@ -233,9 +239,13 @@ class Workload:
                 pending: set[asyncio.Task[None]] = set()
                 try:
                     while self.writing:
-                        key = keys[random.randrange(len(keys))]
+                        if random.random() < KEYLESS_SHARE:  # no routing key: any segment, no order promised
+                            key, routing_key = f"w{index}-keyless", None
+                            self.oracle.unordered.add(key)
+                        else:
+                            key = routing_key = keys[random.randrange(len(keys))]
                         sequence = self.oracle.next_sequence(key)
-                        ack = await writer.write(f"{key}:{sequence}".encode(), key)
+                        ack = await writer.write(f"{key}:{sequence}".encode(), routing_key)
                         task = asyncio.ensure_future(self._acknowledged(ack, key, sequence))
                         pending.add(task)
                         task.add_done_callback(pending.discard)
