@@ -12,7 +12,8 @@ through the seams the world replaces:
 * Tier-1 is a ``DurableDataLog`` per container on the store host's simulated disk (``tests/simulation/disk.py``):
   a crash of the store loses what was not yet durable;
 * Tier-2 is an ``InMemoryChunkStorage`` (tests/support/doubles) that outlives every process, as an object store
-  does;
+  does, behind a ``FaultyChunkStorage`` (tests/support/faults/tier2.py) that gives every call an object store's
+  latency (``TIER2_LATENCY``, drawn per call) and whose knobs the nemesis may turn (unavailable for a while);
 * the controller's metadata lives in table segments on the store, as in production.
 
 What is not simulated here (later slices): several stores and controllers on ZooKeeper, the replicated log.
@@ -37,8 +38,10 @@ from tests.simulation.disk import SimDisk
 from tests.simulation.processes import Process
 from tests.simulation.world import World
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
+from tests.support.faults.tier2 import FaultyChunkStorage
 
 STORE_PORT = 12345
+TIER2_LATENCY = (0.002, 0.03)  # seconds per Tier-2 call, as an object store in the same region answers
 CONTROLLER_PORT = 9090
 
 
@@ -68,7 +71,8 @@ class SimStandalone:
         shutil.rmtree(self.data_dir, ignore_errors=True)
         self.data_dir.mkdir(parents=True)
         self.disk = SimDisk(world, topology.store_host, **topology.disk_options)
-        self.tier2 = InMemoryChunkStorage()
+        self.tier2 = FaultyChunkStorage(InMemoryChunkStorage())
+        self.tier2.latency = lambda: world.random.uniform(*TIER2_LATENCY)
         self.store: Process = world.process("segment-store", topology.store_host)
         self.controller: Process = world.process("controller", topology.controller_host)
         self.config = SegmentStoreConfig(data_dir=self.data_dir, host=topology.store_host, port=STORE_PORT,

@@ -3,7 +3,8 @@
 With nothing armed it behaves exactly like the storage it wraps (same ``supports_*`` flags, and
 ``counters`` *is* the inner storage's). Knobs, checked in this order on every call:
 
-* ``latency_seconds``: every call sleeps this long first.
+* ``latency_seconds``: every call sleeps this long first (or, if ``latency`` is set, as long as it says: a
+  function called once per call, for a latency that varies).
 * ``hang_seconds`` (``hang()`` / ``hang(None)``): every call blocks for that long, then raises
   ChunkStorageUnavailable, as a client timeout would; the inner storage is not called.
 * ``unavailable`` (``set_unavailable()``): every call raises ChunkStorageUnavailable until cleared.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from server.buffers import prefix_views
 from server.tier2.chunk_storage import (
@@ -63,6 +64,7 @@ class FaultyChunkStorage(ChunkStorage):
         self.supports_regions = inner.supports_regions
         self.calls: collections.Counter[str] = collections.Counter()
         self.latency_seconds = 0.0
+        self.latency: Callable[[], float] | None = None
         self.hang_seconds: float | None = None
         self.unavailable = False
         self._armed: list[_Arming] = []
@@ -99,8 +101,9 @@ class FaultyChunkStorage(ChunkStorage):
 
     async def _call(self, operation: str, chunk: str, *args, inner_operation: str | None = None):
         self.calls[operation] += 1
-        if self.latency_seconds:
-            await asyncio.sleep(self.latency_seconds)
+        delay = self.latency() if self.latency is not None else self.latency_seconds
+        if delay:
+            await asyncio.sleep(delay)
         if self.hang_seconds is not None:
             await asyncio.sleep(self.hang_seconds)
             raise ChunkStorageUnavailable(chunk, f"injected: {operation} timed out after {self.hang_seconds}s")
