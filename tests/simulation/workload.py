@@ -75,6 +75,7 @@ class Oracle:
     truncations: list[tuple[StreamCut, bool]] = field(default_factory=list)  # cuts asked for, whether it returned
     scales: int = 0  # scales that returned
     metadata_problems: list[str] = field(default_factory=list)  # what stream_problems found at the end
+    group_at_end: str = "not read"  # the reader group's state at the end, for a failure's report
 
     def next_sequence(self, key: str) -> int:
         sequence = self.issued.get(key, 0)
@@ -92,7 +93,8 @@ def check(oracle: Oracle) -> None:
     counts = collections.Counter(oracle.read)
     missing = sorted(event for event in oracle.acknowledged if counts[event] == 0)
     if missing:
-        problems.append(f"{len(missing)} acknowledged events never read, e.g. {missing[:5]}")
+        problems.append(f"{len(missing)} acknowledged events never read, e.g. {missing[:5]} (the reader group at "
+                        f"the end: {oracle.group_at_end})")
     duplicated = sorted(event for event, count in counts.items() if count > 1)
     if duplicated:
         where = [oracle.read_where[index] for index, event in enumerate(oracle.read) if event == duplicated[0]]
@@ -429,6 +431,11 @@ class Workload:
             try:
                 async with clients.connect(self.uri) as client:
                     self.oracle.metadata_problems = await stream_problems(client, self.oracle, self.segments)
+                    state, _ = await client.reader_group(SCOPE, GROUP).store.fetch()
+                    active = sorted(item.segment.qualified_name for item in await client.get_segments(SCOPE, STREAM))
+                    self.oracle.group_at_end = (f"readers {state.readers}, assigned {state.assigned}, unassigned "
+                                                f"{state.unassigned}, future {state.future}, completed "
+                                                f"{state.completed}; active segments {active}")
                 if not self.oracle.metadata_problems or asyncio.get_running_loop().time() >= deadline:
                     return
                 self.world.record("check_unsettled", len(self.oracle.metadata_problems))
