@@ -229,7 +229,12 @@ class ClusterMember:
             # Ours from a retried create, or a previous process's whose session has not expired yet:
             # replace it so that it goes with this session.
             await self._zk.delete(path)
-            await self._zk.create(path, data, ephemeral=True)
+            try:
+                await self._zk.create(path, data, ephemeral=True)
+            except NodeExistsError:  # ours again if this create was retried after a lost reply (its data says so)
+                current, _ = await self._zk.get(path)
+                if current != data:
+                    raise
         self._published = data
 
     def _current_registration(self) -> StoreRegistration:

@@ -186,7 +186,7 @@ class ClusteredController:
         """Joins the cluster and starts serving. Raises StartupFailed."""
         from clients.errors import ClientError
         from controller.app import ControllerApp, GrpcStartupError
-        from controller.cluster.zk import ControllerCluster
+        from controller.cluster.zk import ControllerCluster, NoSegmentStore
         from controller.metrics import register_cluster
         from controller.rest.server import RestStartupError
         from coordination.cluster import ClusterMismatch
@@ -200,12 +200,13 @@ class ClusteredController:
             await app.start()
             return app
 
+        unreachable = (TimeoutError, ClientError, NoSegmentStore)  # (none registered yet: the cluster is starting)
         try:
             app = await retry(start, _start_policy(self.wait_seconds),
-                              retriable=lambda error: isinstance(error, (TimeoutError, ClientError)))
+                              retriable=lambda error: isinstance(error, unreachable))
         except (GrpcStartupError, RestStartupError, ClusterMismatch, ZooKeeperUnavailable) as error:
             raise StartupFailed(CONTROLLER, str(error)) from error
-        except (TimeoutError, ClientError) as error:
+        except unreachable as error:
             raise StartupFailed(CONTROLLER, f"cannot reach the cluster's segment stores: {error}") from error
         assert app.cluster is not None
         if self._metrics:

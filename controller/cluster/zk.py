@@ -43,7 +43,10 @@ Endpoint = tuple[str, int]
 
 
 class NoSegmentStore(Exception):
-    """No segment store is registered: nothing can serve the segment now."""
+    """No segment store is registered: nothing can serve the segment now (retriable: one may register soon, as
+    when the cluster is starting)."""
+
+    retriable = True
 
 
 class ControllerCluster(Coordination):

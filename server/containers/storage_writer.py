@@ -330,6 +330,8 @@ class StorageWriter(StateObserver):
                     self._wake.set()  # try again next pass
                     return
                 work.predecessor = None
+            if work.items[-1].kind is _Kind.DELETE and await self._gone(work):
+                await self._skip_to_delete(work)
             last = work.items[-1]
             while work.items:
                 item = work.items[0]
@@ -453,6 +455,33 @@ class StorageWriter(StateObserver):
         if work.exists and offset > 0:
             await self._call(self.storage.truncate(work.name, min(offset, work.storage_length)))
         work.data.drop_below(min(work.data.start_offset, work.storage_length))
+
+    async def _gone(self, work: _Work) -> bool:
+        """Whether Tier-2 does not hold the segment (now, or as this writer last knew it)."""
+        if work.known:
+            return not work.exists
+        try:
+            await self._call(self.storage.get_info(work.name))
+        except storage_errors.SegmentNotFound:
+            return True
+        return False
+
+    async def _skip_to_delete(self, work: _Work) -> None:
+        """A segment whose deletion waits but that Tier-2 does not hold: what comes before the deletion is moot.
+        Either Tier-2 deleted it before a restart replayed its operations (their bytes, which the container's
+        checkpoint says Tier-2 held, are gone with it: writing them would be an inconsistency), or none of its
+        bytes ever reached Tier-2. A merge source's bytes are deleted instead of concatenated (gone already in
+        the first case)."""
+        while work.items[0].kind is not _Kind.DELETE:
+            item = work.items.popleft()
+            if item.kind is not _Kind.MERGE:
+                continue
+            source = item.source
+            async with source.lock:
+                source.items.clear()
+                source.waiting_bytes = 0
+                await self._delete(source)
+        work.waiting_bytes = 0
 
     async def _delete(self, work: _Work) -> None:
         try:

@@ -44,6 +44,7 @@ from .logstore.ledgers import LedgerBroken, LedgerError, LedgerFenced, LedgerWri
 from .logstore.registry import Paths, live_logstores, new_ledger_id
 
 log = logging.getLogger("tributary.tier1.replicated")
+_RELEASING = b" released"  # appended to an owner's token in its lock's znode just before the znode is deleted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +233,10 @@ class ReplicatedDurableDataLog(DurableDataLog):
 
     async def _take_owner_lock(self) -> None:
         path = self._paths.owner(self.name)
+        # Held, for _release_owner_lock (which deletes only a lock holding our token), from before the create: an
+        # open cancelled or failed while the create's reply is lost and retried would otherwise leave a lock that
+        # nobody releases while this process's session lives, and the log could never be opened elsewhere.
+        self._owner_lock_held = True
         try:
             await self._zk.create(path, self._token, ephemeral=True)
         except NodeExistsError:
@@ -240,8 +245,8 @@ class ReplicatedDurableDataLog(DurableDataLog):
             except NoNodeError:
                 holder = b""
             if holder != self._token:  # (our own token: a create retried after a lost reply)
+                self._owner_lock_held = False
                 raise LogBusy(f"log {self.name} is owned by a live process") from None
-        self._owner_lock_held = True
 
     async def _release_owner_lock(self) -> None:
         if not self._owner_lock_held:
@@ -251,6 +256,10 @@ class ReplicatedDurableDataLog(DurableDataLog):
         try:
             holder, version = await self._zk.get(path)
             if holder == self._token:
+                # First to a version no held lock has (a lock is created at version 0 and never written), then
+                # deleted at that version: a delete retried after its lost reply must not match the lock the next
+                # owner created at this path meanwhile (at version 0 again, as the lock just deleted was).
+                version = await self._zk.set_if(path, self._token + _RELEASING, version)
                 await self._zk.delete(path, version)
         except (NoNodeError, BadVersionError, ZooKeeperUnavailable):
             pass  # gone already, someone else's, or it goes with the session

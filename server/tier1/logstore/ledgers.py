@@ -123,7 +123,10 @@ class LedgerWriter:
 
     A replica that has not answered the oldest unacknowledged entry within ``add_timeout`` seconds
     (a paused process, a stuck disk) counts as failed, like one that answered an error. ``failed``
-    says which replicas were dropped and why (``"unavailable"``, ``"timeout"``, ``"lost"``).
+    says which replicas were dropped and why (``"unavailable"``, ``"timeout"``, ``"lost"``). Those seconds
+    are of this writer's own loop running: after a stall of it (a GC pause, SIGSTOP), which the watchdog
+    sees as coming late, the replicas get a whole ``add_timeout`` again from then (the requests may have
+    left only then, and answers that came meanwhile are counted by callbacks that run after the watchdog's).
     """
 
     def __init__(self, ledger: int, replicas: list[StoreClient], ack_quorum: int, first_entry: int = 0,
@@ -144,6 +147,8 @@ class LedgerWriter:
         self._waiting: deque[tuple[int, float, asyncio.Future[int]]] = deque()  # unacknowledged, in entry order
         self._failure: LedgerError | None = None
         self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_due = 0.0  # when the watchdog should fire (it fires late after a stall of this loop)
+        self._judged_from = float("-inf")  # replicas' add timeouts run from here at the earliest (after a stall)
 
     @property
     def degraded(self) -> bool:
@@ -171,8 +176,12 @@ class LedgerWriter:
         for replica in list(self._live):
             replica.call(message, frame).add_done_callback(functools.partial(self._answered_by, replica, entry))
         if self._watchdog is None:
-            self._watchdog = loop.call_later(self.add_timeout, self._check_timeouts)
+            self._arm(loop, self.add_timeout)
         return future
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        self._watchdog_due = loop.time() + delay
+        self._watchdog = loop.call_later(delay, self._check_timeouts)
 
     def abandon(self) -> None:
         """Stops the watchdog; later answers still count but nobody waits for them."""
@@ -212,13 +221,15 @@ class LedgerWriter:
         if self._failure is not None or not self._waiting:
             return
         loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._watchdog_due > self.add_timeout / 2:  # this loop stalled: nobody is judged on it (class doc)
+            self._judged_from = now
         oldest_entry, sent, _ = self._waiting[0]
-        if loop.time() - sent >= self.add_timeout:
+        if now - max(sent, self._judged_from) >= self.add_timeout:
             for replica in [replica for replica in self._live if self._answered.get(replica, -1) < oldest_entry]:
                 self._drop(replica, "timeout")
         if self._failure is None and self._waiting:
-            self._watchdog = loop.call_later(max(0.05, self._waiting[0][1] + self.add_timeout - loop.time()),
-                                             self._check_timeouts)
+            self._arm(loop, max(0.05, max(self._waiting[0][1], self._judged_from) + self.add_timeout - now))
 
     def _acknowledge_ready(self) -> None:
         waiting = self._waiting

@@ -6,6 +6,7 @@ back everywhere, and fences the old writer out."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -104,3 +105,58 @@ async def test_recovery_needs_enough_replicas_to_decide(stores):
     stores[1:] = []
     with pytest.raises(LedgerBroken):  # one replica of three cannot tell what two might have acknowledged
         await recover(4, replicas, ack_quorum=2)
+
+
+class _Replica:
+    """A replica whose answers the test gives (``calls``: each request and the future of its answer)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[p.Message, asyncio.Future[p.Message]]] = []
+
+    def call(self, message: p.Message, frame=None) -> asyncio.Future[p.Message]:
+        future: asyncio.Future[p.Message] = asyncio.get_running_loop().create_future()
+        self.calls.append((message, future))
+        return future
+
+
+async def test_a_stall_of_the_writer_s_own_loop_times_no_replica_out():
+    """The writer's loop stalls (a GC pause) past the add timeout with an add in flight, and every replica answers
+    meanwhile. Once the loop runs again the answers are read in the same turn as the add-timeout timer comes due,
+    and asyncio runs that timer before the callbacks that count them: the replicas must not be dropped as timed out
+    (the log would roll away from every one of them, and quarantine them for 30 s, for a stall of its own)."""
+    replicas = [_Replica() for _ in range(3)]
+    writer = LedgerWriter(1, replicas, ack_quorum=2, add_timeout=0.05)  # type: ignore[arg-type]
+    acknowledged = writer.append(b"a")
+    loop = asyncio.get_running_loop()
+
+    def answer() -> None:  # as data_received does for each replica's reply
+        for replica in replicas:
+            message, future = replica.calls[-1]
+            assert isinstance(message, p.Add)
+            future.set_result(p.Added(message.request_id, p.Status.OK, message.ledger, message.entry))
+
+    def stall() -> None:
+        time.sleep(0.1)  # blocks the loop past the add timeout
+        loop.call_soon(answer)  # the replies, read in the turn after the stall, ahead of the timers due by then
+
+    loop.call_soon(stall)
+    assert await asyncio.wait_for(acknowledged, 1) == 0
+    assert not writer.failed and not writer.degraded
+
+
+async def test_replicas_silent_for_the_add_timeout_of_running_time_after_a_stall_are_dropped():
+    """After a stall of the writer's loop the replicas get a whole add timeout again, and no more: those that still
+    do not answer are then dropped."""
+    replicas = [_Replica() for _ in range(3)]
+    writer = LedgerWriter(1, replicas, ack_quorum=2, add_timeout=0.05)  # type: ignore[arg-type]
+    acknowledged = writer.append(b"a")
+    loop = asyncio.get_running_loop()
+    loop.call_soon(time.sleep, 0.1)  # the stall
+    await asyncio.sleep(0.12)
+    assert not writer.failed  # judged from the end of the stall: not yet
+    message, future = replicas[0].calls[-1]
+    assert isinstance(message, p.Add)
+    future.set_result(p.Added(message.request_id, p.Status.OK, message.ledger, message.entry))
+    with pytest.raises(LedgerBroken):
+        await asyncio.wait_for(acknowledged, 1)
+    assert list(writer.failed.values()) == ["timeout", "timeout"]
