@@ -1,7 +1,9 @@
 """Runs simulated clusters: ``python -m tests.simulation --seeds 1000`` runs seeds 1..1000 and prints every
 failing seed; ``--seed N`` replays one (the same run, checked by its trace hash); ``--shrink`` shrinks a failing
 seed to the fewest of its faults that still fail the same way, and ``--seed N --keep 2,5`` replays those;
-``--plant BUG`` plants a test-only bug (``plants.PLANTS``) to show the simulation finds it.
+``--plant BUG`` plants a test-only bug (``plants.PLANTS``) to show the simulation finds it; ``--topology cluster``
+runs a whole cluster (ZooKeeper, log stores, two segment stores, two controllers: scenario.py) instead of a
+standalone store and controller.
 
 Every seed runs in an interpreter of its own, started the same canonical way whatever the command line,
 environment and working directory were (tests/simulation/replay.py says why), so ``--seed N`` replays
@@ -23,7 +25,8 @@ import time
 import click
 
 from tests.simulation.plants import PLANTS
-from tests.simulation.scenario import RunResult
+from tests.simulation.plants import check as check_plants
+from tests.simulation.scenario import TOPOLOGIES, RunResult
 from tests.simulation.shrink import failure_kind, shrink
 
 
@@ -38,20 +41,27 @@ from tests.simulation.shrink import failure_kind, shrink
 @click.option("--plant", type=click.Choice(sorted(PLANTS)), multiple=True, help="plant a test-only bug")
 @click.option("--fault-seconds", type=float, default=30.0, show_default=True,
               help="virtual seconds of faults per run")
+@click.option("--topology", type=click.Choice(TOPOLOGIES), default="standalone", show_default=True,
+              help="what runs: a standalone store and controller, or a whole cluster")
 @click.option("--stop-at-first", is_flag=True, help="stop at the first failing seed")
 @click.option("--json", "as_json", is_flag=True, help="with --seed: print the result as one JSON object")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True,
               help="seeds run at once (each in its own interpreter)")
 def main(seeds: int | None, first: int, seed: int | None, keep: str | None, shrinking: bool,
-         plant: tuple[str, ...], fault_seconds: float, stop_at_first: bool, as_json: bool, jobs: int) -> None:
+         plant: tuple[str, ...], fault_seconds: float, topology: str, stop_at_first: bool, as_json: bool,
+         jobs: int) -> None:
     """Deterministic simulation of a Tributary cluster (tests/simulation)."""
     if (seeds is None) == (seed is None):
         raise click.UsageError("give exactly one of --seeds N and --seed N")
     if keep is not None and seed is None:
         raise click.UsageError("--keep goes with --seed")
+    try:
+        check_plants(plant, topology)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     if seed is not None:
         kept = None if keep is None else _indexes(keep)
-        result = _replay(seed, plant, fault_seconds, kept)
+        result = _replay(seed, plant, fault_seconds, kept, topology)
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(result)))
         else:
@@ -59,14 +69,15 @@ def main(seeds: int | None, first: int, seed: int | None, keep: str | None, shri
             for fault in result.faults:
                 click.echo(f"  {fault}")
         if shrinking and not result.ok:
-            _shrink(result, plant, fault_seconds, kept)
+            _shrink(result, plant, fault_seconds, kept, topology)
         sys.exit(0 if result.ok else 1)
     assert seeds is not None
     failed: list[RunResult] = []
     started = time.perf_counter()
     simulated = 0.0
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        runs = pool.map(lambda number: _replay(number, plant, fault_seconds), range(first, first + seeds))
+        runs = pool.map(lambda number: _replay(number, plant, fault_seconds, None, topology),
+                        range(first, first + seeds))
         for done, result in enumerate(runs, start=1):
             simulated += result.virtual_seconds
             if not result.ok:
@@ -81,10 +92,10 @@ def main(seeds: int | None, first: int, seed: int | None, keep: str | None, shri
                            f"{simulated / elapsed:.1f} simulated seconds per wall second", err=True)
     if failed:
         click.echo(f"failing seeds: {' '.join(str(result.seed) for result in failed)} (replay: python -m "
-                   f"tests.simulation --seed N{_plants(plant)})")
+                   f"tests.simulation --seed N{_plants(plant)}{_topology(topology)})")
         if shrinking:
             for result in failed:
-                _shrink(result, plant, fault_seconds, None)
+                _shrink(result, plant, fault_seconds, None, topology)
         sys.exit(1)
     click.echo(f"all {seeds} seeds passed")
 
@@ -100,7 +111,12 @@ def _plants(plant: tuple[str, ...]) -> str:
     return "".join(f" --plant {bug}" for bug in plant)
 
 
-def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kept: list[int] | None) -> None:
+def _topology(topology: str) -> str:
+    return "" if topology == "standalone" else f" --topology {topology}"
+
+
+def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kept: list[int] | None,
+            topology: str) -> None:
     """Prints the fewest of ``failed``'s faults that still fail the same way, and the command replaying them."""
     kind = failure_kind(failed.failure)
     start = list(range(failed.schedule)) if kept is None else kept
@@ -110,7 +126,7 @@ def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kep
     def fails(subset: list[int]) -> bool:
         nonlocal tries
         tries += 1
-        result = _replay(failed.seed, plant, fault_seconds, subset)
+        result = _replay(failed.seed, plant, fault_seconds, subset, topology)
         return not result.ok and failure_kind(result.failure) == kind
 
     def progress(subset: list[int]) -> None:
@@ -120,7 +136,7 @@ def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kep
     keep = ",".join(map(str, smallest)) or "none"
     click.echo(f"seed {failed.seed} shrunk from {len(start)} to {len(smallest)} faults in {tries} runs "
                f"({kind}): python -m tests.simulation --seed {failed.seed} --keep {keep}"
-               f"{_plants(plant)}{_fault_seconds(fault_seconds)}")
+               f"{_plants(plant)}{_fault_seconds(fault_seconds)}{_topology(topology)}")
 
 
 def _fault_seconds(fault_seconds: float) -> str:
@@ -138,22 +154,24 @@ def _no_randomization() -> None:
 
 
 def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
-                      keep: list[int] | None = None) -> list[str]:
+                      keep: list[int] | None = None, topology: str = "standalone") -> list[str]:
     kept = "all" if keep is None else ",".join(map(str, keep)) or "none"
     return [sys.executable, "-m", "tests.simulation.replay", str(seed), ",".join(sorted(plant)), repr(fault_seconds),
-            kept]
+            kept, topology]
 
 
 def _replay(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
-            keep: list[int] | None = None) -> RunResult:
+            keep: list[int] | None = None, topology: str = "standalone") -> RunResult:
     """One seed in the canonical interpreter (tests/simulation/replay.py says why); ``keep``: its faults to apply."""
     environment = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    completed = subprocess.run(canonical_command(seed, plant, fault_seconds, keep), cwd=ROOT, env=environment,
+    completed = subprocess.run(canonical_command(seed, plant, fault_seconds, keep, topology), cwd=ROOT,
+                               env=environment,
                                capture_output=True, text=True, check=False, preexec_fn=_no_randomization)
     lines = completed.stdout.splitlines()
     if not lines:
         tail = completed.stderr.strip().splitlines()[-3:]
-        return RunResult(seed, ok=False, failure=f"the run crashed (exit {completed.returncode}): {tail}")
+        return RunResult(seed, ok=False, failure=f"the run crashed (exit {completed.returncode}): {tail}",
+                         topology=topology)
     return RunResult(**json.loads(lines[-1]))
 
 

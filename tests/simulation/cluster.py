@@ -25,9 +25,11 @@ time would share it.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import pathlib
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,26 @@ from tests.support.faults.tier2 import FaultyChunkStorage
 STORE_PORT = 12345
 TIER2_LATENCY = (0.002, 0.03)  # seconds per Tier-2 call, as an object store in the same region answers
 CONTROLLER_PORT = 9090
+
+
+def claim_data_dir(name: str) -> tuple[pathlib.Path, Callable[[], None]]:
+    """A fresh, empty directory named ``name`` under the system's temporary directory, and the function that
+    removes it. The name must be the same in every run of a seed (it is in the stores' configs, and other
+    characters would hash, and so iterate, differently), so two runs of one seed at once (pytest workers, two
+    checkouts) would share it: an exclusive lock on ``name.lock`` makes the second wait for the first."""
+    root = pathlib.Path(tempfile.gettempdir()) / "tributary-simulation"
+    root.mkdir(parents=True, exist_ok=True)
+    lock = open(root / f"{name}.lock", "w")  # noqa: SIM115 - held until the release
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    path = root / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+
+    def release() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        lock.close()  # (closing the file releases the lock)
+
+    return path, release
 
 
 @dataclass
@@ -67,9 +89,7 @@ class SimStandalone:
         self.topology = topology = topology or StandaloneTopology()
         # a name that is the same in every run of a seed: the path is in the store's config, and a string of
         # other characters would hash, and so iterate, differently (mkdtemp's names are random)
-        self.data_dir = pathlib.Path(tempfile.gettempdir()) / "tributary-simulation" / f"seed-{world.seed:012d}"
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        self.data_dir.mkdir(parents=True)
+        self.data_dir, self._release_data_dir = claim_data_dir(f"seed-{world.seed:012d}")
         self.disk = SimDisk(world, topology.store_host, **topology.disk_options)
         self.tier2 = FaultyChunkStorage(InMemoryChunkStorage())
         self.tier2.latency = lambda: world.random.uniform(*TIER2_LATENCY)
@@ -131,4 +151,4 @@ class SimStandalone:
         self.controller.restart(self._controller_main)
 
     def close(self) -> None:
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._release_data_dir()

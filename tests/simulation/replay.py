@@ -1,6 +1,7 @@
-"""One seed, run in the canonical interpreter: ``python -m tests.simulation.replay SEED PLANTS FAULT_SECONDS KEEP``
-prints the run's result as one JSON object (KEEP: ``all``, or the indexes of the faults to keep, comma-separated,
-``none`` for none). ``python -m tests.simulation`` starts it; run it through that.
+"""One seed, run in the canonical interpreter: ``python -m tests.simulation.replay SEED PLANTS FAULT_SECONDS KEEP
+TOPOLOGY`` prints the run's result as one JSON object (KEEP: ``all``, or the indexes of the faults to keep,
+comma-separated, ``none`` for none; TOPOLOGY: ``standalone`` or ``cluster``, always given). ``python -m
+tests.simulation`` starts it; run it through that.
 
 Where objects hashed by their address land in a set, and when the garbage collector runs, depends on every
 allocation the interpreter made before the run: its arguments, its environment, its working directory. So the
@@ -30,10 +31,11 @@ def _out_of_time(signum: int, frame: object) -> None:
 def main() -> None:
     seed, plants, fault_seconds = int(sys.argv[1]), [p for p in sys.argv[2].split(",") if p], float(sys.argv[3])
     keep = None if sys.argv[4] == "all" else [int(index) for index in sys.argv[4].split(",") if index != "none"]
+    topology = sys.argv[5]
     logging.disable(logging.WARNING)
     signal.signal(signal.SIGALRM, _out_of_time)
     signal.alarm(WALL_SECONDS_MAX)
-    result = run_seed(seed, plant=plants, fault_seconds=fault_seconds, keep=keep)
+    result = run_seed(seed, plant=plants, fault_seconds=fault_seconds, keep=keep, topology=topology)
     sys.stdout.write(json.dumps(dataclasses.asdict(result)) + "\n")
 
 

@@ -16,6 +16,18 @@ controller killed and restarted, a writer or the transactional writer killed and
 and restarted from the last checkpoint, the store paused (a GC pause / SIGSTOP), a writer's host cut off from
 the store for a while. ``plant`` switches on a
 deliberate bug (``plants.py``) to prove the simulation finds it.
+
+``topology="cluster"`` runs the same workload against a whole cluster instead (``cluster_topology.SimCluster``:
+ZooKeeper, three log stores, two segment stores in cluster mode on the replicated Tier-1, two controllers), with
+a nemesis of its own (``CLUSTER_FAULT_KINDS``): a segment store killed, or paused (possibly past its session
+timeout), or cut off from ZooKeeper only, or from the log stores only, or made a zombie (cut off from ZooKeeper and
+paused until its containers were given to the other store, it resumes still cut off: it serves on until it
+presumes its session expired, half a second later, and only fencing keeps its appends out); a controller killed;
+a log store killed, or its disk lost (at most once a run: a replica lost for good, which three copies tolerate
+once); ZooKeeper down for a while; and the writer, transactional writer, reader and writer-partition faults
+above. Its verdict adds the cluster's own invariants (``SimCluster.problems``: every container runs on exactly
+one store, the one the map names, which holds its log's owner lock, and the log's chain in ZooKeeper is
+consistent and is the running log's), once the cluster has settled after the run.
 """
 
 from __future__ import annotations
@@ -27,11 +39,15 @@ from dataclasses import dataclass, field
 from random import Random
 
 from tests.simulation.cluster import SimStandalone, StandaloneTopology
+from tests.simulation.cluster_topology import ClusterTopology, SimCluster
 from tests.simulation.errors import SimulationError
 from tests.simulation.plants import check as check_plants
 from tests.simulation.plants import planted
 from tests.simulation.workload import Violation, Workload, check
 from tests.simulation.world import World
+
+TOPOLOGIES = ("standalone", "cluster")
+CLUSTER_SETTLE_SECONDS = 60.0  # after the run: how long the cluster may take to meet its own invariants
 
 
 @dataclass
@@ -51,11 +67,13 @@ class RunResult:
     scales: int = 0
     truncations: int = 0  # that returned
     resets: int = 0  # of the reader group to a checkpoint, after a reader crash
+    topology: str = "standalone"
 
     def line(self) -> str:
         failure = self.failure if len(self.failure) <= 400 else self.failure[:400] + " ..."
         verdict = "ok" if self.ok else f"FAILED: {failure}"
-        return (f"seed {self.seed}: {verdict} ({self.acknowledged} events acknowledged, {self.committed} "
+        cluster = " (cluster)" if self.topology == "cluster" else ""
+        return (f"seed {self.seed}{cluster}: {verdict} ({self.acknowledged} events acknowledged, {self.committed} "
                 f"transactions committed, {self.read} events read, {self.checkpoints} checkpoints, {self.scales} "
                 f"scales, {self.truncations} truncations, {self.resets} resets, "
                 f"{len(self.faults)} faults, {self.virtual_seconds:.0f} s simulated in {self.wall_seconds:.2f} s; "
@@ -63,6 +81,10 @@ class RunResult:
 
 
 FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "reader", "pause", "partition")
+CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zookeeper", "pause", "zombie",
+                       "zk_partition", "logstore_partition", "writer", "transactional", "reader", "partition")
+ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
+_INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
 
 
 @dataclass(frozen=True)
@@ -76,7 +98,11 @@ class Fault:
     seconds: float = 0.0
     target: int = 0
 
-    def describe(self) -> str:
+    def describe(self, topology: str = "standalone") -> str:
+        if topology == "cluster":
+            described = self._describe_cluster()
+            if described:
+                return described
         if self.kind in ("store", "power"):
             what = "lost power" if self.kind == "power" else "killed"
             return f"store {what}, restarted after {self.seconds:.2f} s"
@@ -92,11 +118,32 @@ class Fault:
             return f"store paused {self.seconds:.2f} s"
         return f"writer {self.target} cut off from the store for {self.seconds:.2f} s"
 
+    def _describe_cluster(self) -> str:
+        """The cluster topology's own faults (empty for those described as in the standalone one)."""
+        seconds = f"{self.seconds:.2f} s"
+        return {
+            "store": f"segment store {self.target} killed, restarted after {seconds}",
+            "controller": f"controller {self.target} killed, restarted after {seconds}",
+            "logstore": f"log store {self.target} killed, restarted after {seconds}",
+            "logstore_disk": f"log store {self.target} lost its disk, restarted empty after {seconds}",
+            "zookeeper": f"ZooKeeper down for {seconds}",
+            "pause": f"segment store {self.target} paused {seconds}",
+            "zombie": f"segment store {self.target} cut off from ZooKeeper and paused {seconds}, resumed still cut "
+                      f"off (a zombie)",
+            "zk_partition": f"segment store {self.target} cut off from ZooKeeper for {seconds}",
+            "logstore_partition": f"segment store {self.target} cut off from the log stores for {seconds}",
+            "partition": f"writer {self.target} cut off from the segment stores for {seconds}",
+        }.get(self.kind, "")
 
-def fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
+
+def fault_schedule(seed: int, seconds: float, writers: int, topology: str = "standalone",
+                   cluster: ClusterTopology | None = None) -> list[Fault]:
     """The seed's faults, drawn up front from a random source of the nemesis's own: what the system does (which
     draws on the world's source) never changes the schedule, so a run with some faults left out (shrinking)
-    keeps the others as they were. Faults that hold the nemesis (a process down, a host cut off) never overlap."""
+    keeps the others as they were. Faults that hold the nemesis (a process down, a host cut off) never overlap.
+    ``topology="cluster"`` draws from ``CLUSTER_FAULT_KINDS`` (``cluster``: the topology the targets are in)."""
+    if topology == "cluster":
+        return _cluster_fault_schedule(seed, seconds, writers, cluster or ClusterTopology())
     random = Random(f"nemesis-{seed}")
     faults: list[Fault] = []
     now = 0.0
@@ -120,8 +167,51 @@ def fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
     return faults
 
 
+def _cluster_fault_schedule(seed: int, seconds: float, writers: int, topology: ClusterTopology) -> list[Fault]:
+    """``fault_schedule`` for the cluster topology (see the module docstring)."""
+    random = Random(f"nemesis-cluster-{seed}")
+    faults: list[Fault] = []
+    now = 0.0
+    disk_lost = False
+    while now < seconds:
+        now += random.uniform(1.0, 6.0)
+        kind = random.choice(CLUSTER_FAULT_KINDS)
+        if kind == "logstore_disk" and disk_lost:
+            kind = "logstore"  # one replica lost for good is what three copies tolerate (module docstring)
+        index = len(faults)
+        if kind in ("store", "controller"):
+            count = topology.stores if kind == "store" else topology.controllers
+            fault = Fault(index, now, kind, random.uniform(0.0, 3.0), random.randrange(count))
+        elif kind in ("logstore", "logstore_disk"):
+            fault = Fault(index, now, kind, random.uniform(0.0, 5.0), random.randrange(topology.logstores))
+            disk_lost = disk_lost or kind == "logstore_disk"
+        elif kind == "zookeeper":
+            fault = Fault(index, now, kind, random.uniform(0.5, 8.0))
+        elif kind == "pause":  # up to past the session timeout: the store then learns at once it lost its session
+            fault = Fault(index, now, kind, random.uniform(0.1, 3.0 * topology.session_timeout),
+                          random.randrange(topology.stores))
+        elif kind == "zombie":  # resumed after its containers were (or are being) given to another store
+            takeover = topology.session_timeout + topology.rebalance_grace
+            fault = Fault(index, now, kind, random.uniform(takeover, takeover + 4.0), random.randrange(topology.stores))
+        elif kind in ("zk_partition", "logstore_partition"):
+            fault = Fault(index, now, kind, random.uniform(0.5, 3.0 * topology.session_timeout),
+                          random.randrange(topology.stores))
+        elif kind == "partition":
+            fault = Fault(index, now, kind, random.uniform(0.5, 8.0), random.randrange(writers))
+        elif kind == "writer":
+            fault = Fault(index, now, kind, target=random.randrange(writers))
+        else:
+            fault = Fault(index, now, kind)
+        faults.append(fault)
+        if kind not in _INSTANT:  # the nemesis waits for the process to come back or the cut to heal
+            now += fault.seconds + (ZOMBIE_CUT_AFTER if kind == "zombie" else 0.0)
+    return faults
+
+
 class Nemesis:
     """Injects the faults of a schedule into ``cluster`` and ``workload`` (see the module docstring)."""
+
+    topology = "standalone"
 
     def __init__(self, world: World, cluster: SimStandalone, workload: Workload):
         self.world = world
@@ -130,7 +220,7 @@ class Nemesis:
         self.faults: list[str] = []
 
     def _note(self, fault: Fault) -> None:
-        text = f"#{fault.index} {fault.describe()}"
+        text = f"#{fault.index} {fault.describe(self.topology)}"
         self.faults.append(f"{self.world.loop.time():.3f} {text}")
         self.world.record("fault", text)
 
@@ -169,21 +259,81 @@ class Nemesis:
             self.world.network.heal()
 
 
+class ClusterNemesis(Nemesis):
+    """Injects the faults of a cluster schedule (``CLUSTER_FAULT_KINDS``) into a ``SimCluster`` and the workload."""
+
+    topology = "cluster"
+
+    def __init__(self, world: World, cluster: SimCluster, workload: Workload):  # type: ignore[override]
+        super().__init__(world, cluster, workload)  # type: ignore[arg-type]
+        self.sim_cluster = cluster
+
+    async def _apply(self, fault: Fault) -> None:
+        cluster, network, target = self.sim_cluster, self.world.network, fault.target
+        if fault.kind == "store":
+            cluster.crash_store(target)
+            await asyncio.sleep(fault.seconds)
+            cluster.restart_store(target)
+        elif fault.kind == "controller":
+            cluster.crash_controller(target)
+            await asyncio.sleep(fault.seconds)
+            cluster.restart_controller(target)
+        elif fault.kind in ("logstore", "logstore_disk"):
+            if fault.kind == "logstore":
+                cluster.crash_logstore(target)
+            else:
+                cluster.lose_logstore_disk(target)
+            await asyncio.sleep(fault.seconds)
+            cluster.restart_logstore(target)
+        elif fault.kind == "zookeeper":
+            cluster.zookeeper_down(fault.seconds)
+            await asyncio.sleep(fault.seconds)
+        elif fault.kind == "pause":
+            cluster.pause_store(target, fault.seconds)
+        elif fault.kind == "zombie":
+            cluster.cut_store_from_zookeeper(target)
+            cluster.pause_store(target, fault.seconds)
+            await asyncio.sleep(fault.seconds + ZOMBIE_CUT_AFTER)
+            network.heal()
+        elif fault.kind in ("zk_partition", "logstore_partition", "partition"):
+            if fault.kind == "zk_partition":
+                cluster.cut_store_from_zookeeper(target)
+            elif fault.kind == "logstore_partition":
+                cluster.cut_store_from_logstores(target)
+            else:
+                network.partition([self.workload.writers[target].host], cluster.topology.store_hosts)
+            await asyncio.sleep(fault.seconds)
+            network.heal()
+        else:
+            await super()._apply(fault)
+
+
 def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.0, writers: int = 2,
-             until: float = 3600.0, keep: Iterable[int] | None = None) -> RunResult:
+             until: float = 3600.0, keep: Iterable[int] | None = None, topology: str = "standalone") -> RunResult:
     """Runs one seed to its verdict (see the module docstring); ``keep``: the indexes of the seed's faults to
-    apply (all when None), as shrinking leaves them."""
-    plants = check_plants(plant)
+    apply (all when None), as shrinking leaves them; ``topology``: ``"standalone"`` or ``"cluster"``."""
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"unknown topology {topology!r}; known: {', '.join(TOPOLOGIES)}")
+    plants = check_plants(plant, topology)
     started = time.perf_counter()
-    result = RunResult(seed, ok=False)
+    result = RunResult(seed, ok=False, topology=topology)
     world = World(seed)
-    topology = StandaloneTopology(disk_options={"ack_before_durable": "ack_before_durable" in plants})
-    cluster = SimStandalone(world, topology)
-    workload = Workload(world, cluster.controller_uri, writers=writers)
-    nemesis = Nemesis(world, cluster, workload)
-    schedule = fault_schedule(seed, fault_seconds, writers)
+    cluster: SimStandalone | SimCluster
+    if topology == "cluster":
+        cluster_topology = ClusterTopology()
+        cluster = SimCluster(world, cluster_topology)
+        workload = Workload(world, cluster.controller_uri, writers=writers)
+        nemesis: Nemesis = ClusterNemesis(world, cluster, workload)
+    else:
+        cluster_topology = None
+        cluster = SimStandalone(world, StandaloneTopology(
+            disk_options={"ack_before_durable": "ack_before_durable" in plants}))
+        workload = Workload(world, cluster.controller_uri, writers=writers)
+        nemesis = Nemesis(world, cluster, workload)
+    schedule = fault_schedule(seed, fault_seconds, writers, topology, cluster_topology)
     kept = set(range(len(schedule)) if keep is None else keep)
     result.schedule = len(schedule)
+    cluster_problems: list[str] = []
 
     async def scenario() -> None:
         cluster.start()
@@ -193,16 +343,20 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
         world.network.heal()
         await asyncio.sleep(5.0)  # the workload runs on without faults: progress is required
         await workload.finish()
+        if isinstance(cluster, SimCluster):
+            cluster_problems.extend(await _settled(cluster))
 
     try:
         with planted(plants):
             world.run(scenario(), until=until)
-        check(workload.oracle)
+        _check(workload, cluster_problems)
         result.ok = True
     except Violation as violation:
         result.failure = f"invariant broken: {violation}"
     except SimulationError as error:
         result.failure = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        if isinstance(cluster, SimCluster) and cluster.crashes:
+            result.failure += f" ({'; '.join(cluster.crashes)})"
     finally:
         result.trace_hash = world.trace_hash()
         result.virtual_seconds = world.loop.time() if not world.loop.is_closed() else 0.0
@@ -218,3 +372,29 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
     result.truncations = sum(returned for _, returned in workload.oracle.truncations)
     result.resets = workload.oracle.resets
     return result
+
+
+def _check(workload: Workload, cluster_problems: list[str]) -> None:
+    """The workload's invariants (``workload.check``) and the cluster's: Violation with every one broken."""
+    problems: list[str] = []
+    try:
+        check(workload.oracle)
+    except Violation as violation:
+        problems.append(str(violation))
+    if cluster_problems:
+        problems.append("the cluster: " + "; ".join(cluster_problems))
+    if problems:
+        raise Violation("; ".join(problems))
+
+
+async def _settled(cluster: SimCluster, seconds: float = CLUSTER_SETTLE_SECONDS) -> list[str]:
+    """The cluster's own invariants (``SimCluster.problems``) once they hold, or what still breaks them after
+    ``seconds``: a store that resumed after the faults may still be taking its share of the containers."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        problems = cluster.problems()
+        if not problems or loop.time() >= deadline:
+            return problems
+        cluster.world.record("cluster_unsettled", len(problems))
+        await asyncio.sleep(1.0)

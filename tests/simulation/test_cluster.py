@@ -1,9 +1,11 @@
 """The simulated cluster (scenario.py): Tributary's real segment store, controller and SDK in a world whose
 nemesis kills, pauses and cuts them off. A fixed set of seeds keeps every invariant, a seed replays exactly,
-and a planted bug is found within the seeds run here and replays from its seed.
+and a planted bug is found within the seeds run here and replays from its seed. The same for the cluster
+topology (cluster_topology.py: ZooKeeper, log stores, two segment stores, two controllers), whose planted bug is
+a new log owner that does not fence the previous owner's ledger.
 
-Bounded for the README's test command: about 3 s of wall time per seed; ``python -m tests.simulation
---seeds N`` is the longer run."""
+Bounded for the README's test command: about 3 s of wall time per standalone seed, 5-15 s per cluster seed;
+``python -m tests.simulation --seeds N [--topology cluster]`` is the longer run."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -33,12 +36,27 @@ REGRESSION_SEEDS = [
     (111, (0,)),
 ]
 PLANT_SEED_BUDGET = range(1, 11)
+CLUSTER_CI_SEEDS = (2, 3, 6)  # not 1, the seed the planted fence bug is found at: a seed's runs share its data dir,
+# and two runs of one seed at the same time (pytest -n) could meet there
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_a_seed_keeps_every_invariant_under_faults(seed):
     result = run_seed(seed)
+    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    assert result.faults, "the nemesis did nothing: the run proves little"
+    assert result.acknowledged > 1000 and result.committed > 20, result.line()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", CLUSTER_CI_SEEDS)
+def test_a_cluster_seed_keeps_every_invariant_under_faults(seed):
+    """The workload against a whole cluster (ZooKeeper, three log stores, two segment stores, two controllers) whose
+    nemesis kills, pauses (past the session timeout too: zombies) and cuts off its processes: every invariant of
+    the workload, and the cluster's own (every container on exactly one store, which holds its log's owner lock,
+    its log's chain consistent)."""
+    result = run_seed(seed, topology="cluster")
     assert result.ok, result.line() + "\n" + "\n".join(result.faults)
     assert result.faults, "the nemesis did nothing: the run proves little"
     assert result.acknowledged > 1000 and result.committed > 20, result.line()
@@ -59,7 +77,21 @@ def _randomization_can_be_turned_off() -> bool:
     return subprocess.run([sys.executable, "-c", probe], timeout=30).returncode == 0
 
 
+_WARMED: set[tuple[str, ...]] = set()
+
+
 def replay(seed: int, *options: str) -> RunResult:
+    """(The first replay of a kind in this process is preceded by a short one whose result is dropped: the first run
+    after a source change compiles and writes .pyc files, the next ones read them, and the two allocate differently,
+    so they differ. Other pytest workers may also write .pyc files of modules the run imports.)"""
+    kind = tuple(option for option in options if option != "--json")
+    if kind not in _WARMED:
+        _WARMED.add(kind)
+        _replay(seed, "--fault-seconds", "2", *options)
+    return _replay(seed, *options)
+
+
+def _replay(seed: int, *options: str) -> RunResult:
     """``python -m tests.simulation --seed SEED``: a fresh interpreter, as a replay is (a run leaves module-level
     counters and caches behind, which change the next run in the same interpreter)."""
     completed = subprocess.run([sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--json", *options],
@@ -95,15 +127,43 @@ def test_a_planted_bug_is_found_and_replays(plant):
     later, and a commit the controller drives again after a crash copies it again. Each is found within the seed
     budget by the invariant it breaks; its seed replays to the same failure and trace; the same seed without
     the bug keeps every invariant."""
+    others = []  # seeds that failed another way with the bug planted: reported, for a look (docs/simulation.md)
     for seed in PLANT_SEED_BUDGET:
         found = replay(seed, "--plant", plant)
-        if not found.ok:
+        if not found.ok and PLANTED[plant] in found.failure:
             break
+        if not found.ok:
+            others.append(found.line())
     else:
-        pytest.fail(f"no seed of {PLANT_SEED_BUDGET} found the planted bug {plant}")
-    assert PLANTED[plant] in found.failure, found.line()
+        pytest.fail(f"no seed of {PLANT_SEED_BUDGET} found the planted bug {plant}; other failures: {others}")
+    for line in others:
+        warnings.warn(f"with {plant} planted, a seed failed another way: {line}", stacklevel=1)
     again = replay(found.seed, "--plant", plant)
     assert not again.ok and PLANTED[plant] in again.failure, again.line()
     if _randomization_can_be_turned_off():
         assert (again.failure, again.trace_hash) == (found.failure, found.trace_hash)
     assert run_seed(found.seed).ok  # the same seed without the bug keeps every invariant
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays():
+    """``skip_fence``: a store that takes over a container's replicated log does not fence the previous owner's
+    ledger on the log stores. A store paused past its session timeout, resuming cut off from ZooKeeper (a zombie),
+    then still gets its writers' appends acknowledged by the log stores after the new owner closed the ledger
+    before them: acknowledged events are never read. Found within the seed budget; its seed replays to the same
+    failure and trace; the same seed without the bug keeps every invariant."""
+    plant = ("--plant", "skip_fence", "--topology", "cluster")
+    for seed in PLANT_SEED_BUDGET:
+        found = replay(seed, *plant)
+        if not found.ok:
+            break
+    else:
+        pytest.fail(f"no seed of {PLANT_SEED_BUDGET} found the planted bug skip_fence in the cluster topology")
+    assert "acknowledged events never read" in found.failure, found.line()
+    assert any("a zombie" in fault for fault in found.faults), found.faults
+    again = replay(found.seed, *plant)
+    assert not again.ok and "acknowledged events never read" in again.failure, again.line()
+    if _randomization_can_be_turned_off():
+        assert (again.failure, again.trace_hash) == (found.failure, found.trace_hash)
+    assert run_seed(found.seed, topology="cluster").ok  # the same seed without the bug keeps every invariant

@@ -67,13 +67,18 @@ LEDGER_CASES = ["test_entries_are_acknowledged_in_order_on_a_quorum",
                 "test_a_lost_replica_degrades_the_writer_and_two_lost_break_it",
                 "test_recovery_keeps_every_acknowledged_entry_and_fences_the_old_writer",
                 "test_recovery_needs_enough_replicas_to_decide"]
+LEDGER_CASES_NOT_REUSED = {  # and why
+    "test_a_stall_of_the_writer_s_own_loop_times_no_replica_out": "stalls a real loop with time.sleep (no stores)",
+    "test_replicas_silent_for_the_add_timeout_of_running_time_after_a_stall_are_dropped":
+        "stalls a real loop with time.sleep (no stores)",
+}
 
 
 def test_every_store_level_case_is_reused_or_excused() -> None:
     store = {name for name in dir(store_cases) if name.startswith("test_")}
     ledgers = {name for name in dir(ledger_cases) if name.startswith("test_")}
     assert store == set(STORE_CASES) | set(STORE_CASES_NOT_REUSED)
-    assert ledgers == set(LEDGER_CASES)
+    assert ledgers == set(LEDGER_CASES) | set(LEDGER_CASES_NOT_REUSED)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
