@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
 import wire
@@ -230,9 +230,7 @@ class SegmentStoreConnection(asyncio.Protocol):
             if answer is not None:
                 answer(command)
                 return
-            task = self._loop.create_task(self._answer_later(command))
-            self._tasks.add(task)
-            task.add_done_callback(self._task_done)
+            self._spawn_answer(command)
         except CloseConnection as close:
             self.close(str(close))
 
@@ -250,24 +248,19 @@ class SegmentStoreConnection(asyncio.Protocol):
         if reply is not None:
             self.send(reply)
             return
-        task = self._loop.create_task(self._setup_append_settled(command))  # an append to it is being logged
+        # an append to the segment is being logged: answered once it is durable or failed
+        self._spawn_answer(command, self._appends.setup_append_settled(command))
+
+    def _spawn_answer(self, command: wire.Command, reply: Awaitable[wire.Reply | FileFrame] | None = None) -> None:
+        task = self._loop.create_task(self._answer_later(command, reply))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    async def _setup_append_settled(self, command: wc.SetupAppend) -> None:
+    async def _answer_later(self, command: wire.Command,
+                            answer: Awaitable[wire.Reply | FileFrame] | None = None) -> None:
+        """Sends the reply to ``command`` (``answer``, or the request handlers' answer) once it is ready."""
         try:
-            reply = await self._appends.setup_append_settled(command)
-        except CloseConnection as close:
-            self.close(str(close))
-            return
-        except errors.ContainerUnavailable as error:
-            self.close(f"container unavailable: {error}")
-            return
-        self.send(reply)
-
-    async def _answer_later(self, command: wire.Command) -> None:
-        try:
-            reply = await self._handlers.handle(command)
+            reply = await (answer if answer is not None else self._handlers.handle(command))
         except CloseConnection as close:
             self.close(str(close))
             return
