@@ -12,15 +12,20 @@ exactly the run that ``--seeds`` reported.
 
 from __future__ import annotations
 
+import compileall
 import concurrent.futures
 import ctypes
 import dataclasses
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import sysconfig
+import threading
 import time
+import warnings
 
 import click
 
@@ -104,7 +109,12 @@ def _indexes(text: str) -> list[int]:
     try:
         return [] if text == "none" else sorted({int(index) for index in text.split(",")})
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not a comma-separated list of fault indexes", param_hint="--keep")
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of fault indexes",
+                                 param_hint="--keep") from None
+
+
+def _faults(count: int) -> str:
+    return f"{count} fault" if count == 1 else f"{count} faults"
 
 
 def _plants(plant: tuple[str, ...]) -> str:
@@ -130,11 +140,11 @@ def _shrink(failed: RunResult, plant: tuple[str, ...], fault_seconds: float, kep
         return not result.ok and failure_kind(result.failure) == kind
 
     def progress(subset: list[int]) -> None:
-        click.echo(f"  seed {failed.seed}: still fails with {len(subset)} faults", err=True)
+        click.echo(f"  seed {failed.seed}: still fails with {_faults(len(subset))}", err=True)
 
     smallest = shrink(start, fails, progress)
     keep = ",".join(map(str, smallest)) or "none"
-    click.echo(f"seed {failed.seed} shrunk from {len(start)} to {len(smallest)} faults in {tries} runs "
+    click.echo(f"seed {failed.seed} shrunk from {len(start)} to {_faults(len(smallest))} in {tries} runs "
                f"({kind}): python -m tests.simulation --seed {failed.seed} --keep {keep}"
                f"{_plants(plant)}{_fault_seconds(fault_seconds)}{_topology(topology)}")
 
@@ -153,6 +163,31 @@ def _no_randomization() -> None:
     libc.personality(libc.personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
 
 
+_COMPILED = threading.Lock()
+_compiled = False
+_NOT_IN_THE_CHECKOUT = r"/(\.venv|\.git|\.hypothesis|node_modules)(/|$)"
+
+
+def _compile_everything_importable() -> None:
+    """Writes the .pyc file of every module a run can import (the checkout's, the environment's, the standard
+    library's), once per process. An interpreter that compiles a module allocates differently from one that loads
+    its .pyc, so without this the first run after a change (a fresh clone: every run of CI) differs from its
+    replay, and so does any run during which another process (a pytest worker) wrote .pyc files. Runs themselves
+    write none (PYTHONDONTWRITEBYTECODE): what they find is what the last call of this left."""
+    global _compiled
+    with _COMPILED:
+        if _compiled:
+            return
+        checkout = re.compile(re.escape(str(ROOT)) + _NOT_IN_THE_CHECKOUT)
+        paths = sysconfig.get_paths()
+        with warnings.catch_warnings():  # (the standard library's test data warns as it compiles)
+            warnings.simplefilter("ignore")
+            compileall.compile_dir(ROOT, quiet=2, rx=checkout)
+            for directory in dict.fromkeys([paths["purelib"], paths["platlib"], paths["stdlib"]]):
+                compileall.compile_dir(directory, quiet=2)  # (a read-only one: nothing written, and no error)
+        _compiled = True
+
+
 def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
                       keep: list[int] | None = None, topology: str = "standalone") -> list[str]:
     kept = "all" if keep is None else ",".join(map(str, keep)) or "none"
@@ -163,7 +198,9 @@ def canonical_command(seed: int, plant: tuple[str, ...] | list[str], fault_secon
 def _replay(seed: int, plant: tuple[str, ...] | list[str], fault_seconds: float,
             keep: list[int] | None = None, topology: str = "standalone") -> RunResult:
     """One seed in the canonical interpreter (tests/simulation/replay.py says why); ``keep``: its faults to apply."""
-    environment = {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    _compile_everything_importable()
+    environment = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin",
+                   "LANG": "C.UTF-8"}
     completed = subprocess.run(canonical_command(seed, plant, fault_seconds, keep, topology), cwd=ROOT,
                                env=environment,
                                capture_output=True, text=True, check=False, preexec_fn=_no_randomization)

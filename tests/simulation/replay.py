@@ -6,8 +6,10 @@ tests.simulation`` starts it; run it through that.
 Where objects hashed by their address land in a set, and when the garbage collector runs, depends on every
 allocation the interpreter made before the run: its arguments, its environment, its working directory. So the
 runner starts this module always the same way (canonical_command): the same argument shape, a fixed minimal
-environment with PYTHONHASHSEED=0, the repository root as working directory, and address-space randomization
-off. A wall-clock alarm ends a run that would hang in real time (a busy loop the world cannot see).
+environment with PYTHONHASHSEED=0 and no writing of .pyc files, the repository root as working directory, and
+address-space randomization off; and before the first run it compiles every module a run can import, because
+compiling a module allocates differently from loading its .pyc. A wall-clock alarm ends a run that would hang
+in real time (a busy loop the world cannot see).
 """
 
 from __future__ import annotations

@@ -77,21 +77,7 @@ def _randomization_can_be_turned_off() -> bool:
     return subprocess.run([sys.executable, "-c", probe], timeout=30).returncode == 0
 
 
-_WARMED: set[tuple[str, ...]] = set()
-
-
 def replay(seed: int, *options: str) -> RunResult:
-    """(The first replay of a kind in this process is preceded by a short one whose result is dropped: the first run
-    after a source change compiles and writes .pyc files, the next ones read them, and the two allocate differently,
-    so they differ. Other pytest workers may also write .pyc files of modules the run imports.)"""
-    kind = tuple(option for option in options if option != "--json")
-    if kind not in _WARMED:
-        _WARMED.add(kind)
-        _replay(seed, "--fault-seconds", "2", *options)
-    return _replay(seed, *options)
-
-
-def _replay(seed: int, *options: str) -> RunResult:
     """``python -m tests.simulation --seed SEED``: a fresh interpreter, as a replay is (a run leaves module-level
     counters and caches behind, which change the next run in the same interpreter)."""
     completed = subprocess.run([sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--json", *options],
