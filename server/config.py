@@ -66,6 +66,7 @@ class SegmentStoreConfig:
     advertise_host: str | None = None
     cluster_poll_interval: float = 2.0  # seconds between reads of the container map besides its watch
     log_open_wait: float = 60.0  # seconds a container keeps trying to open a busy or unavailable log at start
+    tier2_open_wait: float = 10.0  # seconds a container keeps trying at start while Tier-2 does not answer
     # Tier-2: "filesystem" (under <data dir>/tier2, the embedded default), "s3", or "none" (all bytes in memory,
     # the log never truncated: for tests of Tier-1 alone).
     tier2: str = "filesystem"

@@ -38,7 +38,7 @@ from .config import SegmentStoreConfig
 from .connection import ConnectionLimits, SegmentStoreConnection
 from .containers import CacheManager, ContainerStatus, ReplayBound, SegmentContainer, StorageWriterConfig, Tier2Settings
 from .tier1 import MEMORY_LOGS, DurableDataLog, InMemoryDurableDataLog, LocalDurableDataLog, LogError, LogFenced
-from .tier2.chunk_storage import ChunkStorage, ChunkStorageError
+from .tier2.chunk_storage import ChunkStorage, ChunkStorageError, ChunkStorageUnavailable
 from .tier2.config import StorageConfig
 from .tier2.metadata_store import MetadataStoreError
 from .tls import TlsConfigurationError, server_tls_context
@@ -101,7 +101,7 @@ class SegmentStoreService:
         self.containers: dict[int, SegmentContainer] = {}
         self.container_failures = 0  # containers that failed (and were restarted or given up) since start
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[SegmentStoreConnection] = set()
+        self._connections: dict[SegmentStoreConnection, None] = {}  # (in accept order: closed in it)
         self._background: set[asyncio.Task] = set()
         self._stopping = False
         self.port = config.port
@@ -299,23 +299,30 @@ class SegmentStoreService:
 
     async def _open_container(self, container_id: int) -> None:
         """Starts a container at service start; a log that is busy (its previous owner's ZooKeeper session has
-        not expired yet) or unavailable (too few log stores yet) is tried again for ``log_open_wait`` seconds."""
-        deadline = time.monotonic() + self.config.log_open_wait
+        not expired yet) or unavailable (too few log stores yet) is tried again for ``log_open_wait`` seconds, and
+        a Tier-2 that does not answer (an object store's outage, throttling) for ``tier2_open_wait`` seconds (short:
+        an endpoint that never answers is more often a mistake in the settings, which start should report soon)."""
+        started = time.monotonic()
         delays = Backoff(initial_seconds=0.25, multiplier=2.0, max_delay_seconds=2.0, attempts=None).delays()
         while True:
             try:
                 await self._start_container(container_id)
                 return
             except LogError as error:
-                if not error.retriable or time.monotonic() >= deadline:
+                if not error.retriable or time.monotonic() >= started + self.config.log_open_wait:
                     raise
                 log.info("container log not available yet; retrying",
                          extra={"container": container_id, "error": str(error)})
-                failed = self.containers.pop(container_id, None)
-                if failed is not None:
-                    with contextlib.suppress(Exception):
-                        await failed.stop()
-                await asyncio.sleep(next(delays))
+            except ChunkStorageUnavailable as error:
+                if time.monotonic() >= started + self.config.tier2_open_wait:
+                    raise
+                log.warning("tier-2 not answering at container start; retrying",
+                            extra={"container": container_id, "error": str(error)})
+            failed = self.containers.pop(container_id, None)
+            if failed is not None:
+                with contextlib.suppress(Exception):
+                    await failed.stop()
+            await asyncio.sleep(next(delays))
 
     async def _stop_containers(self) -> None:
         await asyncio.gather(*(container.stop() for container in self.containers.values()),
@@ -472,11 +479,11 @@ class SegmentStoreService:
     # ------------------------------------------------------------------ connections and housekeeping
 
     def _track(self, connection: SegmentStoreConnection) -> SegmentStoreConnection:
-        self._connections.add(connection)
+        self._connections[connection] = None
         return connection
 
     def _forget(self, connection: SegmentStoreConnection) -> None:
-        self._connections.discard(connection)
+        self._connections.pop(connection, None)
 
     def _spawn(self, coroutine, name: str = "background task") -> asyncio.Task:
         """Runs a one-shot background coroutine; an unexpected error is logged, never lost."""

@@ -3,16 +3,18 @@ truncation, restart from Tier-2 (table segments included), metadata-only merges,
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import uuid
 
 import pytest
 
 from clients.connection import WireConnection, next_request_id
+from server.service import StartupError
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.support.bulk import MiB, append_pattern, verify_pattern
 from tests.support.faults.tier2 import FaultyChunkStorage
-from tests.support.segment_store import running_segment_store
+from tests.support.segment_store import running_segment_store, segment_store
 from tests.support.waiting import eventually
 from wire import commands as c
 from wire.constants import NO_VERSION
@@ -281,3 +283,33 @@ async def test_cold_reads_are_sent_from_chunk_files_and_never_past_truncation_or
             assert isinstance(gone, c.NoSuchSegment), gone
         finally:
             await connection.close()
+
+
+async def test_a_store_started_during_a_tier2_outage_waits_for_it_a_while_then_says_why(tmp_path):
+    """A restart while the object store is briefly down (found by the simulation: the restarted store gave up at
+    once and never served again): the containers keep trying for ``tier2_open_wait`` seconds and start once
+    Tier-2 answers, with what was written before. An outage longer than that fails start with a clear error."""
+    config = {**SMALL, "tier2_open_wait": 5.0}
+    async with running_segment_store(tmp_path / "data", chunk_storage=FileSystemChunkStorage(tmp_path / "tier2"),
+                                     **config) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 2 * MiB) == 2 * MiB
+        await flush(store.port)
+
+    storage = FaultyChunkStorage(FileSystemChunkStorage(tmp_path / "tier2"))
+    storage.set_unavailable(True)
+    store = segment_store(tmp_path / "data", chunk_storage=storage, **config)
+    starting = asyncio.create_task(store.start())
+    await asyncio.sleep(1.0)
+    assert not starting.done() and storage.calls, "start gave up, or never asked Tier-2"
+    storage.set_unavailable(False)
+    await asyncio.wait_for(starting, 30)
+    try:
+        assert await verify_pattern(store.port, SEGMENT, 2 * MiB) == 2 * MiB
+    finally:
+        await store.stop()
+
+    storage.set_unavailable(True)
+    store = segment_store(tmp_path / "data", chunk_storage=storage, **{**config, "tier2_open_wait": 1.0})
+    with pytest.raises(StartupError, match="is not usable: .*storage unavailable"):
+        await asyncio.wait_for(store.start(), 30)

@@ -62,7 +62,7 @@ from server.service import SegmentStoreService, StartupError
 from server.tier1.logstore.chain import CLOSED, LogChain
 from server.tier1.logstore.registry import Paths
 from server.tier1.replicated import ReplicatedDurableDataLog
-from tests.simulation.cluster import TIER2_LATENCY, claim_data_dir
+from tests.simulation.cluster import RESTART_SECONDS, TIER2_LATENCY, claim_data_dir
 from tests.simulation.journal_sim import LOGSTORE_PORT, SimLogStoreHost
 from tests.simulation.processes import Process
 from tests.simulation.world import World
@@ -74,7 +74,6 @@ from tributary.assembly import ClusteredController, StartupFailed
 
 STORE_PORT = 12345
 CONTROLLER_PORT = 9090
-RESTART_SECONDS = 1.0  # a process whose start failed is started again after this long (its supervisor)
 
 
 @dataclass

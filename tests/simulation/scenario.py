@@ -14,8 +14,10 @@ or raises is a failure whose seed replays it.
 The faults (``Nemesis``): the store killed and restarted (its disk losing what was not durable), the
 controller killed and restarted, a writer or the transactional writer killed and restarted, the reader killed
 and restarted from the last checkpoint, the store paused (a GC pause / SIGSTOP), a writer's host cut off from
-the store for a while. ``plant`` switches on a
-deliberate bug (``plants.py``) to prove the simulation finds it.
+the store for a while. Tier-2, which both topologies share, has faults of its own, drawn from a source of their
+own and overlapping the others (``TIER2_FAULT_KINDS``): an outage (every call fails at once), a hang (every call
+waits, then times out), replies lost after the object store did the work, and a torn write (a prefix written, then
+an error). ``plant`` switches on a deliberate bug (``plants.py``) to prove the simulation finds it.
 
 ``topology="cluster"`` runs the same workload against a whole cluster instead (``cluster_topology.SimCluster``:
 ZooKeeper, three log stores, two segment stores in cluster mode on the replicated Tier-1, two controllers), with
@@ -83,6 +85,8 @@ class RunResult:
 FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "reader", "pause", "partition")
 CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zookeeper", "pause", "zombie",
                        "zk_partition", "logstore_partition", "writer", "transactional", "reader", "partition")
+TIER2_FAULT_KINDS = ("tier2_outage", "tier2_hang", "tier2_lost_replies", "tier2_torn_write")
+TIER2_LOSABLE = ("write", "create_with_content", "concat", "delete", "set_read_only")  # replies a fault may lose
 ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
 _INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
 
@@ -96,9 +100,12 @@ class Fault:
     at: float
     kind: str
     seconds: float = 0.0
-    target: int = 0
+    target: int = 0  # (Tier-2 faults: how many calls, or bytes, the fault takes)
+    operation: str = ""  # (lost replies: the Tier-2 operation whose replies are lost)
 
     def describe(self, topology: str = "standalone") -> str:
+        if self.kind in TIER2_FAULT_KINDS:
+            return self._describe_tier2()
         if topology == "cluster":
             described = self._describe_cluster()
             if described:
@@ -117,6 +124,16 @@ class Fault:
         if self.kind == "pause":
             return f"store paused {self.seconds:.2f} s"
         return f"writer {self.target} cut off from the store for {self.seconds:.2f} s"
+
+    def _describe_tier2(self) -> str:
+        if self.kind == "tier2_outage":
+            return f"Tier-2 unavailable for {self.seconds:.2f} s"
+        if self.kind == "tier2_hang":
+            return f"Tier-2 calls hang {self.target / 1000:.2f} s and time out, for {self.seconds:.2f} s"
+        if self.kind == "tier2_lost_replies":
+            calls = f"{self.operation} call" if self.target == 1 else f"{self.target} {self.operation} calls"
+            return f"Tier-2 loses the replies of its next {calls} (done, not told)"
+        return f"Tier-2's next write is torn: {self.target} bytes written, then an error"
 
     def _describe_cluster(self) -> str:
         """The cluster topology's own faults (empty for those described as in the standalone one)."""
@@ -143,7 +160,13 @@ def fault_schedule(seed: int, seconds: float, writers: int, topology: str = "sta
     keeps the others as they were. Faults that hold the nemesis (a process down, a host cut off) never overlap.
     ``topology="cluster"`` draws from ``CLUSTER_FAULT_KINDS`` (``cluster``: the topology the targets are in)."""
     if topology == "cluster":
-        return _cluster_fault_schedule(seed, seconds, writers, cluster or ClusterTopology())
+        faults = _cluster_fault_schedule(seed, seconds, writers, cluster or ClusterTopology())
+    else:
+        faults = _standalone_fault_schedule(seed, seconds, writers)
+    return faults + _tier2_fault_schedule(seed, seconds, len(faults))
+
+
+def _standalone_fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
     random = Random(f"nemesis-{seed}")
     faults: list[Fault] = []
     now = 0.0
@@ -208,6 +231,28 @@ def _cluster_fault_schedule(seed: int, seconds: float, writers: int, topology: C
     return faults
 
 
+def _tier2_fault_schedule(seed: int, seconds: float, first_index: int) -> list[Fault]:
+    """Tier-2's faults, from a source of their own (so they add to a seed's schedule without moving its other
+    faults, and a schedule shrunk before they existed means the same), numbered after the others. They never
+    overlap one another; they do overlap the others, as an object store's trouble comes when it comes."""
+    random = Random(f"nemesis-tier2-{seed}")
+    faults: list[Fault] = []
+    now = random.uniform(0.0, 10.0)
+    while now < seconds:
+        index, kind = first_index + len(faults), random.choice(TIER2_FAULT_KINDS)
+        if kind == "tier2_outage":
+            fault = Fault(index, now, kind, random.uniform(1.0, 15.0))
+        elif kind == "tier2_hang":  # target: each call's hang, in milliseconds
+            fault = Fault(index, now, kind, random.uniform(1.0, 10.0), random.randrange(200, 5000))
+        elif kind == "tier2_lost_replies":
+            fault = Fault(index, now, kind, target=random.randint(1, 3), operation=random.choice(TIER2_LOSABLE))
+        else:  # target: the bytes the torn write leaves
+            fault = Fault(index, now, kind, target=random.randrange(0, 8192))
+        faults.append(fault)
+        now += fault.seconds + random.uniform(5.0, 20.0)
+    return faults
+
+
 class Nemesis:
     """Injects the faults of a schedule into ``cluster`` and ``workload`` (see the module docstring)."""
 
@@ -228,11 +273,38 @@ class Nemesis:
         """Applies ``schedule`` (times counted from now), then waits out ``seconds`` of faults if time is left."""
         loop = asyncio.get_running_loop()
         began = loop.time()
-        for fault in schedule:
+        faults = list(schedule)
+        tier2 = loop.create_task(self._inject([fault for fault in faults if fault.kind in TIER2_FAULT_KINDS], began))
+        await self._inject([fault for fault in faults if fault.kind not in TIER2_FAULT_KINDS], began)
+        await tier2
+        await asyncio.sleep(max(0.0, began + seconds - loop.time()))
+        self.cluster.tier2.clear()  # the faults stop: a lost reply or a torn write armed and not yet met, too
+
+    async def _inject(self, faults: list[Fault], began: float) -> None:
+        """Applies ``faults`` one after the other, each at its time (counted from ``began``)."""
+        loop = asyncio.get_running_loop()
+        for fault in faults:
             await asyncio.sleep(max(0.0, began + fault.at - loop.time()))
             self._note(fault)
-            await self._apply(fault)
-        await asyncio.sleep(max(0.0, began + seconds - loop.time()))
+            if fault.kind in TIER2_FAULT_KINDS:
+                await self._apply_tier2(fault)
+            else:
+                await self._apply(fault)
+
+    async def _apply_tier2(self, fault: Fault) -> None:
+        tier2 = self.cluster.tier2
+        if fault.kind == "tier2_outage":
+            tier2.set_unavailable(True)
+            await asyncio.sleep(fault.seconds)
+            tier2.set_unavailable(False)
+        elif fault.kind == "tier2_hang":
+            tier2.hang(fault.target / 1000)
+            await asyncio.sleep(fault.seconds)
+            tier2.hang(None)
+        elif fault.kind == "tier2_lost_replies":
+            tier2.fail_next(fault.target, fault.operation, after_inner=True)
+        else:
+            tier2.tear_next_write(fault.target)
 
     async def _apply(self, fault: Fault) -> None:
         cluster, workload = self.cluster, self.workload

@@ -138,7 +138,11 @@ def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays(
     ledger on the log stores. A store paused past its session timeout, resuming cut off from ZooKeeper (a zombie),
     then still gets its writers' appends acknowledged by the log stores after the new owner closed the ledger
     before them: acknowledged events are never read. Found within the seed budget; its seed replays to the same
-    failure and trace; the same seed without the bug keeps every invariant."""
+    failure with the same faults; the same seed without the bug keeps every invariant.
+
+    (Not the same trace: in the cluster topology two runs of a seed still differ now and then, where production
+    code iterates a set of objects hashed by address and the addresses differ between runs. docs/simulation.md,
+    "Replaying a seed", says so.)"""
     plant = ("--plant", "skip_fence", "--topology", "cluster")
     for seed in PLANT_SEED_BUDGET:
         found = replay(seed, *plant)
@@ -150,6 +154,5 @@ def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays(
     assert any("a zombie" in fault for fault in found.faults), found.faults
     again = replay(found.seed, *plant)
     assert not again.ok and "acknowledged events never read" in again.failure, again.line()
-    if _randomization_can_be_turned_off():
-        assert (again.failure, again.trace_hash) == (found.failure, found.trace_hash)
+    assert again.faults == found.faults
     assert run_seed(found.seed, topology="cluster").ok  # the same seed without the bug keeps every invariant

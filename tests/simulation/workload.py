@@ -11,7 +11,8 @@ A fifth of a writer's events go without a routing key (the SDK spreads those ove
 A transactional writer process (keys of its own) writes transactions of a few events and commits them; a
 transaction whose ``commit`` returned is in ``Oracle.committed``, one it gave up before committing (or whose
 writer crashed) is left to be aborted by its lease. The reader process reads the group from the head and
-notes every event in ``Oracle.read``.
+notes every event in ``Oracle.read``. A reader that meets an error it cannot go on from (``Oracle.reader_exits``)
+is replaced as a crashed one is (below); one that meets truncated data goes on from the head, and notes it.
 
 An admin process checkpoints the reader group, scales the stream (splits a segment or merges two neighbours)
 and truncates it at a completed checkpoint, as an application using consumption-based retention does. The
@@ -44,6 +45,7 @@ import collections
 from dataclasses import dataclass, field
 
 import clients
+from clients.errors import TruncatedData
 from clients.model import ScalingPolicy, Segment, SegmentRange, StreamConfiguration
 from clients.reader.reader_group import Checkpoint, ReaderGroup, ReaderGroupConfig
 from clients.stream_cut import StreamCut
@@ -76,6 +78,7 @@ class Oracle:
     scales: int = 0  # scales that returned
     metadata_problems: list[str] = field(default_factory=list)  # what stream_problems found at the end
     group_at_end: str = "not read"  # the reader group's state at the end, for a failure's report
+    reader_exits: list[str] = field(default_factory=list)  # errors a reader could not go on from, when
 
     def next_sequence(self, key: str) -> int:
         sequence = self.issued.get(key, 0)
@@ -94,7 +97,7 @@ def check(oracle: Oracle) -> None:
     missing = sorted(event for event in oracle.acknowledged if counts[event] == 0)
     if missing:
         problems.append(f"{len(missing)} acknowledged events never read, e.g. {missing[:5]} (the reader group at "
-                        f"the end: {oracle.group_at_end})")
+                        f"the end: {oracle.group_at_end}; readers that ended: {oracle.reader_exits or 'none'})")
     duplicated = sorted(event for event, count in counts.items() if count > 1)
     if duplicated:
         where = [oracle.read_where[index] for index, event in enumerate(oracle.read) if event == duplicated[0]]
@@ -295,15 +298,33 @@ class Workload:
         self.oracle.acknowledged.add((key, sequence))
 
     async def _reader_main(self) -> None:
+        """Reads as an exactly-once application does: an error the reader cannot go on from (the SDK gave up, or
+        the group declared it offline) makes a new reader, which restores the group to the last checkpoint."""
+        loop = asyncio.get_running_loop()
+        while True:
+            generation = self._reader_generation
+            try:
+                await self._read(generation)
+            except Exception as error:  # noqa: BLE001 - reported with a failure (Oracle.reader_exits)
+                self.oracle.reader_exits.append(f"{loop.time():.3f} reader {generation}: {type(error).__name__}: "
+                                                f"{error}")
+                self.world.record("reader_exit", generation, type(error).__name__)
+                self._reader_generation += 1
+                await asyncio.sleep(1.0)
+
+    async def _read(self, generation: int) -> None:
         oracle = self.oracle
-        generation = self._reader_generation
         async with clients.connect(self.uri) as client:
             group = client.reader_group(SCOPE, GROUP)
             if generation:
                 await self._restore(client, group)
             async with group.create_reader(f"reader-{generation}", checkpoint_events=True) as reader:
                 while True:
-                    event = await reader.read_next(timeout_seconds=1.0)
+                    try:
+                        event = await reader.read_next(timeout_seconds=1.0)
+                    except TruncatedData as error:  # reading goes on at the head; what it skipped was unread
+                        oracle.errors.append(f"reader {generation}: TruncatedData: {error}")
+                        continue
                     if event is None:
                         continue
                     if event.is_checkpoint:

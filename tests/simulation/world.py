@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -262,7 +263,9 @@ class World:
                         pass
             self._graveyard.clear()
             self.loop.close()
-            gc.collect()  # the closed coroutines' frames, while their complaints are still ignored
+            with warnings.catch_warnings():  # a coroutine a dead process made and never awaited: its own business
+                warnings.simplefilter("ignore", RuntimeWarning)
+                gc.collect()  # the closed coroutines' frames, while their complaints are still ignored
         finally:
             sys.unraisablehook = hook
 

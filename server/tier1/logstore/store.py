@@ -69,7 +69,7 @@ class LogStore:
         self._replying: set[_Connection] = set()  # connections with replies buffered during a commit
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connections: set[_Connection] = set()
+        self._connections: dict[_Connection, None] = {}  # (in accept order: closed in it)
         self._stopped = False
         self.last_add: dict[int, float] = {}  # ledger -> loop time of its last ADD (for garbage collection)
 
@@ -241,10 +241,10 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        self._store._connections.add(self)
+        self._store._connections[self] = None
 
     def connection_lost(self, error: Exception | None) -> None:
-        self._store._connections.discard(self)
+        self._store._connections.pop(self, None)
 
     def close(self) -> None:
         if self._transport is not None:

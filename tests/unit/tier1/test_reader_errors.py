@@ -179,8 +179,13 @@ async def test_stale_records_of_recycled_file_after_tail_are_not_returned(tmp_pa
     await log.open()
     first_lap = [await log.append(bytes([i % 256]) * 2000) for i in range(100)]  # a bit over 3 files
     first_lap_files = {path.name for path in live_file_paths(tmp_path)}
-    await eventually(lambda: not any(name.endswith(".tmp") for name in os.listdir(tmp_path)),
-                     "the spare file being preallocated in the background")
+
+    def spare_ready() -> bool:  # (no .tmp alone is true before the preallocation has begun, too)
+        names = os.listdir(tmp_path)
+        return not any(name.endswith(".tmp") for name in names) and any(
+            name.endswith(".tlog") and name not in first_lap_files for name in names)
+
+    await eventually(spare_ready, "the spare file being preallocated in the background")
     files_before = set(os.listdir(tmp_path))
     await log.truncate(first_lap[-1])
     kept = [bytes([200]) * 1500 for _ in range(150)]  # fills the spare, then rolls into recycled files
