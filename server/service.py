@@ -123,7 +123,7 @@ class SegmentStoreService:
         await self._start_replicated_tier1()
         try:
             if not self.config.cluster:
-                await asyncio.gather(*(self._open_container(cid) for cid in range(self.config.container_count)))
+                await self._open_containers()
         except (ChunkStorageError, MetadataStoreError, LogError) as error:
             await self._stop_containers()
             if self.chunk_storage is not None:
@@ -296,6 +296,19 @@ class SegmentStoreService:
     def _replicated_log(self, config: SegmentStoreConfig, container_id: int) -> DurableDataLog:
         assert self._replicated is not None
         return self._replicated.log(f"container-{container_id}")
+
+    async def _open_containers(self) -> None:
+        """Starts every container at service start (standalone). When one fails, the others still starting are
+        cancelled and waited for before the error goes on: a start that fails leaves no container opening in the
+        background, holding its log (an embedding process may start a store again on the same data)."""
+        openings = [asyncio.ensure_future(self._open_container(cid)) for cid in range(self.config.container_count)]
+        try:
+            await asyncio.gather(*openings)
+        except BaseException:
+            for opening in openings:
+                opening.cancel()
+            await asyncio.gather(*openings, return_exceptions=True)
+            raise
 
     async def _open_container(self, container_id: int) -> None:
         """Starts a container at service start; a log that is busy (its previous owner's ZooKeeper session has

@@ -11,6 +11,7 @@ import pytest
 
 from clients.connection import WireConnection, next_request_id
 from server.service import StartupError
+from server.tier2.chunk_storage import ChunkStorageError
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.support.bulk import MiB, append_pattern, verify_pattern
 from tests.support.faults.tier2 import FaultyChunkStorage
@@ -313,3 +314,21 @@ async def test_a_store_started_during_a_tier2_outage_waits_for_it_a_while_then_s
     store = segment_store(tmp_path / "data", chunk_storage=storage, **{**config, "tier2_open_wait": 1.0})
     with pytest.raises(StartupError, match="is not usable: .*storage unavailable"):
         await asyncio.wait_for(store.start(), 30)
+
+
+async def test_a_failed_start_leaves_no_container_opening_in_the_background(tmp_path):
+    """One container's start fails while the other is still opening: start fails, and the other is cancelled and
+    closed, not left to finish in the background holding its log (found by the simulation: a store started again
+    in the same process then found its log held by a live owner, for ever)."""
+    storage = FaultyChunkStorage(FileSystemChunkStorage(tmp_path / "tier2"))
+    storage.latency_seconds = 0.2  # each call takes a while: the other container is still opening
+    storage.fail_next(1, "list", error=ChunkStorageError)  # the first container to list fails, for good
+    config = {**SMALL, "tier1": "local", "log_open_wait": 2.0}
+    store = segment_store(tmp_path / "data", chunk_storage=storage, **config)
+    with pytest.raises(StartupError, match="injected list failure"):
+        await store.start()
+    await asyncio.sleep(1.0)  # what a leaked opening would do by now: open its log
+    storage.latency_seconds = 0.0
+    async with running_segment_store(tmp_path / "data", chunk_storage=storage, **config) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 1 * MiB) == 1 * MiB
