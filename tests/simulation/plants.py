@@ -54,7 +54,7 @@ TOPOLOGIES = {  # where each plant can show (scenario.py's topologies): the part
     "commit_twice": ("standalone", "cluster"),
     "skip_fence": ("cluster",),  # the replicated Tier-1
 }
-CLEANUP_DELAY = 1.0  # seconds after a planted copying merge before its source is deleted
+CLEANUP_DELAY = 10.0  # seconds after a planted copying merge before its source is deleted
 
 
 def check(names: Iterable[str], topology: str | None = None) -> set[str]:

@@ -42,7 +42,8 @@ REGRESSION_SEEDS = [
     # test_tier2_segment_store.py::test_a_failed_start_leaves_no_container_opening_in_the_background
     (88, (5, 10)),
 ]
-PLANT_SEED_BUDGET = range(1, 11)
+PLANT_SEED_BUDGET = range(1, 31)  # a plant is found at 1 seed in 10 or more (commit_twice: 2 of 1..20 at
+# 816b764), and any change to the code moves the seeds that find it: 30 seeds miss one that rare once in 25
 CLUSTER_CI_SEEDS = (2, 3, 6)  # not 1, the seed the planted fence bug is found at: a seed's runs share its data dir,
 # and two runs of one seed at the same time (pytest -n) could meet there
 
