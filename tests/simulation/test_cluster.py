@@ -96,14 +96,16 @@ def replay(seed: int, *options: str) -> RunResult:
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_a_seed_replays_exactly():
+@pytest.mark.parametrize("topology", ["standalone", "cluster"])
+def test_a_seed_replays_exactly(topology):
     """The same seed, three times: the same run (trace hash, events, faults); another seed gives another."""
     if not _randomization_can_be_turned_off():
         pytest.skip("this kernel keeps address-space randomization on: replays are not exact here")
-    runs = [replay(1, "--fault-seconds", "10") for _ in range(3)]
+    options = ("--fault-seconds", "10", "--topology", topology)
+    runs = [replay(1, *options) for _ in range(3)]
     assert all(run.ok for run in runs), runs[0].line()
     assert len({(run.trace_hash, run.acknowledged, run.read, tuple(run.faults)) for run in runs}) == 1
-    assert replay(2, "--fault-seconds", "10").trace_hash != runs[0].trace_hash
+    assert replay(2, *options).trace_hash != runs[0].trace_hash
 
 
 PLANTED = {  # each planted bug (plants.py), and the broken invariant that reports it
@@ -145,22 +147,26 @@ def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays(
     """``skip_fence``: a store that takes over a container's replicated log does not fence the previous owner's
     ledger on the log stores. A store paused past its session timeout, resuming cut off from ZooKeeper (a zombie),
     then still gets its writers' appends acknowledged by the log stores after the new owner closed the ledger
-    before them: acknowledged events are never read. Found within the seed budget; its seed replays to the same
-    failure with the same faults; the same seed without the bug keeps every invariant.
-
-    (Not the same trace: in the cluster topology two runs of a seed still differ now and then, where production
-    code iterates a set of objects hashed by address and the addresses differ between runs. docs/simulation.md,
-    "Replaying a seed", says so.)"""
+    before them: acknowledged events are never read, or (when a later recovery meets the zombie's longer tail)
+    read twice. Found within the seed budget; its seed replays to the same failure and trace; the same seed without
+    the bug keeps every invariant."""
     plant = ("--plant", "skip_fence", "--topology", "cluster")
+    broken = ("acknowledged events never read", "events read more than once")
+    others = []  # seeds that failed another way with the bug planted: reported, for a look
     for seed in PLANT_SEED_BUDGET:
         found = replay(seed, *plant)
-        if not found.ok:
+        if not found.ok and any(invariant in found.failure for invariant in broken):
             break
+        if not found.ok:
+            others.append(found.line())
     else:
-        pytest.fail(f"no seed of {PLANT_SEED_BUDGET} found the planted bug skip_fence in the cluster topology")
-    assert "acknowledged events never read" in found.failure, found.line()
+        pytest.fail(f"no seed of {PLANT_SEED_BUDGET} found the planted bug skip_fence in the cluster topology; "
+                    f"other failures: {others}")
+    for line in others:
+        warnings.warn(f"with skip_fence planted, a seed failed another way: {line}", stacklevel=1)
     assert any("a zombie" in fault for fault in found.faults), found.faults
     again = replay(found.seed, *plant)
-    assert not again.ok and "acknowledged events never read" in again.failure, again.line()
-    assert again.faults == found.faults
+    assert not again.ok and any(invariant in again.failure for invariant in broken), again.line()
+    if _randomization_can_be_turned_off():
+        assert (again.failure, again.trace_hash) == (found.failure, found.trace_hash)
     assert run_seed(found.seed, topology="cluster").ok  # the same seed without the bug keeps every invariant

@@ -390,4 +390,4 @@ def test_the_same_seed_gives_the_same_trace() -> None:
     first = run(21)
     assert run(21) == first and run(21) == first
     assert run(22) != first
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30  # four runs with gRPC deadlines of seconds: virtual, not waited for

@@ -197,7 +197,7 @@ def test_waiting_forever_on_nothing_is_reported_not_hung(world: World) -> None:
     started = time.perf_counter()
     with pytest.raises(Quiescent, match="quiescent") as raised:
         world.run(main())
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # not the 10 s it waited, let alone for ever (a loaded machine: slower)
     assert "virtual time 10.000000" in str(raised.value) and "main" in str(raised.value)
 
 
