@@ -37,13 +37,12 @@ from controller.app import ControllerApp
 from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService, StartupError
 from tests.simulation.disk import SimDisk
-from tests.simulation.processes import Process
+from tests.simulation.processes import Process, start_supervised
 from tests.simulation.world import World
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.faults.tier2 import FaultyChunkStorage
 
 STORE_PORT = 12345
-RESTART_SECONDS = 1.0  # a store whose start failed is started again after this long (its supervisor)
 TIER2_LATENCY = (0.002, 0.03)  # seconds per Tier-2 call, as an object store in the same region answers
 CONTROLLER_PORT = 9090
 
@@ -109,15 +108,12 @@ class SimStandalone:
     async def _store_main(self) -> None:
         """A store whose start fails (``StartupError``: Tier-2 down longer than ``tier2_open_wait``) is started
         again a second later, as its supervisor (systemd, Kubernetes) restarts a process that exited."""
-        while True:
+        async def start() -> None:
             service = SegmentStoreService(self.config, log_factory=lambda _config, container: self.disk.log(
                 f"container-{container}"), chunk_storage=self.tier2)
-            try:
-                await service.start()
-                break
-            except StartupError as error:
-                self.world.record("store_start_failed", str(error)[:80])
-                await asyncio.sleep(RESTART_SECONDS)
+            await service.start()
+
+        await start_supervised(self.world, "store", start, (StartupError,))
         await asyncio.Event().wait()  # serves until the process crashes
 
     async def _controller_main(self) -> None:

@@ -62,9 +62,9 @@ from server.service import SegmentStoreService, StartupError
 from server.tier1.logstore.chain import CLOSED, LogChain
 from server.tier1.logstore.registry import Paths
 from server.tier1.replicated import ReplicatedDurableDataLog
-from tests.simulation.cluster import RESTART_SECONDS, TIER2_LATENCY, claim_data_dir
+from tests.simulation.cluster import TIER2_LATENCY, claim_data_dir
 from tests.simulation.journal_sim import LOGSTORE_PORT, SimLogStoreHost
-from tests.simulation.processes import Process
+from tests.simulation.processes import Process, start_supervised
 from tests.simulation.world import World
 from tests.simulation.zookeeper_sim import DEFAULT_PORT as ZOOKEEPER_PORT
 from tests.simulation.zookeeper_sim import SimZooKeeperServer
@@ -154,18 +154,15 @@ class SimCluster:
     def _store_main(self, index: int):
         async def main() -> None:
             config = self.store_config(index)
-            while True:  # `tributary segmentstore --cluster` exits when its start fails; its supervisor starts it again
+
+            async def start() -> SegmentStoreService:  # `tributary segmentstore --cluster` exits when this fails
                 service = SegmentStoreService(config, chunk_storage=self.tier2)
-                try:
-                    await service.start()
-                    break
-                except StartupError as error:
-                    self.world.record("store_start_failed", index, str(error)[:80])
-                    await asyncio.sleep(RESTART_SECONDS)
-                except Exception as error:  # not a failed start: a bug, reported with the run's verdict
-                    self._crashed(f"segment store {index}", error)
-                    raise
-            self.services[index] = service
+                await service.start()
+                return service
+
+            self.services[index] = await start_supervised(  # any other error: a bug, reported with the verdict
+                self.world, "store", start, (StartupError,), index,
+                crashed=lambda error: self._crashed(f"segment store {index}", error))
             await asyncio.Event().wait()  # serves until the process crashes
         return main
 
@@ -173,19 +170,15 @@ class SimCluster:
         async def main() -> None:
             topology = self.topology
             host = topology.controller_hosts[index]
-            while True:  # as `tributary controller --zk` (it waits up to 30 s for the stores), and its supervisor
+
+            async def start() -> None:  # as `tributary controller --zk` (it waits up to 30 s for the stores)
                 controller = ClusteredController(host, host, CONTROLLER_PORT, topology.zk_hosts, topology.zk_root,
                                                  topology.session_timeout, topology.rebalance_grace,
                                                  topology.container_count, wait_seconds=30.0)
-                try:
-                    await controller.start()
-                    break
-                except StartupFailed as error:
-                    self.world.record("controller_start_failed", index, str(error)[:80])
-                    await asyncio.sleep(RESTART_SECONDS)
-                except Exception as error:  # not a failed start: a bug, reported with the run's verdict
-                    self._crashed(f"controller {index}", error)
-                    raise
+                await controller.start()
+
+            await start_supervised(self.world, "controller", start, (StartupFailed,), index,
+                                   crashed=lambda error: self._crashed(f"controller {index}", error))
             await asyncio.Event().wait()
         return main
 

@@ -132,3 +132,24 @@ class Process:
     def __repr__(self) -> str:
         state = "paused" if self.paused else "running" if self.alive else "stopped"
         return f"<Process {self.name}@{self.host} #{self.generation} {state}>"
+
+
+RESTART_SECONDS = 1.0  # a process whose start failed is started again after this long (its supervisor)
+
+
+async def start_supervised(world: World, kind: str, start: Callable[[], Awaitable[Any]],
+                           failures: tuple[type[BaseException], ...], *fields: Any,
+                           crashed: Callable[[Exception], None] | None = None) -> Any:
+    """Returns what ``start()`` returns once it succeeds: a start that fails with one of ``failures`` (the process
+    exits) is tried again ``RESTART_SECONDS`` later, as a supervisor (systemd, Kubernetes) restarts the process, and
+    recorded as ``<kind>_start_failed``; any other error is a bug, given to ``crashed`` and raised."""
+    while True:
+        try:
+            return await start()
+        except failures as error:
+            world.record(f"{kind}_start_failed", *fields, str(error)[:80])
+            await asyncio.sleep(RESTART_SECONDS)
+        except Exception as error:
+            if crashed is not None:
+                crashed(error)
+            raise
