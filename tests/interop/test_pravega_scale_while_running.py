@@ -18,7 +18,7 @@ from wire import naming
 
 pytestmark = [pytest.mark.interop, pytest.mark.process]
 SCOPE, STREAM = "scaling", "live"
-COUNT, KEYS = 24_000, 16
+COUNT, KEYS = 8_000, 16  # the binding waits for each ack: ~10 s here, several times that on a loaded CI machine
 
 
 @pytest.fixture(params=BINDING_TARGETS)
@@ -55,13 +55,13 @@ def test_no_event_lost_or_duplicated_while_scaling(standalone, tmp_path):
     run_scenario("write", uri, {"scope": SCOPE, "stream": STREAM, "create": True, "segments": 2, "count": 0,
                                 "keys": KEYS}, tmp_path / "create.out")
     ready = tmp_path / "reader.ready"
-    reader = Scenario("read", uri, {"scope": SCOPE, "stream": STREAM, "expected": COUNT, "timeout": 120,
+    reader = Scenario("read", uri, {"scope": SCOPE, "stream": STREAM, "expected": COUNT, "timeout": 280,
                                     "ready_file": str(ready)}, tmp_path / "read.out")
     writer = None
     try:
         wait_for(ready)
         writer = Scenario("write", uri, {"scope": SCOPE, "stream": STREAM, "count": COUNT, "keys": KEYS,
-                                         "pause_every": 400, "pause_seconds": 0.05}, tmp_path / "write.out")
+                                         "pause_every": 200, "pause_seconds": 0.05}, tmp_path / "write.out")
         with grpc.insecure_channel(f"127.0.0.1:{standalone.controller_port}") as channel:
             stub = pb_grpc.ControllerServiceStub(channel)
             time.sleep(1.0)
@@ -70,15 +70,16 @@ def test_no_event_lost_or_duplicated_while_scaling(standalone, tmp_path):
             scale(stub, [1], [(0.5, 0.7), (0.7, 0.85), (0.85, 1.0)])  # epoch 2: 4, 5, 6 replace 1
             time.sleep(0.7)
             scale(stub, [naming.segment_id(2, 1), naming.segment_id(3, 1)], [(0.0, 0.5)])  # epoch 3: 7 merges 2, 3
+            writing_after_scales = writer.process.poll() is None
             current = stub.getCurrentSegments(pb.StreamInfo(scope=SCOPE, stream=STREAM), timeout=10)
         assert [r.segmentId.segmentId for r in current.segmentRanges] == [
             naming.segment_id(7, 3), naming.segment_id(4, 2), naming.segment_id(5, 2), naming.segment_id(6, 2)]
-        written = writer.result(timeout=120)
+        written = writer.result(timeout=300)
         assert written["written"] == COUNT
-        received = reader.result(timeout=150)["received"][0]
+        received = reader.result(timeout=300)["received"][0]
     finally:
         reader.kill()
         if writer is not None:
             writer.kill()
-    assert written["seconds"] > 3, "the writer finished before the scales: the test proves nothing"
+    assert writing_after_scales, f"the writer finished ({written['seconds']:.1f} s) before the scales: proves nothing"
     check_each_once_in_key_order(received, COUNT, KEYS)
