@@ -78,6 +78,7 @@ _SERVER_ANSWERS = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError)
 _RETRY = Backoff(initial_seconds=0.05, multiplier=2.0, max_delay_seconds=0.5, attempts=None)
 
 SHUTDOWN_GRACE_SECONDS = 2.0  # after begin_shutdown(): no call waits longer than this
+REGISTER_TRIES = 5  # register(): replacements of a node another session holds before giving up
 STOP_WAIT_SECONDS = 3.0  # stop() waits at most this long for kazoo to close the session
 RECONNECT_LOG_INTERVAL = 30.0  # kazoo's connection-attempt lines: at most one of each kind per interval
 
@@ -286,6 +287,26 @@ class ZooKeeper:
         created: str = await self._call(self._client.create_async, path, data, ephemeral=ephemeral,
                                         sequence=sequence, makepath=makepath)
         return created
+
+    async def register(self, path: str, data: bytes) -> None:
+        """Creates the ephemeral znode ``path`` holding ``data`` (a process's registration; ``data`` must be unique to
+        the process, e.g. carry its start time), replacing one a previous process left whose session has not
+        expired yet. A create whose reply was lost and whose retry then found the node counts as done when the node
+        holds ``data``. Raises NodeExistsError when another live session keeps taking the path."""
+        for _ in range(REGISTER_TRIES):
+            try:
+                await self.create(path, data, ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                current, _ = await self.get(path)
+            except NoNodeError:
+                continue  # its session ended meanwhile
+            if current == data:
+                return  # ours: the create was applied before its retry
+            await self.delete(path)  # a previous process's: replace it, so that it goes with this session
+        raise NodeExistsError(f"{path} is taken again each time it is replaced: another process registers it")
 
     async def ensure_path(self, path: str) -> None:
         await self._call(self._client.ensure_path_async, path)

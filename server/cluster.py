@@ -223,18 +223,7 @@ class ClusterMember:
     async def _register(self) -> None:
         data = self._current_registration().to_json()
         path = self._paths.segment_store(self.store_id)
-        try:
-            await self._zk.create(path, data, ephemeral=True)
-        except NodeExistsError:
-            # Ours from a retried create, or a previous process's whose session has not expired yet:
-            # replace it so that it goes with this session.
-            await self._zk.delete(path)
-            try:
-                await self._zk.create(path, data, ephemeral=True)
-            except NodeExistsError:  # ours again if this create was retried after a lost reply (its data says so)
-                current, _ = await self._zk.get(path)
-                if current != data:
-                    raise
+        await self._zk.register(path, data)  # (replacing a previous process's: its data holds our start time)
         self._published = data
 
     def _current_registration(self) -> StoreRegistration:

@@ -339,6 +339,34 @@ def test_a_write_whose_reply_is_lost_is_retried_as_kazoo_would() -> None:
         assert len(_lines(world, "zk_reply_lost")) == 3
 
 
+def test_a_registration_replaces_a_killed_process_s_node_and_knows_its_own_retried_create() -> None:
+    """``ZooKeeper.register`` (log stores and segment stores register so): a process restarted before its previous
+    session expired replaces the node it left, even when every reply to its writes is lost (its delete and its create
+    are applied, then retried: the retried create finds the node and knows it by its data). Found by the simulation
+    (cluster seed 56): the log store's registration raised NodeExistsError there and the log store never started."""
+    with World(5) as world:
+        zookeeper = world.zookeeper(ZK, reply_loss=0.0)
+        zookeeper.ensure_path("/logstores")
+        path = "/logstores/replica-1"
+
+        async def scenario() -> None:
+            old = await _client_in(world, "old", A, session_timeout=4.0)
+            await old.register(path, b"old process")
+            world.processes["old"].crash()  # its session, and its node, live on for up to 4 s
+            new = await _client_in(world, "new", B, session_timeout=4.0)
+            zookeeper.reply_loss = 1.0
+            await new.register(path, b"new process")
+            zookeeper.reply_loss = 0.0
+            assert zookeeper.data(path) == b"new process"
+            assert len(_lines(world, "zk_reply_lost")) == 2, "the delete's and the create's replies were lost"
+            await asyncio.sleep(10.0)  # the old session expires: the node is the new session's, and stays
+            assert _lines(world, "zk_session_expired") and zookeeper.data(path) == b"new process"
+            await new.register(path, b"new process")  # again, with the node there: it is ours
+            assert zookeeper.data(path) == b"new process"
+
+        _run(world, scenario)
+
+
 def test_a_packet_over_jute_maxbuffer_drops_the_connection_until_the_call_gives_up() -> None:
     with World(18) as world:
         zookeeper = world.zookeeper(ZK, reply_loss=0.0)

@@ -92,13 +92,9 @@ class Registration:
             pass  # the session's end removes it anyway
 
     async def _register(self) -> None:
-        try:
-            await self._zk.create(self._path, self._data, ephemeral=True)
-        except NodeExistsError:
-            # Ours from a retried create, or a previous process's whose session has not expired yet:
-            # replace it so that it carries this process's address and goes with this session.
-            await self._zk.delete(self._path)
-            await self._zk.create(self._path, self._data, ephemeral=True)
+        """(A previous process's node, its session not expired yet, is replaced: it carries this process's address
+        and goes with this session. ``_data`` holds this process's start time, so ``register`` knows its own.)"""
+        await self._zk.register(self._path, self._data)
 
     async def _keep(self) -> None:
         while True:
