@@ -37,7 +37,7 @@ from controller.app import ControllerApp
 from server.config import SegmentStoreConfig
 from server.service import SegmentStoreService, StartupError
 from tests.simulation.disk import SimDisk
-from tests.simulation.processes import Process, start_supervised
+from tests.simulation.processes import Process, Terminations, start_supervised
 from tests.simulation.world import World
 from tests.support.doubles.chunk_storage import InMemoryChunkStorage
 from tests.support.faults.tier2 import FaultyChunkStorage
@@ -95,6 +95,7 @@ class SimStandalone:
         self.tier2.latency = lambda: world.random.uniform(*TIER2_LATENCY)
         self.store: Process = world.process("segment-store", topology.store_host)
         self.controller: Process = world.process("controller", topology.controller_host)
+        self.terminations = Terminations(world)  # graceful stops (SIGTERM)
         self.config = SegmentStoreConfig(data_dir=self.data_dir, host=topology.store_host, port=STORE_PORT,
                                          container_count=topology.container_count, tier1="memory", tier2="none",
                                          **topology.store_options)
@@ -108,13 +109,15 @@ class SimStandalone:
     async def _store_main(self) -> None:
         """A store whose start fails (``StartupError``: Tier-2 down longer than ``tier2_open_wait``) is started
         again a second later, as its supervisor (systemd, Kubernetes) restarts a process that exited."""
-        async def start() -> None:
+        async def start() -> SegmentStoreService:
             service = SegmentStoreService(self.config, log_factory=lambda _config, container: self.disk.log(
                 f"container-{container}"), chunk_storage=self.tier2)
             await service.start()
+            return service
 
-        await start_supervised(self.world, "store", start, (StartupError,))
-        await asyncio.Event().wait()  # serves until the process crashes
+        service = await start_supervised(self.world, "store", start, (StartupError,))
+        await self.terminations.requested(self.store)  # serves until stopped (or the process crashes)
+        await service.stop()
 
     async def _controller_main(self) -> None:
         topology = self.topology
@@ -129,7 +132,8 @@ class SimStandalone:
             except (OSError, TimeoutError, Exception) as error:  # noqa: BLE001 - retried like the assembly does
                 self.world.record("controller_start_failed", type(error).__name__)
                 await asyncio.sleep(1.0)
-        await asyncio.Event().wait()
+        await self.terminations.requested(self.controller)
+        await app.stop()
 
     # ------------------------------------------------------------------ life and faults
 
@@ -148,6 +152,18 @@ class SimStandalone:
         if self.store.alive:
             self.crash_store()
         self.store.start(self._store_main)
+
+    async def stop_store(self) -> str:
+        """SIGTERM to the store: it stops gracefully and exits (``Terminations.stop`` says what is returned); its
+        disk keeps what it was given (the page cache outlives the process)."""
+        outcome = await self.terminations.stop(self.store)
+        if outcome != "not running":
+            self.disk.crash(power_loss=False)
+        return outcome
+
+    async def stop_controller(self) -> str:
+        """SIGTERM to the controller (as ``stop_store``)."""
+        return await self.terminations.stop(self.controller)
 
     def crash_controller(self) -> None:
         self.controller.crash()

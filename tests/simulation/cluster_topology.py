@@ -33,7 +33,8 @@ The nemesis's handles: ``crash_store``/``restart_store`` (kill -9), ``pause_stor
 possibly past the session timeout: a zombie), ``crash_controller``/``restart_controller``,
 ``crash_logstore``/``restart_logstore``, ``lose_logstore_disk`` (the replica is replaced by an empty one with a
 new identity), ``zookeeper_down``, ``cut_store_from_zookeeper`` and ``cut_store_from_logstores`` (partitions of
-one store's links only; ``world.network.heal()`` ends them).
+one store's links only; ``world.network.heal()`` ends them), ``stop_store``, ``stop_controller`` and
+``stop_logstore`` (SIGTERM: a graceful stop, then the process exits; ``processes.Terminations``).
 
 ``problems()`` states the cluster's own end-of-run invariants (read from the processes and ZooKeeper's state
 after the run, once healed): no process failed (``crashes``); every container runs on exactly one segment store,
@@ -45,13 +46,12 @@ The stores' data dirs are real directories (each holds a layout file written at 
 under the system's temporary directory, removed by ``close()``.
 
 Not simulated: ZooKeeper as a quorum of servers (one highly available service: zookeeper_sim.py), TLS, the
-operations endpoints (metrics, health), the REST API, ``tributary status``, graceful stops by SIGTERM, the log
+operations endpoints (metrics, health), the REST API, ``tributary status``, the log
 stores' fsync latency (journal_sim.py), a Tier-2 outage (its latency only), adding or removing stores for good.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,7 @@ from server.tier1.logstore.registry import Paths
 from server.tier1.replicated import ReplicatedDurableDataLog
 from tests.simulation.cluster import TIER2_LATENCY, claim_data_dir
 from tests.simulation.journal_sim import LOGSTORE_PORT, SimLogStoreHost
-from tests.simulation.processes import Process, start_supervised
+from tests.simulation.processes import Process, Terminations, start_supervised
 from tests.simulation.world import World
 from tests.simulation.zookeeper_sim import DEFAULT_PORT as ZOOKEEPER_PORT
 from tests.simulation.zookeeper_sim import SimZooKeeperServer
@@ -135,6 +135,7 @@ class SimCluster:
                                            for index, host in enumerate(topology.controller_hosts)]
         self.disks_lost = 0
         self.crashes: list[str] = []  # processes that ended by an error their supervisor would not restart
+        self.terminations = Terminations(world)  # graceful stops (SIGTERM) of stores, controllers and log stores
 
     @property
     def controller_uri(self) -> str:
@@ -160,10 +161,12 @@ class SimCluster:
                 await service.start()
                 return service
 
-            self.services[index] = await start_supervised(  # any other error: a bug, reported with the verdict
+            service = self.services[index] = await start_supervised(  # any other error: a bug, in the verdict
                 self.world, "store", start, (StartupError,), index,
                 crashed=lambda error: self._crashed(f"segment store {index}", error))
-            await asyncio.Event().wait()  # serves until the process crashes
+            await self.terminations.requested(self.stores[index])  # serves until stopped (or it crashes)
+            self.services[index] = None
+            await service.stop()
         return main
 
     def _controller_main(self, index: int):
@@ -171,15 +174,17 @@ class SimCluster:
             topology = self.topology
             host = topology.controller_hosts[index]
 
-            async def start() -> None:  # as `tributary controller --zk` (it waits up to 30 s for the stores)
+            async def start() -> ClusteredController:  # as `tributary controller --zk` (waits 30 s for stores)
                 controller = ClusteredController(host, host, CONTROLLER_PORT, topology.zk_hosts, topology.zk_root,
                                                  topology.session_timeout, topology.rebalance_grace,
                                                  topology.container_count, wait_seconds=30.0)
                 await controller.start()
+                return controller
 
-            await start_supervised(self.world, "controller", start, (StartupFailed,), index,
-                                   crashed=lambda error: self._crashed(f"controller {index}", error))
-            await asyncio.Event().wait()
+            controller = await start_supervised(self.world, "controller", start, (StartupFailed,), index,
+                                                crashed=lambda error: self._crashed(f"controller {index}", error))
+            await self.terminations.requested(self.controllers[index])
+            await controller.stop()
         return main
 
     def _crashed(self, process: str, error: Exception) -> None:
@@ -237,6 +242,20 @@ class SimCluster:
     def restart_controller(self, index: int) -> None:
         self.controllers[index].restart(self._controller_main(index))
 
+    async def stop_store(self, index: int) -> str:
+        """SIGTERM to a segment store: it stops gracefully (its containers close and its registration goes, so they
+        move at once) and the process exits (``Terminations.stop`` says what is returned)."""
+        return await self.terminations.stop(self.stores[index])
+
+    async def stop_controller(self, index: int) -> str:
+        """SIGTERM to a controller (as ``stop_store``)."""
+        return await self.terminations.stop(self.controllers[index])
+
+    async def stop_logstore(self, index: int) -> str:
+        """SIGTERM to a log store (as ``stop_store``; its journal is kept)."""
+        host = self.logstores[index]
+        return await self.terminations.stop(host.process, host.signal_stop)
+
     def crash_logstore(self, index: int) -> None:
         """kill -9 of a log store (its journal is kept: journal_sim.py)."""
         self.logstores[index].crash()
@@ -271,7 +290,7 @@ class SimCluster:
         """What breaks the cluster's own invariants at the end of a run (module docstring); empty if none."""
         topology, zookeeper = self.topology, self.zookeeper
         assert zookeeper is not None
-        problems: list[str] = list(self.crashes)
+        problems: list[str] = [*self.crashes, *self.terminations.problems]
         cluster_paths, log_paths = ClusterPaths(topology.zk_root), Paths(topology.zk_root)
         data = zookeeper.data(cluster_paths.container_map)
         owners = ContainerMap.from_json(data).owners if data is not None else {}

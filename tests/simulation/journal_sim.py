@@ -51,7 +51,9 @@ Faults, each off by default:
 coroutine starts a ``LogStore`` on ``host:port`` over a ``SimJournal`` on the host's ``JournalDisk``, or,
 with ``zk_hosts``, a ``LogStoreService`` (registration and garbage collection). That needs a ZooKeeper
 client that works in the world: the real one's kazoo threads are refused (its start fails with
-``ZooKeeperUnavailable``), so the service form waits for a simulated ZooKeeper to be wired in.
+``ZooKeeperUnavailable``), so the service form waits for a simulated ZooKeeper to be wired in. A start that
+fails with ``ZooKeeperUnavailable`` is tried again a second later (``processes.start_supervised``), as a
+supervisor restarts a log store that exited.
 ``start()``, ``await serving()``, ``crash()`` (kill -9), ``restart()``, ``lose_disk()``, ``await stop()``
 (a graceful stop).
 
@@ -74,10 +76,12 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from coordination.zookeeper import ZooKeeperUnavailable
 from server.tier1.logstore.journal import DEFAULT_FILE_SIZE_MAX, Journal, LedgerState, NewRecord, Placed
 from server.tier1.logstore.journal_format import Kind, encode, scan
 from server.tier1.logstore.service import LogStoreService
 from server.tier1.logstore.store import LogStore
+from tests.simulation.processes import start_supervised
 
 if TYPE_CHECKING:
     from tests.simulation.world import World
@@ -326,20 +330,23 @@ class SimLogStoreHost:
     # -- the process ----------------------------------------------------------------------------------
 
     async def _main(self, serving: asyncio.Future[LogStore], stop: asyncio.Future[None]) -> None:
-        journal = self.journal = self.disk.journal(self.file_size_max)
         data_dir = f"/simulated/{self.host}/logstore"  # never touched: journal and replica id are given
-        try:
+
+        async def start() -> LogStore:  # as `tributary logstore`, which exits when this fails
+            journal = self.journal = self.disk.journal(self.file_size_max)
             if self.zk_hosts is None:
                 store = self.store = LogStore(data_dir, self.host, self.port, journal=journal,
                                               replica_id=self.disk.replica_id())
                 self.service = None
                 await store.start()
-            else:
-                service = self.service = LogStoreService(data_dir, self.zk_hosts, self.host, self.port,
-                                                         journal=journal, replica_id=self.disk.replica_id(),
-                                                         **self.service_options)
-                store = self.store = service.store
-                await service.start()
+                return store
+            service = self.service = LogStoreService(data_dir, self.zk_hosts, self.host, self.port, journal=journal,
+                                                     replica_id=self.disk.replica_id(), **self.service_options)
+            await service.start()
+            return service.store
+
+        try:  # ZooKeeper out of reach: its supervisor starts it again a second later, as the stores' do
+            store = await start_supervised(self.world, "logstore", start, (ZooKeeperUnavailable,), self.host)
         except Exception as error:
             if not serving.done():
                 serving.set_exception(error)
@@ -386,6 +393,13 @@ class SimLogStoreHost:
         """Stops the store gracefully (closes its connections; with a service, deregisters) and ends the process."""
         if self._stop is None or self.process.task is None or not self.process.alive:
             return
+        self.signal_stop()
+        await asyncio.shield(self.process.task)
+
+    def signal_stop(self) -> bool:
+        """Tells the store to stop gracefully (``stop`` without the wait); returns whether it was serving."""
+        if self._stop is None or self._serving is None:
+            return False
         if not self._stop.done():
             self._stop.set_result(None)
-        await asyncio.shield(self.process.task)
+        return self._serving.done() and not self._serving.cancelled() and self._serving.exception() is None

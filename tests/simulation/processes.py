@@ -18,9 +18,12 @@ server and connection the process creates belongs to the generation, however dee
   run, in their order, when the pause ends; the rest of the world (including the kernel's part of
   its connections) goes on.
 
-Not simulated: memory or CPU of a process, disks (later slices), signals, a graceful shutdown (the
-process's own code does that). Plain Python objects shared between processes (not over the
-network) are not isolated: simulated processes share one interpreter.
+``Terminations`` is SIGTERM: a process's main, once it serves, waits for it, stops its service gracefully (the
+production code's own stop) and returns; the process then exits (a crash of a generation with nothing left to
+run). A stop that takes longer than ``STOP_GRACE_SECONDS`` is killed, and is a problem of the run.
+
+Not simulated: memory or CPU of a process, disks (disk.py, journal_sim.py), other signals. Plain Python objects
+shared between processes (not over the network) are not isolated: simulated processes share one interpreter.
 """
 
 from __future__ import annotations
@@ -153,3 +156,59 @@ async def start_supervised(world: World, kind: str, start: Callable[[], Awaitabl
             if crashed is not None:
                 crashed(error)
             raise
+
+
+STOP_GRACE_SECONDS = 30.0  # a graceful stop that takes longer is killed (Kubernetes' default grace) and reported
+
+
+class Terminations:
+    """SIGTERM for simulated processes. A process's main coroutine, once it serves, awaits ``requested(process)``,
+    then stops its service gracefully and returns (the CLI installs its handler once it serves, and exits after the
+    stop). ``stop(process)`` sends the signal and waits for the process to end. ``problems``: graceful stops that
+    raised or took longer than ``STOP_GRACE_SECONDS`` (such a process is killed), for the run's verdict."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.problems: list[str] = []
+        self._requests: dict[tuple[str, int], asyncio.Future[None]] = {}  # (process, generation) -> its signal
+
+    async def requested(self, process: Process) -> None:
+        """Returns when the process's current generation is told to stop (``stop``)."""
+        key = (process.name, process.generation)
+        request = self._requests[key] = self.world.loop.create_future()
+        try:
+            await request
+        finally:
+            self._requests.pop(key, None)
+
+    async def stop(self, process: Process, signal: Callable[[], bool] | None = None) -> str:
+        """Sends SIGTERM; returns "stopped" once the process has stopped and exited; "killed" when it was still
+        starting (no handler yet: the signal's default ends it at once); "not running"; or "overran" (killed after
+        ``STOP_GRACE_SECONDS``, and a problem). Another fault may crash or restart the process meanwhile: then it is
+        left to that one. ``signal``: for a process that is told to stop otherwise (it returns whether the process
+        had a handler, i.e. served), instead of ``requested``."""
+        if not process.alive or process.task is None:
+            return "not running"
+        generation, task = process.generation, process.task
+        request = self._requests.get((process.name, generation))
+        if not (signal() if signal is not None else request is not None):
+            process.crash()
+            return "killed"
+        if request is not None:
+            request.set_result(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), STOP_GRACE_SECONDS)
+        except TimeoutError:
+            if process.generation != generation or not process.alive:
+                return "stopped"  # another fault ended it meanwhile
+            self.problems.append(f"{process.name}'s graceful stop at {self.world.now - STOP_GRACE_SECONDS:.3f} s took "
+                                 f"longer than {STOP_GRACE_SECONDS:g} s; killed")
+            self.world.record("stop_overran", process.name)
+            process.crash()
+            return "overran"
+        except Exception as error:  # noqa: BLE001 - the stop raised: a bug, reported with the verdict
+            if process.generation == generation:
+                self.problems.append(f"{process.name}'s graceful stop failed: {type(error).__name__}: {error}")
+        if process.generation == generation:
+            process.crash()  # the process exits once its main returned
+        return "stopped"

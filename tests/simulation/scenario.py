@@ -17,7 +17,10 @@ and restarted from the last checkpoint, the store paused (a GC pause / SIGSTOP),
 the store for a while. Tier-2, which both topologies share, has faults of its own, drawn from a source of their
 own and overlapping the others (``TIER2_FAULT_KINDS``): an outage (every call fails at once), a hang (every call
 waits, then times out), replies lost after the object store did the work, and a torn write (a prefix written, then
-an error). ``plant`` switches on a deliberate bug (``plants.py``) to prove the simulation finds it.
+an error). Graceful stops (SIGTERM: the process stops its service, exits, and is started again a few seconds later;
+``STOP_FAULT_KINDS``) also come from a source of their own, overlapping the others, as an operator's rolling restart
+does: the store or the controller, and in a cluster any segment store, controller or log store. ``plant`` switches
+on a deliberate bug (``plants.py``) to prove the simulation finds it.
 
 ``topology="cluster"`` runs the same workload against a whole cluster instead (``cluster_topology.SimCluster``:
 ZooKeeper, three log stores, two segment stores in cluster mode on the replicated Tier-1, two controllers), with
@@ -35,8 +38,9 @@ consistent and is the running log's), once the cluster has settled after the run
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from random import Random
 
@@ -45,6 +49,7 @@ from tests.simulation.cluster_topology import ClusterTopology, SimCluster
 from tests.simulation.errors import SimulationError
 from tests.simulation.plants import check as check_plants
 from tests.simulation.plants import planted
+from tests.simulation.processes import Process
 from tests.simulation.workload import Violation, Workload, check
 from tests.simulation.world import World
 
@@ -69,6 +74,7 @@ class RunResult:
     scales: int = 0
     truncations: int = 0  # that returned
     resets: int = 0  # of the reader group to a checkpoint, after a reader crash
+    stops: list[str] = field(default_factory=list)  # each graceful stop's outcome: "#<index> <outcome>"
     topology: str = "standalone"
 
     def line(self) -> str:
@@ -86,6 +92,7 @@ FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "reade
 CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zookeeper", "pause", "zombie",
                        "zk_partition", "logstore_partition", "writer", "transactional", "reader", "partition")
 TIER2_FAULT_KINDS = ("tier2_outage", "tier2_hang", "tier2_lost_replies", "tier2_torn_write")
+STOP_FAULT_KINDS = ("store_stop", "controller_stop", "logstore_stop")  # graceful stops (SIGTERM), cluster only
 TIER2_LOSABLE = ("write", "create_with_content", "concat", "delete", "set_read_only")  # replies a fault may lose
 ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
 _INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
@@ -106,6 +113,10 @@ class Fault:
     def describe(self, topology: str = "standalone") -> str:
         if self.kind in TIER2_FAULT_KINDS:
             return self._describe_tier2()
+        if self.kind in STOP_FAULT_KINDS:
+            what = {"store_stop": "segment store", "controller_stop": "controller", "logstore_stop": "log store"}
+            which = f"{what[self.kind]} {self.target}" if topology == "cluster" else self.kind.split("_")[0]
+            return f"{which} stopped gracefully (SIGTERM), started again after {self.seconds:.2f} s"
         if topology == "cluster":
             described = self._describe_cluster()
             if described:
@@ -163,7 +174,8 @@ def fault_schedule(seed: int, seconds: float, writers: int, topology: str = "sta
         faults = _cluster_fault_schedule(seed, seconds, writers, cluster or ClusterTopology())
     else:
         faults = _standalone_fault_schedule(seed, seconds, writers)
-    return faults + _tier2_fault_schedule(seed, seconds, len(faults))
+    faults += _tier2_fault_schedule(seed, seconds, len(faults))
+    return faults + _stop_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
 
 
 def _standalone_fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
@@ -253,6 +265,29 @@ def _tier2_fault_schedule(seed: int, seconds: float, first_index: int) -> list[F
     return faults
 
 
+def _stop_fault_schedule(seed: int, seconds: float, first_index: int, topology: str,
+                         cluster: ClusterTopology) -> list[Fault]:
+    """Graceful stops (``STOP_FAULT_KINDS``: SIGTERM to a segment store, controller or, in a cluster, log store, which
+    is started again a while later), from a source of their own, numbered after the others, as Tier-2's are (so
+    schedules and shrunk lists made before they existed mean what they meant). They never overlap one another; they
+    do overlap the other faults, as an operator's rolling restart does not wait for the cluster to be healthy."""
+    random = Random(f"nemesis-stop-{topology}-{seed}")
+    faults: list[Fault] = []
+    now = random.uniform(0.0, 15.0)
+    if topology == "cluster":
+        counts = {"store_stop": cluster.stores, "controller_stop": cluster.controllers,
+                  "logstore_stop": cluster.logstores}
+    else:
+        counts = {"store_stop": 1, "controller_stop": 1}
+    kinds = [kind for kind in STOP_FAULT_KINDS if kind in counts]
+    while now < seconds:
+        kind = random.choice(kinds)
+        fault = Fault(first_index + len(faults), now, kind, random.uniform(0.0, 5.0), random.randrange(counts[kind]))
+        faults.append(fault)
+        now += fault.seconds + random.uniform(5.0, 25.0)
+    return faults
+
+
 class Nemesis:
     """Injects the faults of a schedule into ``cluster`` and ``workload`` (see the module docstring)."""
 
@@ -263,6 +298,7 @@ class Nemesis:
         self.cluster = cluster
         self.workload = workload
         self.faults: list[str] = []
+        self.stops: list[str] = []  # graceful stops' outcomes (Terminations.stop), "#<index> <outcome>"
 
     def _note(self, fault: Fault) -> None:
         text = f"#{fault.index} {fault.describe(self.topology)}"
@@ -275,8 +311,11 @@ class Nemesis:
         began = loop.time()
         faults = list(schedule)
         tier2 = loop.create_task(self._inject([fault for fault in faults if fault.kind in TIER2_FAULT_KINDS], began))
-        await self._inject([fault for fault in faults if fault.kind not in TIER2_FAULT_KINDS], began)
+        stops = loop.create_task(self._inject([fault for fault in faults if fault.kind in STOP_FAULT_KINDS], began))
+        await self._inject([fault for fault in faults if fault.kind not in (*TIER2_FAULT_KINDS, *STOP_FAULT_KINDS)],
+                           began)
         await tier2
+        await stops
         await asyncio.sleep(max(0.0, began + seconds - loop.time()))
         self.cluster.tier2.clear()  # the faults stop: a lost reply or a torn write armed and not yet met, too
 
@@ -288,8 +327,29 @@ class Nemesis:
             self._note(fault)
             if fault.kind in TIER2_FAULT_KINDS:
                 await self._apply_tier2(fault)
+            elif fault.kind in STOP_FAULT_KINDS:
+                await self._apply_stop(fault)
             else:
                 await self._apply(fault)
+
+    async def _apply_stop(self, fault: Fault) -> None:
+        """A graceful stop, then a start a while later unless another fault restarted the process meanwhile."""
+        process, stop, restart = self._stoppable(fault)
+        outcome = await stop()
+        self.world.record("stop_outcome", fault.index, outcome)
+        self.stops.append(f"#{fault.index} {outcome}")
+        if outcome == "not running":
+            return
+        await asyncio.sleep(fault.seconds)
+        if not process.alive:  # (else another fault's restart came first)
+            restart()
+
+    def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
+        """The process a stop fault hits, how to stop it gracefully, and how to start it again."""
+        cluster = self.cluster
+        if fault.kind == "store_stop":
+            return cluster.store, cluster.stop_store, cluster.restart_store
+        return cluster.controller, cluster.stop_controller, cluster.restart_controller
 
     async def _apply_tier2(self, fault: Fault) -> None:
         tier2 = self.cluster.tier2
@@ -323,7 +383,10 @@ class Nemesis:
         elif fault.kind == "reader":
             workload.restart_reader()
         elif fault.kind == "pause":
-            cluster.store.pause(fault.seconds)
+            if cluster.store.alive:
+                cluster.store.pause(fault.seconds)
+            else:
+                self.world.record("fault_skipped", fault.index, "not running")  # a graceful stop's downtime
         else:
             host = workload.writers[fault.target].host
             self.world.network.partition([host], [cluster.topology.store_host])
@@ -360,6 +423,8 @@ class ClusterNemesis(Nemesis):
         elif fault.kind == "zookeeper":
             cluster.zookeeper_down(fault.seconds)
             await asyncio.sleep(fault.seconds)
+        elif fault.kind in ("pause", "zombie") and not cluster.stores[target].alive:
+            self.world.record("fault_skipped", fault.index, "not running")  # a graceful stop's downtime
         elif fault.kind == "pause":
             cluster.pause_store(target, fault.seconds)
         elif fault.kind == "zombie":
@@ -378,6 +443,17 @@ class ClusterNemesis(Nemesis):
             network.heal()
         else:
             await super()._apply(fault)
+
+    def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
+        cluster, target = self.sim_cluster, fault.target
+        if fault.kind == "store_stop":
+            return (cluster.stores[target], functools.partial(cluster.stop_store, target),
+                    functools.partial(cluster.restart_store, target))
+        if fault.kind == "controller_stop":
+            return (cluster.controllers[target], functools.partial(cluster.stop_controller, target),
+                    functools.partial(cluster.restart_controller, target))
+        return (cluster.logstores[target].process, functools.partial(cluster.stop_logstore, target),
+                functools.partial(cluster.restart_logstore, target))
 
 
 def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.0, writers: int = 2,
@@ -417,6 +493,8 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
         await workload.finish()
         if isinstance(cluster, SimCluster):
             cluster_problems.extend(await _settled(cluster))
+        else:
+            cluster_problems.extend(cluster.terminations.problems)
 
     try:
         with planted(plants):
@@ -436,6 +514,7 @@ def run_seed(seed: int, *, plant: Iterable[str] = (), fault_seconds: float = 30.
         cluster.close()
     result.wall_seconds = time.perf_counter() - started
     result.faults = nemesis.faults
+    result.stops = nemesis.stops
     result.acknowledged = len(workload.oracle.acknowledged)
     result.committed = len(workload.oracle.committed)
     result.read = len(workload.oracle.read)

@@ -17,7 +17,7 @@ import warnings
 
 import pytest
 
-from tests.simulation.scenario import RunResult, run_seed
+from tests.simulation.scenario import STOP_FAULT_KINDS, RunResult, fault_schedule, run_seed
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -170,3 +170,17 @@ def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays(
     if _randomization_can_be_turned_off():
         assert (again.failure, again.trace_hash) == (found.failure, found.trace_hash)
     assert run_seed(found.seed, topology="cluster").ok  # the same seed without the bug keeps every invariant
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("topology", "seed"), [("standalone", 8), ("cluster", 11)])  # (not CI seeds: a seed's runs
+def test_graceful_stops_keep_every_invariant(topology, seed):  # share its data dir)
+    """Only a seed's graceful stops (SIGTERM to the store and the controller; in a cluster to a segment store, a
+    controller and a log store, each started again a few seconds later): each stops cleanly within the grace, and
+    the run keeps every invariant."""
+    schedule = [fault for fault in fault_schedule(seed, 30.0, 2, topology) if fault.kind in STOP_FAULT_KINDS]
+    kinds = {"store_stop", "controller_stop"} | ({"logstore_stop"} if topology == "cluster" else set())
+    assert {fault.kind for fault in schedule} == kinds, "the seed no longer stops every kind of process"
+    result = run_seed(seed, keep=[fault.index for fault in schedule], topology=topology)
+    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    assert result.stops == [f"#{fault.index} stopped" for fault in schedule], result.stops
