@@ -172,11 +172,18 @@ class GroupState:
                  successors: dict[str, list[str]]) -> None:
         """``reader`` read ``segment`` to its end; ``successors`` maps each successor to all its predecessors.
 
-        A successor becomes unassigned once every one of its predecessors is finished.
+        A successor becomes unassigned once every one of its predecessors is finished. A checkpoint the reader
+        still owes gets the segment at its end offset: the reader owned it when the checkpoint began, so nothing
+        else puts it in the cut, and neither are its successors (a reader owing a checkpoint acquires none). Without
+        it, a group reset to that checkpoint knew neither, and never read the successors (found by the simulation,
+        seed 68: a segment and every event in it were lost to the group).
         """
         self.check_member(reader)
         if self.assigned[reader].pop(segment, None) is None:
             return
+        for checkpoint in self.checkpoints:
+            if reader in checkpoint.pending:  # finished before this reader reached the checkpoint: its cut has the
+                checkpoint.positions[segment] = end_offset  # segment at its end, so a reset to it finds the successors
         if segment in self.end_offsets:
             successors = {}  # the end cut stops the group here
         for successor, predecessors in successors.items():
