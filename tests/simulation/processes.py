@@ -159,6 +159,7 @@ async def start_supervised(world: World, kind: str, start: Callable[[], Awaitabl
 
 
 STOP_GRACE_SECONDS = 30.0  # a graceful stop that takes longer is killed (Kubernetes' default grace) and reported
+STOP_POLL_SECONDS = 0.1  # how often a stop looks whether another fault ended the process meanwhile
 
 
 class Terminations:
@@ -184,9 +185,9 @@ class Terminations:
     async def stop(self, process: Process, signal: Callable[[], bool] | None = None) -> str:
         """Sends SIGTERM; returns "stopped" once the process has stopped and exited; "killed" when it was still
         starting (no handler yet: the signal's default ends it at once); "not running"; or "overran" (killed after
-        ``STOP_GRACE_SECONDS``, and a problem). Another fault may crash or restart the process meanwhile: then it is
-        left to that one. ``signal``: for a process that is told to stop otherwise (it returns whether the process
-        had a handler, i.e. served), instead of ``requested``."""
+        ``STOP_GRACE_SECONDS``, and a problem); or "ended by another fault" (a crash or restart meanwhile: then the
+        process is left to that one). ``signal``: for a process that is told to stop otherwise (it returns whether
+        the process had a handler, i.e. served), instead of ``requested``."""
         if not process.alive or process.task is None:
             return "not running"
         generation, task = process.generation, process.task
@@ -196,19 +197,21 @@ class Terminations:
             return "killed"
         if request is not None:
             request.set_result(None)
-        try:
-            await asyncio.wait_for(asyncio.shield(task), STOP_GRACE_SECONDS)
-        except TimeoutError:
+        loop = self.world.loop
+        deadline = loop.time() + STOP_GRACE_SECONDS
+        while not task.done():
             if process.generation != generation or not process.alive:
-                return "stopped"  # another fault ended it meanwhile
-            self.problems.append(f"{process.name}'s graceful stop at {self.world.now - STOP_GRACE_SECONDS:.3f} s took "
-                                 f"longer than {STOP_GRACE_SECONDS:g} s; killed")
-            self.world.record("stop_overran", process.name)
-            process.crash()
-            return "overran"
-        except Exception as error:  # noqa: BLE001 - the stop raised: a bug, reported with the verdict
-            if process.generation == generation:
-                self.problems.append(f"{process.name}'s graceful stop failed: {type(error).__name__}: {error}")
+                return "ended by another fault"  # (a crash meanwhile: its tasks never finish)
+            if loop.time() >= deadline:
+                self.problems.append(f"{process.name}'s graceful stop at {loop.time() - STOP_GRACE_SECONDS:.3f} s "
+                                     f"took longer than {STOP_GRACE_SECONDS:g} s; killed")
+                self.world.record("stop_overran", process.name)
+                process.crash()
+                return "overran"
+            await asyncio.wait({task}, timeout=STOP_POLL_SECONDS)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            self.problems.append(f"{process.name}'s graceful stop failed: {type(error).__name__}: {error}")
         if process.generation == generation:
             process.crash()  # the process exits once its main returned
         return "stopped"

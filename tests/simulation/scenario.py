@@ -338,8 +338,8 @@ class Nemesis:
         outcome = await stop()
         self.world.record("stop_outcome", fault.index, outcome)
         self.stops.append(f"#{fault.index} {outcome}")
-        if outcome == "not running":
-            return
+        if outcome in ("not running", "ended by another fault"):
+            return  # (that fault starts it again)
         await asyncio.sleep(fault.seconds)
         if not process.alive:  # (else another fault's restart came first)
             restart()
