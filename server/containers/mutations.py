@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import overload
+from typing import Any, overload
 
 from wire import naming
 from wire.fields import BytesLike
@@ -108,7 +108,7 @@ class ContainerMutations(ContainerQueries):
         return offset + len(data)
 
     async def seal(self, name: str) -> int:
-        length: int = await self._pipeline.submit(lambda pending: pending.seal(name))
+        length: int = await self._refused_when_durable(name, errors.SegmentIsSealed, lambda pending: pending.seal(name))
         self.load.forget(name)
         return length
 
@@ -116,7 +116,7 @@ class ContainerMutations(ContainerQueries):
         await self._pipeline.submit(lambda pending: pending.truncate(name, offset))
 
     async def delete(self, name: str) -> None:
-        await self._pipeline.submit(lambda pending: pending.delete(name))
+        await self._refused_when_durable(name, errors.NoSuchSegment, lambda pending: pending.delete(name))
         self.load.forget(name)
 
     async def update_attributes(self, name: str, attribute_updates: Iterable[attrs.AttributeUpdate]) -> None:
@@ -131,17 +131,42 @@ class ContainerMutations(ContainerQueries):
                     header: BytesLike = b"") -> int:
         """Merges ``source`` (sealing it) after ``header`` into ``target``; returns the target's new length.
 
-        A retried merge whose source was already merged into ``target`` answers the target's length.
+        A retried merge whose source was already merged into ``target`` answers the target's length, once that
+        merge is durable (``_refused_when_durable``).
         """
-        if not self._state.exists(source) and self._state.merged_sources.get(source) == target:
-            return self.get_info(target).length
-        merged = self._state.get(source)
-        length: int = await self._pipeline.submit(
-            lambda pending: pending.merge(target, source, attribute_updates, header))
+        while True:
+            if not self._state.exists(source) and self._state.merged_sources.get(source) == target:
+                return self.get_info(target).length
+            merged = self._state.get(source)
+            try:
+                length: int = await self._pipeline.submit(
+                    lambda pending: pending.merge(target, source, attribute_updates, header))
+                break
+            except errors.NoSuchSegment:
+                if not self._pipeline.has_pending(source):
+                    raise
+                await self._pipeline.settled()  # the source's merge (or deletion) is in flight: its outcome decides
         self.load.forget(source)
         if merged is not None:
             self.load.merged(target, merged.length, merged.attributes)
         return length
+
+    async def _refused_when_durable(self, name: str, refusal: type[errors.SegmentStoreError],
+                                    decide: Callable[[PendingState], Decision]) -> Any:
+        """Submits ``decide``. A ``refusal`` (the segment sealed, or gone) is answered only when the segment's state
+        is durable: one decided while a mutation of ``name`` is in flight (a retried seal or delete meeting the
+        original) waits until that one is durable or failed, then is decided again. Callers take such a refusal
+        for "already done" (a controller's retried seal, a commit's retried merge): answered from a mutation not
+        yet durable, which the container could still lose by failing, it was a lie (found by the simulation,
+        cluster seed 40: a retried transaction merge was answered "already merged" while the first was being
+        logged; the store failed before it was durable, and the transaction's events in that segment were lost)."""
+        while True:
+            try:
+                return await self._pipeline.submit(decide)
+            except refusal:
+                if not self._pipeline.has_pending(name):
+                    raise
+                await self._pipeline.settled()
 
     @overload
     async def update_table(self, name: str, entries: Sequence[tuple[BytesLike, int, BytesLike]],

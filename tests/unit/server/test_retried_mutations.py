@@ -1,0 +1,72 @@
+"""A retried seal or merge meeting the original still being logged (server/containers/mutations.py): the callers
+(a controller's retried seal, a transaction commit's retried merge) take "already sealed" and "already merged" for
+done, so that answer comes only once the original is durable; if the log fails first, the retry fails too. Found by
+the simulation (cluster seed 40): a retried merge was answered "already merged" while the first was being logged,
+the store failed before it was durable, and the committed transaction's events in that segment were lost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server import errors
+from server.containers.container import SegmentContainer
+from server.tier1 import LogWriteFailed
+
+from .fakes import settle
+from .test_pipeline import GatedLog
+
+TARGET, SOURCE = "scope/stream/1.#epoch.0", "scope/stream/1.#epoch.0#transaction.0000000000000000000000000000002b"
+
+
+async def started(log: GatedLog) -> SegmentContainer:
+    failed: list[BaseException] = []
+    owner = SegmentContainer(0, log, on_failure=lambda _container, error: failed.append(error))
+    await owner.start()
+    await owner.create_segment(TARGET)
+    await owner.create_segment(SOURCE)
+    await owner.append(TARGET, b"t" * 10)
+    await owner.append(SOURCE, b"s" * 52)
+    return owner
+
+
+@pytest.mark.parametrize("mutation", ["merge", "seal"])
+async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
+    log = GatedLog()
+    owner = await started(log)
+    call = (lambda: owner.merge(TARGET, SOURCE)) if mutation == "merge" else (lambda: owner.seal(SOURCE))
+    log.gated = True
+    first = asyncio.ensure_future(call())
+    await settle()
+    retried = asyncio.ensure_future(call())
+    await settle()
+    assert not retried.done(), "the retry was answered while the original was still being logged"
+    for gate in log.gates:
+        gate.set_result(None)
+    log.gated = False
+    if mutation == "merge":
+        assert await first == await retried == 62
+        assert owner.get_info(TARGET).length == 62
+    else:
+        assert await first == 52
+        with pytest.raises(errors.SegmentIsSealed):
+            await retried  # now durable: sealed
+        assert owner.get_info(SOURCE).sealed
+
+
+@pytest.mark.parametrize("mutation", ["merge", "seal"])
+async def test_a_retry_fails_when_the_original_is_lost(mutation):
+    log = GatedLog()
+    owner = await started(log)
+    call = (lambda: owner.merge(TARGET, SOURCE)) if mutation == "merge" else (lambda: owner.seal(SOURCE))
+    log.gated = True
+    first = asyncio.ensure_future(call())
+    await settle()
+    retried = asyncio.ensure_future(call())
+    await settle()
+    for gate in log.gates:
+        gate.set_exception(LogWriteFailed("the log failed"))
+    for outcome in (first, retried):
+        with pytest.raises(errors.ContainerUnavailable):
+            await outcome
