@@ -342,6 +342,7 @@ class SimLogStoreHost:
                 return store
             service = self.service = LogStoreService(data_dir, self.zk_hosts, self.host, self.port, journal=journal,
                                                      replica_id=self.disk.replica_id(), **self.service_options)
+            self.store = service.store
             await service.start()
             return service.store
 
