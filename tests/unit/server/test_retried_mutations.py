@@ -31,8 +31,9 @@ async def started(log: GatedLog) -> SegmentContainer:
     return owner
 
 
-@pytest.mark.parametrize("mutation", ["merge", "seal"])
-async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
+async def retried_while_in_flight(mutation: str) -> tuple[GatedLog, SegmentContainer, asyncio.Future, asyncio.Future]:
+    """A started container, the first ``mutation`` (merge SOURCE into TARGET, or seal SOURCE) being logged, and its
+    retry made meanwhile."""
     log = GatedLog()
     owner = await started(log)
     call = (lambda: owner.merge(TARGET, SOURCE)) if mutation == "merge" else (lambda: owner.seal(SOURCE))
@@ -41,6 +42,12 @@ async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
     await settle()
     retried = asyncio.ensure_future(call())
     await settle()
+    return log, owner, first, retried
+
+
+@pytest.mark.parametrize("mutation", ["merge", "seal"])
+async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
+    log, owner, first, retried = await retried_while_in_flight(mutation)
     assert not retried.done(), "the retry was answered while the original was still being logged"
     for gate in log.gates:
         gate.set_result(None)
@@ -57,14 +64,7 @@ async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
 
 @pytest.mark.parametrize("mutation", ["merge", "seal"])
 async def test_a_retry_fails_when_the_original_is_lost(mutation):
-    log = GatedLog()
-    owner = await started(log)
-    call = (lambda: owner.merge(TARGET, SOURCE)) if mutation == "merge" else (lambda: owner.seal(SOURCE))
-    log.gated = True
-    first = asyncio.ensure_future(call())
-    await settle()
-    retried = asyncio.ensure_future(call())
-    await settle()
+    log, _, first, retried = await retried_while_in_flight(mutation)
     for gate in log.gates:
         gate.set_exception(LogWriteFailed("the log failed"))
     for outcome in (first, retried):
