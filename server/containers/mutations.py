@@ -48,18 +48,11 @@ class ContainerMutations(ContainerQueries):
 
         def decide(pending: PendingState) -> Decision:
             return pending.create(name, segment_type, values)
-        try:
-            await self._pipeline.submit(decide)
+        try:  # (a caller told "exists" may read the segment at once; if the other creation fails, this one goes ahead)
+            await self._refused_when_durable(name, errors.SegmentAlreadyExists, decide)
         except errors.TooManySegments as error:
             self._segment_limit_reached(error)
             raise
-        except errors.SegmentAlreadyExists:
-            if self._committed(name) is not None:
-                raise
-            # Another creation of the name is accepted but not yet durable: "exists" is answered only once
-            # it is (a caller told so may read the segment at once), and if it failed this one goes ahead.
-            await self._pipeline.settled()
-            await self._pipeline.submit(decide)
         if segment_type == SegmentType.STREAM:
             self.load.policy_known(name, values)
         self.dormancy.check()
@@ -134,31 +127,33 @@ class ContainerMutations(ContainerQueries):
         A retried merge whose source was already merged into ``target`` answers the target's length, once that
         merge is durable (``_refused_when_durable``).
         """
-        while True:
-            if not self._state.exists(source) and self._state.merged_sources.get(source) == target:
+        if self._merged_into(source, target):
+            return self.get_info(target).length
+        merged = self._state.get(source)
+        try:
+            length: int = await self._refused_when_durable(
+                source, errors.NoSuchSegment, lambda pending: pending.merge(target, source, attribute_updates, header))
+        except errors.NoSuchSegment:
+            if self._merged_into(source, target):  # the merge this one met in flight, now durable
                 return self.get_info(target).length
-            merged = self._state.get(source)
-            try:
-                length: int = await self._pipeline.submit(
-                    lambda pending: pending.merge(target, source, attribute_updates, header))
-                break
-            except errors.NoSuchSegment:
-                if not self._pipeline.has_pending(source):
-                    raise
-                await self._pipeline.settled()  # the source's merge (or deletion) is in flight: its outcome decides
+            raise
         self.load.forget(source)
         if merged is not None:
             self.load.merged(target, merged.length, merged.attributes)
         return length
 
+    def _merged_into(self, source: str, target: str) -> bool:
+        """Whether ``source`` is durably merged into ``target`` (and gone)."""
+        return not self._state.exists(source) and self._state.merged_sources.get(source) == target
+
     async def _refused_when_durable(self, name: str, refusal: type[errors.SegmentStoreError],
                                     decide: Callable[[PendingState], Decision]) -> Any:
-        """Submits ``decide``. A ``refusal`` (the segment sealed, or gone) is answered only when the segment's state
-        is durable: one decided while a mutation of ``name`` is in flight (a retried seal or delete meeting the
-        original) waits until that one is durable or failed, then is decided again. Callers take such a refusal
-        for "already done" (a controller's retried seal, a commit's retried merge): answered from a mutation not
-        yet durable, which the container could still lose by failing, it was a lie (found by the simulation,
-        cluster seed 40: a retried transaction merge was answered "already merged" while the first was being
+        """Submits ``decide``. A ``refusal`` (the segment there, sealed, or gone) is answered only when the segment's
+        state is durable: one decided while a mutation of ``name`` is in flight (a retried create, seal, merge or
+        delete meeting the original) waits until that one is durable or failed, then is decided again. Callers take
+        such a refusal for "already done" (a controller's retried seal, a commit's retried merge): answered from a
+        mutation not yet durable, which the container could still lose by failing, it was a lie (found by the
+        simulation, cluster seed 40: a retried transaction merge was answered "already merged" while the first was being
         logged; the store failed before it was durable, and the transaction's events in that segment were lost)."""
         while True:
             try:

@@ -1,6 +1,6 @@
-"""A retried seal or merge meeting the original still being logged (server/containers/mutations.py): the callers
-(a controller's retried seal, a transaction commit's retried merge) take "already sealed" and "already merged" for
-done, so that answer comes only once the original is durable; if the log fails first, the retry fails too. Found by
+"""A retried seal, merge or create meeting the original still being logged (server/containers/mutations.py): the
+callers (a controller's retried seal, a transaction commit's retried merge) take "already sealed" and "already merged"
+for done, so that answer comes only once the original is durable; if the log fails first, the retry fails too. Found by
 the simulation (cluster seed 40): a retried merge was answered "already merged" while the first was being logged,
 the store failed before it was durable, and the committed transaction's events in that segment were lost."""
 
@@ -18,11 +18,12 @@ from .fakes import settle
 from .test_pipeline import GatedLog
 
 TARGET, SOURCE = "scope/stream/1.#epoch.0", "scope/stream/1.#epoch.0#transaction.0000000000000000000000000000002b"
+NEW = "scope/stream/2.#epoch.1"
+MUTATIONS = ["merge", "seal", "create"]
 
 
 async def started(log: GatedLog) -> SegmentContainer:
-    failed: list[BaseException] = []
-    owner = SegmentContainer(0, log, on_failure=lambda _container, error: failed.append(error))
+    owner = SegmentContainer(0, log)
     await owner.start()
     await owner.create_segment(TARGET)
     await owner.create_segment(SOURCE)
@@ -32,11 +33,12 @@ async def started(log: GatedLog) -> SegmentContainer:
 
 
 async def retried_while_in_flight(mutation: str) -> tuple[GatedLog, SegmentContainer, asyncio.Future, asyncio.Future]:
-    """A started container, the first ``mutation`` (merge SOURCE into TARGET, or seal SOURCE) being logged, and its
-    retry made meanwhile."""
+    """A started container, the first ``mutation`` (merge SOURCE into TARGET, seal SOURCE, or create NEW) being
+    logged, and its retry made meanwhile."""
     log = GatedLog()
     owner = await started(log)
-    call = (lambda: owner.merge(TARGET, SOURCE)) if mutation == "merge" else (lambda: owner.seal(SOURCE))
+    call = {"merge": lambda: owner.merge(TARGET, SOURCE), "seal": lambda: owner.seal(SOURCE),
+            "create": lambda: owner.create_segment(NEW)}[mutation]
     log.gated = True
     first = asyncio.ensure_future(call())
     await settle()
@@ -45,7 +47,7 @@ async def retried_while_in_flight(mutation: str) -> tuple[GatedLog, SegmentConta
     return log, owner, first, retried
 
 
-@pytest.mark.parametrize("mutation", ["merge", "seal"])
+@pytest.mark.parametrize("mutation", MUTATIONS)
 async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
     log, owner, first, retried = await retried_while_in_flight(mutation)
     assert not retried.done(), "the retry was answered while the original was still being logged"
@@ -55,6 +57,11 @@ async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
     if mutation == "merge":
         assert await first == await retried == 62
         assert owner.get_info(TARGET).length == 62
+    elif mutation == "create":
+        await first
+        with pytest.raises(errors.SegmentAlreadyExists):
+            await retried  # now durable: there
+        assert owner.get_info(NEW).length == 0
     else:
         assert await first == 52
         with pytest.raises(errors.SegmentIsSealed):
@@ -62,7 +69,7 @@ async def test_a_retry_is_answered_once_the_original_is_durable(mutation):
         assert owner.get_info(SOURCE).sealed
 
 
-@pytest.mark.parametrize("mutation", ["merge", "seal"])
+@pytest.mark.parametrize("mutation", MUTATIONS)
 async def test_a_retry_fails_when_the_original_is_lost(mutation):
     log, _, first, retried = await retried_while_in_flight(mutation)
     for gate in log.gates:
