@@ -123,9 +123,10 @@ class SimCluster:
         # a name that is the same in every run of a seed (see cluster.py: the path is in the stores' configs)
         self.data_dir, self._release_data_dir = claim_data_dir(f"cluster-{world.seed:012d}")
         self.zookeeper: SimZooKeeperServer | None = None  # made by start(): it serves from when it is made
+        self.terminations = Terminations(world)  # graceful stops (SIGTERM) of stores, controllers and log stores
         self.logstores = [SimLogStoreHost(world, host, zk_hosts=topology.zk_hosts, service_options={
-            "root": topology.zk_root, "session_timeout": topology.session_timeout, **topology.logstore_options})
-            for host in topology.logstore_hosts]
+            "root": topology.zk_root, "session_timeout": topology.session_timeout, **topology.logstore_options},
+            terminations=self.terminations) for host in topology.logstore_hosts]
         self.tier2 = FaultyChunkStorage(InMemoryChunkStorage())  # an object store's latency, as in cluster.py
         self.tier2.latency = lambda: world.random.uniform(*TIER2_LATENCY)
         self.stores: list[Process] = [world.process(f"segment-store-{index}", host)
@@ -135,7 +136,6 @@ class SimCluster:
                                            for index, host in enumerate(topology.controller_hosts)]
         self.disks_lost = 0
         self.crashes: list[str] = []  # processes that ended by an error their supervisor would not restart
-        self.terminations = Terminations(world)  # graceful stops (SIGTERM) of stores, controllers and log stores
 
     @property
     def controller_uri(self) -> str:
@@ -253,8 +253,7 @@ class SimCluster:
 
     async def stop_logstore(self, index: int) -> str:
         """SIGTERM to a log store (as ``stop_store``; its journal is kept)."""
-        host = self.logstores[index]
-        return await self.terminations.stop(host.process, host.signal_stop)
+        return await self.logstores[index].stop()
 
     def crash_logstore(self, index: int) -> None:
         """kill -9 of a log store (its journal is kept: journal_sim.py)."""

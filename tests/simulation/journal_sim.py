@@ -81,7 +81,7 @@ from server.tier1.logstore.journal import DEFAULT_FILE_SIZE_MAX, Journal, Ledger
 from server.tier1.logstore.journal_format import Kind, encode, scan
 from server.tier1.logstore.service import LogStoreService
 from server.tier1.logstore.store import LogStore
-from tests.simulation.processes import start_supervised
+from tests.simulation.processes import Terminations, start_supervised
 
 if TYPE_CHECKING:
     from tests.simulation.world import World
@@ -299,12 +299,14 @@ class SimLogStoreHost:
     """A log store process on ``host`` with its own ``JournalDisk`` (see the module docstring).
 
     ``zk_hosts``: run a ``LogStoreService`` (registered in ZooKeeper, collecting garbage; ``service_options``
-    are its other keyword arguments) instead of a bare ``LogStore``.
+    are its other keyword arguments) instead of a bare ``LogStore``. ``terminations``: where its graceful stops
+    go through (a cluster's, whose ``problems`` a run reports; by default one of its own).
     """
 
     def __init__(self, world: World, host: str, *, port: int = LOGSTORE_PORT, name: str | None = None,
                  file_size_max: int = SIM_FILE_SIZE_MAX, capacity_bytes: int | None = None,
-                 zk_hosts: str | None = None, service_options: dict[str, Any] | None = None) -> None:
+                 zk_hosts: str | None = None, service_options: dict[str, Any] | None = None,
+                 terminations: Terminations | None = None) -> None:
         self.world = world
         self.host = host
         self.port = port
@@ -317,7 +319,7 @@ class SimLogStoreHost:
         self.service: LogStoreService | None = None  # with zk_hosts
         self.journal: SimJournal | None = None
         self._serving: asyncio.Future[LogStore] | None = None
-        self._stop: asyncio.Future[None] | None = None
+        self.terminations = terminations or Terminations(world)
 
     def __repr__(self) -> str:
         return f"<SimLogStoreHost {self.host}:{self.port} {self.process!r}>"
@@ -329,7 +331,7 @@ class SimLogStoreHost:
 
     # -- the process ----------------------------------------------------------------------------------
 
-    async def _main(self, serving: asyncio.Future[LogStore], stop: asyncio.Future[None]) -> None:
+    async def _main(self, serving: asyncio.Future[LogStore]) -> None:
         data_dir = f"/simulated/{self.host}/logstore"  # never touched: journal and replica id are given
 
         async def start() -> LogStore:  # as `tributary logstore`, which exits when this fails
@@ -355,7 +357,7 @@ class SimLogStoreHost:
             raise
         self.world.record("logstore_serving", self.host, self.port, store.replica_id.hex())
         serving.set_result(store)
-        await stop
+        await self.terminations.requested(self.process)
         if self.service is not None:
             await self.service.stop()
         else:
@@ -367,8 +369,8 @@ class SimLogStoreHost:
         if self.process.alive and task is not None and task.done():  # its main ended (a stop, a failed start):
             self.process.crash()  # the generation ends with it (``Process`` keeps it alive until a crash)
         loop = self.world.loop
-        self._serving, self._stop = loop.create_future(), loop.create_future()
-        return self.process.start(functools.partial(self._main, self._serving, self._stop))
+        self._serving = loop.create_future()
+        return self.process.start(functools.partial(self._main, self._serving))
 
     async def serving(self) -> LogStore:
         """The store once it listens (raises what its start raised, e.g. ``JournalCorrupted``)."""
@@ -390,17 +392,7 @@ class SimLogStoreHost:
         self.crash()
         self.disk.lose()
 
-    async def stop(self) -> None:
-        """Stops the store gracefully (closes its connections; with a service, deregisters) and ends the process."""
-        if self._stop is None or self.process.task is None or not self.process.alive:
-            return
-        self.signal_stop()
-        await asyncio.shield(self.process.task)
-
-    def signal_stop(self) -> bool:
-        """Tells the store to stop gracefully (``stop`` without the wait); returns whether it was serving."""
-        if self._stop is None or self._serving is None:
-            return False
-        if not self._stop.done():
-            self._stop.set_result(None)
-        return self._serving.done() and not self._serving.cancelled() and self._serving.exception() is None
+    async def stop(self) -> str:
+        """Stops the store gracefully (closes its connections; with a service, deregisters) and ends the process;
+        returns how it ended (``Terminations.stop``)."""
+        return await self.terminations.stop(self.process)

@@ -182,21 +182,19 @@ class Terminations:
         finally:
             self._requests.pop(key, None)
 
-    async def stop(self, process: Process, signal: Callable[[], bool] | None = None) -> str:
+    async def stop(self, process: Process) -> str:
         """Sends SIGTERM; returns "stopped" once the process has stopped and exited; "killed" when it was still
         starting (no handler yet: the signal's default ends it at once); "not running"; or "overran" (killed after
         ``STOP_GRACE_SECONDS``, and a problem); or "ended by another fault" (a crash or restart meanwhile: then the
-        process is left to that one). ``signal``: for a process that is told to stop otherwise (it returns whether
-        the process had a handler, i.e. served), instead of ``requested``."""
+        process is left to that one)."""
         if not process.alive or process.task is None:
             return "not running"
         generation, task = process.generation, process.task
         request = self._requests.get((process.name, generation))
-        if not (signal() if signal is not None else request is not None):
+        if request is None:
             process.crash()
             return "killed"
-        if request is not None:
-            request.set_result(None)
+        request.set_result(None)
         loop = self.world.loop
         deadline = loop.time() + STOP_GRACE_SECONDS
         while not task.done():

@@ -92,7 +92,7 @@ FAULT_KINDS = ("store", "power", "controller", "writer", "transactional", "reade
 CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zookeeper", "pause", "zombie",
                        "zk_partition", "logstore_partition", "writer", "transactional", "reader", "partition")
 TIER2_FAULT_KINDS = ("tier2_outage", "tier2_hang", "tier2_lost_replies", "tier2_torn_write")
-STOP_FAULT_KINDS = ("store_stop", "controller_stop", "logstore_stop")  # graceful stops (SIGTERM), cluster only
+STOP_FAULT_KINDS = ("store_stop", "controller_stop", "logstore_stop")  # graceful stops (SIGTERM); log stores: cluster
 TIER2_LOSABLE = ("write", "create_with_content", "concat", "delete", "set_read_only")  # replies a fault may lose
 ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
 _INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
