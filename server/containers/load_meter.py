@@ -13,8 +13,13 @@ Theory of operation (the rules of Pravega's segment store: ``SegmentAggregates``
   traffic of its parent, amortised over the transaction's life as Pravega does (``merged``).
 * *Ticking* (``tick(now)``, every ``tick_seconds``): each touched segment folds its count into four
   exponentially weighted rates -- one per window (short/medium/long/idle: 2/5/10/20 minutes by
-  default), weight ``1 - exp(-tick / window)`` per tick, decayed for every silent tick in between
-  in closed form, and a rate at exactly 0 jumping straight to the first measured one. A segment
+  default) -- in continuous time: the count's span (since the meter's previous tick, or the
+  segment's last fold) weighs ``1 - exp(-span / window)``, and the silent time before it decays the
+  rate by ``exp(-silence / window)``. So a tick that runs late, or one that runs just after a late one
+  (a busy event loop), weighs what its span is worth: a burst counted over a millisecond is not read
+  as a rate of thousands. A rate is read bias-corrected (divided by ``1 - exp(-measured / window)``,
+  the weight of the time measured so far), so a young segment's rate is the weighted mean of all its
+  traffic, its first fold included, rather than its first fold alone. A segment
   is judged at most every ``report_interval_seconds`` and only when it had traffic: past its
   cooldown (measured from when the meter started tracking it), it is *hot* if older than a window
   whose rate exceeds the window's multiple of the target (short 5x, medium 2x, long 1x), asking
@@ -43,6 +48,7 @@ from wire.load_reports import Direction, LoadReport
 BY_KBYTES, BY_EVENTS = 1, 2  # SCALE_POLICY_TYPE values that mean a rate policy (0: a fixed number of segments)
 SHORT_FACTOR, MEDIUM_FACTOR, LONG_FACTOR = 5.0, 2.0, 1.0  # hot above these multiples of the target
 IDLE_FACTOR = 0.5  # cold when the idle-window rate is below this multiple of the target
+RATE_DIGITS = 9  # rates are read rounded to this many decimals: float noise never tips a steady rate over a bar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,16 +95,17 @@ class Rates:
 class SegmentLoad:
     """What the meter keeps about one tracked segment (times in ms of the store's wall clock)."""
 
-    __slots__ = ("name", "scope", "stream", "segment_id", "by_events", "target_rate", "start_ms", "last_tick_ms",
-                 "count", "rates", "last_judged_ms", "last_up_ms", "last_down_ms", "last_traffic_ms", "touched",
-                 "idle", "tracked")
+    __slots__ = ("name", "scope", "stream", "segment_id", "by_events", "target_rate", "start_ms", "measured_from_ms",
+                 "last_tick_ms", "count", "rates", "last_judged_ms", "last_up_ms", "last_down_ms", "last_traffic_ms",
+                 "touched", "idle", "tracked")
     start_ms: int  # when tracking (or traffic after going idle) began: cooldown and window ages count from here
+    measured_from_ms: int  # where the rates' measured time begins (their bias correction's origin)
     last_tick_ms: int  # the last fold
     last_judged_ms: int
     last_traffic_ms: int  # the last tick that saw traffic (or the start)
     last_up_ms: int | None  # the last UP report (None: never, or not since going idle)
     last_down_ms: int | None
-    rates: list[float]  # short, medium, long, idle, in events/s or bytes/s
+    rates: list[float]  # short, medium, long, idle, in events/s or bytes/s, before the bias correction
     idle: bool  # reported silently cold; the next traffic starts afresh
 
     def __init__(self, name: str, parsed: naming.SegmentName, by_events: bool, target_rate: int, now_ms: int):
@@ -114,7 +121,7 @@ class SegmentLoad:
 
     def restart(self, now_ms: int) -> None:
         """Fresh aggregates from ``now_ms`` (tracking began, or traffic came back after going idle)."""
-        self.start_ms = self.last_tick_ms = self.last_judged_ms = self.last_traffic_ms = now_ms
+        self.start_ms = self.measured_from_ms = self.last_tick_ms = self.last_judged_ms = self.last_traffic_ms = now_ms
         self.rates = [0.0, 0.0, 0.0, 0.0]
         self.idle = False
         self.last_up_ms = self.last_down_ms = None
@@ -142,9 +149,8 @@ class LoadMeter:
         self._segments: dict[str, SegmentLoad] = {}
         self._touched: list[SegmentLoad] = []
         self._by_last_traffic: OrderedDict[str, SegmentLoad] = OrderedDict()  # not idle yet, oldest traffic first
-        tick = settings.tick_seconds
-        self._alphas = tuple(1.0 - math.exp(-tick / window) for window in settings.windows_seconds)
-        self._tick_ms = max(1, int(tick * 1000))
+        self._windows_ms = tuple(window * 1000 for window in settings.windows_seconds)
+        self._tick_ms = max(1, int(settings.tick_seconds * 1000))
         self._last_tick_ms: int | None = None  # when the meter last ticked (ticks run late on a busy host)
 
     def __len__(self) -> int:
@@ -217,7 +223,7 @@ class LoadMeter:
                 continue
             if load.idle:
                 load.restart(now_ms)  # traffic after a silent report: as Pravega re-creates the aggregates
-                load.last_tick_ms = now_ms - self._tick_ms
+                load.measured_from_ms = load.last_tick_ms = now_ms - self._tick_ms
             self._fold(load, now_ms, previous_tick_ms)
             load.last_traffic_ms = now_ms
             self._by_last_traffic[load.name] = load
@@ -231,25 +237,32 @@ class LoadMeter:
         return reports
 
     def _fold(self, load: SegmentLoad, now_ms: int, previous_tick_ms: int) -> None:
-        """Folds ``load.count`` into the rates: silent ticks since the last fold decay them first.
+        """Folds ``load.count`` into the rates, in continuous time.
 
-        The count came since the meter's previous tick (or the segment's last fold, if later): the meter's ticks
-        that found no traffic of it are its silent ones. A tick that runs late (a busy event loop) spreads the
-        count over the time that really passed, instead of taking the lateness for a silent tick."""
-        silent_ticks = max(0, round((previous_tick_ms - load.last_tick_ms) / self._tick_ms))
-        duration = max(1, now_ms - max(previous_tick_ms, load.last_tick_ms)) / 1000
-        instant = load.count / duration
+        The count came since the meter's previous tick (or the segment's last fold, if later): that is its span,
+        and the time between the segment's last fold and the span's start is silence. Each window's rate decays
+        over the silence and then moves towards the span's rate by the span's weight, so a late tick (a long
+        span) weighs more and a tick just after a late one (a span of a millisecond) weighs next to nothing."""
+        span_start_ms = max(previous_tick_ms, load.last_tick_ms)
+        silence_ms = span_start_ms - load.last_tick_ms
+        span_ms = max(1, now_ms - span_start_ms)
+        instant = load.count * 1000 / span_ms
         rates = load.rates
-        for index, alpha in enumerate(self._alphas):
-            rate = rates[index] * (1.0 - alpha) ** silent_ticks
-            rates[index] = instant if rate == 0 else rate + alpha * (instant - rate)
+        for index, window_ms in enumerate(self._windows_ms):
+            kept = math.exp(-span_ms / window_ms)
+            rates[index] = rates[index] * math.exp(-silence_ms / window_ms) * kept + (1.0 - kept) * instant
         load.count = 0
         load.last_tick_ms = now_ms
 
     def rates(self, load: SegmentLoad) -> Rates:
-        """The rates in the policy's unit: events/s, or KiB/s for a KB/s policy."""
+        """The rates in the policy's unit (events/s, or KiB/s for a KB/s policy), bias-corrected: each is the
+        window's weighted mean of the traffic over the time measured so far (none measured yet: zeros)."""
         unit = 1.0 if load.by_events else 1024.0
-        return Rates(*(rate / unit for rate in load.rates))
+        measured_ms = load.last_tick_ms - load.measured_from_ms
+        if measured_ms <= 0:
+            return Rates(0.0, 0.0, 0.0, 0.0)
+        return Rates(*(round(rate / (unit * -math.expm1(-measured_ms / window_ms)), RATE_DIGITS)
+                       for rate, window_ms in zip(load.rates, self._windows_ms, strict=True)))
 
     def _judge(self, load: SegmentLoad, now_ms: int) -> LoadReport | None:
         """An UP or DOWN report for a segment with traffic, if its rates and age call for one and it is not muted."""
