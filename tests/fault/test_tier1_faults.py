@@ -194,6 +194,14 @@ def check_log_after_kill(directory: Path, acknowledged: dict[int, int]) -> tuple
     return (numbers[-1] + 1 if numbers else max(acknowledged, default=-1) + 1), epoch
 
 
+def wait_for_open(output_path: Path, child: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Returns once the child has said it opened the log (or has exited)."""
+    deadline = time.monotonic() + timeout
+    while b"OPEN " not in output_path.read_bytes() and child.poll() is None:
+        assert time.monotonic() < deadline, f"the child did not open the log within {timeout} s"
+        time.sleep(0.005)
+
+
 @pytest.mark.slow
 @pytest.mark.process
 def test_sigkill_at_random_moments_loses_no_acknowledged_record(tmp_path):
@@ -210,8 +218,14 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_record(tmp_path):
         with open(output_path, "wb") as output:
             child = subprocess.Popen([sys.executable, str(CHILD), str(directory), str(next_number)],
                                      stdout=output, stderr=subprocess.PIPE, env=environment)
-            # One kill in four lands while the child starts, opens and recovers; the rest mid-stream.
-            time.sleep(generator.uniform(0.0, 0.15) if generator.random() < 0.25 else generator.uniform(0.15, 0.7))
+            # One kill in four lands while the child starts, opens and recovers; the rest mid-stream, counted from
+            # its open (on a loaded host the interpreter's start alone can take longer than any fixed delay).
+            if generator.random() < 0.25:
+                time.sleep(generator.uniform(0.0, 0.15))
+            else:
+                delay = generator.uniform(0.0, 0.55)
+                wait_for_open(output_path, child)
+                time.sleep(delay)
             os.kill(child.pid, signal.SIGKILL)
             child.wait(timeout=10)
             error_output = child.stderr.read().decode()
