@@ -29,12 +29,13 @@ starts everything at once; ``start_zookeeper``, ``start_logstores``, ``start_sto
 start the parts in another order. Clients use ``controller_uri``, which names every controller (the SDK moves
 between them).
 
-The nemesis's handles: ``crash_store``/``restart_store`` (kill -9), ``pause_store`` (a GC pause or SIGSTOP,
-possibly past the session timeout: a zombie), ``crash_controller``/``restart_controller``,
-``crash_logstore``/``restart_logstore``, ``lose_logstore_disk`` (the replica is replaced by an empty one with a
-new identity), ``zookeeper_down``, ``cut_store_from_zookeeper`` and ``cut_store_from_logstores`` (partitions of
-one store's links only; ``world.network.heal()`` ends them), ``stop_store``, ``stop_controller`` and
-``stop_logstore`` (SIGTERM: a graceful stop, then the process exits; ``processes.Terminations``).
+The nemesis's handles: ``crash_store``/``restart_store`` (kill -9), ``pause_store`` (a GC pause or SIGSTOP, possibly
+past the session timeout: a zombie), ``crash_controller``/``restart_controller``,
+``crash_logstore``/``restart_logstore``, ``lose_logstore_disk`` (the replica is replaced by an empty one with a new
+identity), ``pause_logstore``, ``slow_logstore_disk`` (each fsync takes up to a latency, for a while),
+``zookeeper_down``, ``cut_store_from_zookeeper`` and ``cut_store_from_logstores`` (partitions of one store's links
+only; ``world.network.heal()`` ends them), ``stop_store``, ``stop_controller`` and ``stop_logstore`` (SIGTERM: a
+graceful stop, then the process exits; ``processes.Terminations``).
 
 ``problems()`` states the cluster's own end-of-run invariants (read from the processes and ZooKeeper's state
 after the run, once healed): no process failed (``crashes``); every container runs on exactly one segment store,
@@ -46,8 +47,8 @@ The stores' data dirs are real directories (each holds a layout file written at 
 under the system's temporary directory, removed by ``close()``.
 
 Not simulated: ZooKeeper as a quorum of servers (one highly available service: zookeeper_sim.py), TLS, the
-operations endpoints (metrics, health), the REST API, ``tributary status``, the log
-stores' fsync latency (journal_sim.py), a Tier-2 outage (its latency only), adding or removing stores for good.
+operations endpoints (metrics, health), the REST API, ``tributary status``, the log stores' fsync latency outside
+a slow-disk fault (journal_sim.py), adding or removing stores for good.
 """
 
 from __future__ import annotations
@@ -267,6 +268,15 @@ class SimCluster:
         identity), and the ledgers on the old one have one replica fewer for good."""
         self.logstores[index].lose_disk()
         self.disks_lost += 1
+
+    def pause_logstore(self, index: int, seconds: float) -> None:
+        """A GC pause or SIGSTOP of a log store (past its session timeout, its registration goes until it is back)."""
+        self.logstores[index].process.pause(seconds)
+
+    def slow_logstore_disk(self, index: int, seconds: float, latency: float) -> None:
+        """For ``seconds``, each group commit's fsync on the log store's disk takes up to ``latency`` seconds, and the
+        store's loop waits for it (journal_sim.py)."""
+        self.logstores[index].disk.slow(seconds, latency)
 
     def zookeeper_down(self, seconds: float) -> None:
         """The ensemble stops answering for ``seconds`` (its data and sessions stay; sessions get a fresh timeout

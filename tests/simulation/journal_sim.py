@@ -27,12 +27,19 @@ identity (created from ``world.random`` on first use, as ``_identity`` creates `
 
 Durability and time. The real store calls ``journal.write`` synchronously on its loop (group commit at
 the end of a loop turn, then the replies), and the real write returns once the group is fdatasync'd. The
-simulated write is synchronous too and takes no virtual time: the group is durable when it returns. So
-there is no fsync latency here: an acknowledgement costs the network's latency only, and a store's loop
-is never busy. For the same reason nothing written can be lost: a kill -9 (``Process.crash``) and a power
-loss are the same event for a log store (every group a store wrote is durable; every group it was about
-to write was never acknowledged), and a crash never tears a group; ``JournalDisk.tear()`` plants the tail
-a power loss during a group's write would have left, for ``open`` to cut.
+simulated write is synchronous too: the group is durable when it returns. It takes no virtual time unless
+the disk is slow (``slow(seconds, latency)``, the nemesis's slow-disk fault): then each group's fsync takes
+between half of ``latency`` and all of it, and the write pauses the store's process for that long (the
+``block`` a journal is given: ``Process.pause`` from inside the callback, which holds every other callback of
+the process, and what the process writes to its connections meanwhile, replies included, until the pause
+ends; tcp.py). So a slow fsync delays that group's acknowledgements and everything else the store does, as
+the real blocked loop does; unlike the real store, whose ZooKeeper client has a thread of its own, the
+simulated one's pings wait too, so a stall past the session timeout also costs the store its registration.
+Nothing written is lost: a kill -9 (``Process.crash``) and a power loss are the same event for a log store
+(every group a store wrote is durable, one in a slow fsync included, as its pages would reach the disk;
+every group it was about to write was never acknowledged), and a crash never tears a group;
+``JournalDisk.tear()`` plants the tail a power loss during a group's write would have left, for ``open`` to
+cut.
 
 Faults, each off by default:
 
@@ -60,11 +67,12 @@ supervisor restarts a log store that exited.
 The trace: ``journal_open`` (host, files, records, bytes cut), ``journal_write`` (host, file, offset,
 records, bytes), ``journal_enospc`` (host, bytes), ``journal_identity`` (host, replica id),
 ``journal_disk_lost`` (host, files, bytes), ``journal_torn`` (host, file, bytes), ``journal_corrupt``
-(host, file, offset), ``journal_collect`` (host, files dropped).
+(host, file, offset), ``journal_collect`` (host, files dropped), ``journal_slow`` (host, seconds, latency),
+``journal_fsync_wait`` (host, seconds).
 
-Not simulated: fsync latency, a failed fsync (EIO) and its uncertainty, preallocation, zeroing ahead,
-pages and O_DIRECT, the CPU time of a group commit, a journal's descriptors (a collected file read by a
-stale index), two stores opening one disk at once (not guarded in production either).
+Not simulated: fsync latency outside a slow spell, a failed fsync (EIO) and its uncertainty, preallocation,
+zeroing ahead, pages and O_DIRECT, the CPU time of a group commit, a journal's descriptors (a collected file read
+by a stale index), two stores opening one disk at once (not guarded in production either).
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import asyncio
 import errno
 import functools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from coordination.zookeeper import ZooKeeperUnavailable
@@ -86,6 +94,7 @@ from tests.simulation.processes import Terminations, start_supervised
 if TYPE_CHECKING:
     from tests.simulation.world import World
 
+Block = Callable[[float], None]  # keeps the calling process busy for that many seconds
 LOGSTORE_PORT = 3181  # BookKeeper's bookie port
 SIM_FILE_SIZE_MAX = 1024 * 1024  # small journal files, so that rollover and collection happen in short runs
 
@@ -102,6 +111,8 @@ class JournalDisk:
         self.full = False
         self.generation = 0  # bumped by lose(): journals opened before it are gone with the old disk
         self.groups = 0  # groups written
+        self.slow_until = 0.0  # virtual time a slow spell ends (slow())
+        self.slow_latency = 0.0  # the most a group's fsync takes during it
 
     def __repr__(self) -> str:
         return f"<JournalDisk {self.host} files={len(self.files)} used={self.used_bytes}>"
@@ -117,11 +128,23 @@ class JournalDisk:
             self.world.record("journal_identity", self.host, self.identity.hex())
         return self.identity
 
-    def journal(self, file_size_max: int = DEFAULT_FILE_SIZE_MAX) -> SimJournal:
-        """A new, unopened journal on this disk."""
-        return SimJournal(self, file_size_max)
+    def journal(self, file_size_max: int = DEFAULT_FILE_SIZE_MAX, block: Block | None = None) -> SimJournal:
+        """A new, unopened journal on this disk; ``block(seconds)`` keeps its caller's process busy (a slow fsync)."""
+        return SimJournal(self, file_size_max, block)
+
+    def fsync_seconds(self) -> float:
+        """How long a group's fsync takes now: nothing, or during a slow spell between half its latency and all."""
+        if self.world.loop.time() >= self.slow_until:
+            return 0.0
+        return self.world.random.uniform(self.slow_latency / 2, self.slow_latency)
 
     # -- faults ---------------------------------------------------------------------------------------
+
+    def slow(self, seconds: float, latency: float) -> None:
+        """For ``seconds`` from now each group's fsync takes up to ``latency`` seconds (replaces a spell under way)."""
+        self.slow_until = self.world.loop.time() + seconds
+        self.slow_latency = latency
+        self.world.record("journal_slow", self.host, seconds, latency)
 
     def fill(self) -> None:
         """The disk is full: every write fails with ENOSPC until ``free()``."""
@@ -176,9 +199,11 @@ class SimJournal:
     index = Journal.index
     _index = Journal._index
 
-    def __init__(self, disk: JournalDisk, file_size_max: int = DEFAULT_FILE_SIZE_MAX) -> None:
+    def __init__(self, disk: JournalDisk, file_size_max: int = DEFAULT_FILE_SIZE_MAX, block: Block | None = None
+                 ) -> None:
         self.disk = disk
         self.file_size_max = file_size_max
+        self._block = block
         self.ledgers: dict[int, LedgerState] = {}
         self.deleted: dict[int, tuple[set[int], int]] = {}  # as Journal.deleted
         self._generation = disk.generation
@@ -244,6 +269,10 @@ class SimJournal:
         self._offset = offset
         self.disk.groups += 1
         self.disk.world.record("journal_write", self.disk.host, number, start, len(records), group_bytes)
+        fsync = self.disk.fsync_seconds()
+        if fsync and self._block is not None:
+            self.disk.world.record("journal_fsync_wait", self.disk.host, fsync)
+            self._block(fsync)
         return placed
 
     def read(self, ledger: int, entry: int) -> bytes | None:
@@ -335,7 +364,7 @@ class SimLogStoreHost:
         data_dir = f"/simulated/{self.host}/logstore"  # never touched: journal and replica id are given
 
         async def start() -> LogStore:  # as `tributary logstore`, which exits when this fails
-            journal = self.journal = self.disk.journal(self.file_size_max)
+            journal = self.journal = self.disk.journal(self.file_size_max, block=self.process.pause)
             if self.zk_hosts is None:
                 store = self.store = LogStore(data_dir, self.host, self.port, journal=journal,
                                               replica_id=self.disk.replica_id())

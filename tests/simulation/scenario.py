@@ -19,8 +19,10 @@ own and overlapping the others (``TIER2_FAULT_KINDS``): an outage (every call fa
 waits, then times out), replies lost after the object store did the work, and a torn write (a prefix written, then
 an error). Graceful stops (SIGTERM: the process stops its service, exits, and is started again a few seconds later;
 ``STOP_FAULT_KINDS``) also come from a source of their own, overlapping the others, as an operator's rolling restart
-does: the store or the controller, and in a cluster any segment store, controller or log store. ``plant`` switches
-on a deliberate bug (``plants.py``) to prove the simulation finds it.
+does: the store or the controller, and in a cluster any segment store, controller or log store. Slowness comes from
+a source of its own too (``SLOW_FAULT_KINDS``): the standalone store's disk stalls; a cluster's log store turns slow
+(each group commit's fsync, which the real store waits for on its loop, takes up to a few seconds) or is paused.
+``plant`` switches on a deliberate bug (``plants.py``) to prove the simulation finds it.
 
 ``topology="cluster"`` runs the same workload against a whole cluster instead (``cluster_topology.SimCluster``:
 ZooKeeper, three log stores, two segment stores in cluster mode on the replicated Tier-1, two controllers), with
@@ -93,6 +95,8 @@ CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zook
                        "zk_partition", "logstore_partition", "writer", "transactional", "reader", "partition")
 TIER2_FAULT_KINDS = ("tier2_outage", "tier2_hang", "tier2_lost_replies", "tier2_torn_write")
 STOP_FAULT_KINDS = ("store_stop", "controller_stop", "logstore_stop")  # graceful stops (SIGTERM); log stores: cluster
+SLOW_FAULT_KINDS = ("disk_stall", "journal_slow", "logstore_pause")  # slowness: the first standalone, others cluster
+SOURCE_KINDS = (TIER2_FAULT_KINDS, STOP_FAULT_KINDS, SLOW_FAULT_KINDS)  # the kinds of each source after the first
 TIER2_LOSABLE = ("write", "create_with_content", "concat", "delete", "set_read_only")  # replies a fault may lose
 ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
 _INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
@@ -109,10 +113,13 @@ class Fault:
     seconds: float = 0.0
     target: int = 0  # (Tier-2 faults: how many calls, or bytes, the fault takes)
     operation: str = ""  # (lost replies: the Tier-2 operation whose replies are lost)
+    latency: float = 0.0  # (a slow journal: the most an fsync takes, in seconds)
 
     def describe(self, topology: str = "standalone") -> str:
         if self.kind in TIER2_FAULT_KINDS:
             return self._describe_tier2()
+        if self.kind in SLOW_FAULT_KINDS:
+            return self._describe_slow()
         if self.kind in STOP_FAULT_KINDS:
             what = {"store_stop": "segment store", "controller_stop": "controller", "logstore_stop": "log store"}
             which = f"{what[self.kind]} {self.target}" if topology == "cluster" else self.kind.split("_")[0]
@@ -146,6 +153,14 @@ class Fault:
             return f"Tier-2 loses the replies of its next {calls} (done, not told)"
         return f"Tier-2's next write is torn: {self.target} bytes written, then an error"
 
+    def _describe_slow(self) -> str:
+        if self.kind == "disk_stall":
+            return f"store's disk stalls for {self.seconds:.2f} s (no write, read or fsync completes)"
+        if self.kind == "journal_slow":
+            return (f"log store {self.target}'s fsyncs take up to {self.latency:.2f} s each for {self.seconds:.2f} s "
+                    f"(its loop waits on each)")
+        return f"log store {self.target} paused {self.seconds:.2f} s"
+
     def _describe_cluster(self) -> str:
         """The cluster topology's own faults (empty for those described as in the standalone one)."""
         seconds = f"{self.seconds:.2f} s"
@@ -175,7 +190,8 @@ def fault_schedule(seed: int, seconds: float, writers: int, topology: str = "sta
     else:
         faults = _standalone_fault_schedule(seed, seconds, writers)
     faults += _tier2_fault_schedule(seed, seconds, len(faults))
-    return faults + _stop_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
+    faults += _stop_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
+    return faults + _slow_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
 
 
 def _standalone_fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
@@ -288,6 +304,34 @@ def _stop_fault_schedule(seed: int, seconds: float, first_index: int, topology: 
     return faults
 
 
+def _slow_fault_schedule(seed: int, seconds: float, first_index: int, topology: str,
+                         cluster: ClusterTopology) -> list[Fault]:
+    """Slowness (``SLOW_FAULT_KINDS``), from a source of its own, numbered after the stops (as those are after
+    Tier-2's). The standalone's store disk stalls: no I/O completes for a while (the Tier-1 log's appends wait,
+    unacknowledged). In a cluster a log store's disk turns slow for a while, each group commit's fsync taking up to
+    ``latency`` (past the replicated log's 2 s add timeout at the high end): the real store waits for it on its loop,
+    so nothing else it does (reads, other ledgers, ZooKeeper) happens meanwhile either; or a log store is paused (a GC
+    pause or SIGSTOP, possibly past its session timeout). They never overlap one another; they do overlap the
+    others."""
+    random = Random(f"nemesis-slow-{topology}-{seed}")
+    faults: list[Fault] = []
+    now = random.uniform(0.0, 10.0)
+    kinds = ["journal_slow", "logstore_pause"] if topology == "cluster" else ["disk_stall"]
+    while now < seconds:
+        index, kind = first_index + len(faults), random.choice(kinds)
+        if kind == "disk_stall":
+            fault = Fault(index, now, kind, random.uniform(0.2, 8.0))
+        elif kind == "journal_slow":
+            fault = Fault(index, now, kind, random.uniform(1.0, 15.0), random.randrange(cluster.logstores),
+                          latency=random.uniform(0.02, 4.0))
+        else:
+            fault = Fault(index, now, kind, random.uniform(0.1, 3.0 * cluster.session_timeout),
+                          random.randrange(cluster.logstores))
+        faults.append(fault)
+        now += fault.seconds + random.uniform(5.0, 20.0)
+    return faults
+
+
 class Nemesis:
     """Injects the faults of a schedule into ``cluster`` and ``workload`` (see the module docstring)."""
 
@@ -310,12 +354,12 @@ class Nemesis:
         loop = asyncio.get_running_loop()
         began = loop.time()
         faults = list(schedule)
-        tier2 = loop.create_task(self._inject([fault for fault in faults if fault.kind in TIER2_FAULT_KINDS], began))
-        stops = loop.create_task(self._inject([fault for fault in faults if fault.kind in STOP_FAULT_KINDS], began))
-        await self._inject([fault for fault in faults if fault.kind not in (*TIER2_FAULT_KINDS, *STOP_FAULT_KINDS)],
-                           began)
-        await tier2
-        await stops
+        others = [loop.create_task(self._inject([fault for fault in faults if fault.kind in kinds], began))
+                  for kinds in SOURCE_KINDS]  # each source's faults in turn, overlapping the other sources'
+        sourced = {kind for kinds in SOURCE_KINDS for kind in kinds}
+        await self._inject([fault for fault in faults if fault.kind not in sourced], began)
+        for task in others:
+            await task
         await asyncio.sleep(max(0.0, began + seconds - loop.time()))
         self.cluster.tier2.clear()  # the faults stop: a lost reply or a torn write armed and not yet met, too
 
@@ -329,6 +373,8 @@ class Nemesis:
                 await self._apply_tier2(fault)
             elif fault.kind in STOP_FAULT_KINDS:
                 await self._apply_stop(fault)
+            elif fault.kind in SLOW_FAULT_KINDS:
+                await self._apply_slow(fault)
             else:
                 await self._apply(fault)
 
@@ -350,6 +396,11 @@ class Nemesis:
         if fault.kind == "store_stop":
             return cluster.store, cluster.stop_store, cluster.restart_store
         return cluster.controller, cluster.stop_controller, cluster.restart_controller
+
+    async def _apply_slow(self, fault: Fault) -> None:
+        """The standalone's slowness: its store's disk stalls (the disk outlives the store's process)."""
+        self.cluster.disk.stall(fault.seconds)
+        await asyncio.sleep(fault.seconds)
 
     async def _apply_tier2(self, fault: Fault) -> None:
         tier2 = self.cluster.tier2
@@ -443,6 +494,16 @@ class ClusterNemesis(Nemesis):
             network.heal()
         else:
             await super()._apply(fault)
+
+    async def _apply_slow(self, fault: Fault) -> None:
+        cluster, target = self.sim_cluster, fault.target
+        if fault.kind == "journal_slow":  # the disk outlives the log store's process: a restart does not end it
+            cluster.slow_logstore_disk(target, fault.seconds, fault.latency)
+        elif cluster.logstores[target].process.alive:
+            cluster.pause_logstore(target, fault.seconds)
+        else:
+            self.world.record("fault_skipped", fault.index, "not running")
+        await asyncio.sleep(fault.seconds)
 
     def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
         cluster, target = self.sim_cluster, fault.target

@@ -27,7 +27,9 @@ A ``Pipe`` models the two kernels and the wire between the ends:
 The kernel-side work (the pipes' timers, resets) runs in the network's own context, outside every
 process, so it goes on while a process is paused; the protocol callbacks run in the context of
 whoever created the end (the ``create_connection`` caller, the ``create_server`` caller), so they
-are held while it is paused and dropped once it is dead.
+are held while it is paused and dropped once it is dead. What a paused process writes (only the
+callback that paused it can: a blocking call, ``Process.pause`` from inside, as a journal's slow
+fsync does) stays in its buffer until the pause ends, as the real call would have returned only then.
 
 Not simulated: bandwidth (only latency and windows), acknowledgement latency (window updates reach
 the sender at once), TCP keepalive (an idle connection survives any partition, as it does by
@@ -179,9 +181,17 @@ class SimTransport(_FlowControlMixin):
     # -- sending -------------------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Moves what the window allows from the user buffer onto the wire; FIN and close after a flush."""
+        """Moves what the window allows from the user buffer onto the wire; FIN and close after a flush.
+
+        Not while the owner is paused: a process blocked in a call (a journal's fsync on its loop) writes in the
+        callback that blocked it only after the call returns, so what it wrote leaves when the pause ends."""
         pipe = self.outbound
         if pipe is None or self._socket_closed:
+            return
+        if self.owner is not None and self.owner.paused:
+            if not self._pump_scheduled:
+                self._pump_scheduled = True
+                self._loop.call_soon(self._scheduled_pump, context=self.context)  # held until the pause ends
             return
         room = self._network.window - pipe.admitted
         while self._outbuf and room > 0:

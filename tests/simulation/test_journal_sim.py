@@ -324,6 +324,49 @@ def test_a_full_disk_answers_unavailable_until_the_store_restarts() -> None:
         assert any(" journal_enospc " in f" {line} " for line in world.trace_tail())
 
 
+def test_a_slow_fsync_holds_the_group_s_replies_and_the_whole_store_until_it_completes() -> None:
+    """During a slow spell (fsyncs of 1 to 2 s), an ADD is answered only once its fsync is over, and a READ sent
+    meanwhile waits behind it, as on the real store's blocked loop; the entry is durable (it survives a kill -9
+    during the next slow fsync, whose own ADD is never answered). After the spell, writes take no time again."""
+    with World(7) as world:
+        store = SimLogStoreHost(world, HOST)
+        store.start()
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            client = await connect(store)
+            reader = await connect(store)
+            began = loop.time()
+            assert await status_of(client, add(1, 0, b"fast")) == p.Status.OK
+            fast = loop.time() - began
+            store.disk.slow(10.0, 2.0)
+            began = loop.time()
+            slow_add = asyncio.ensure_future(status_of(client, add(1, 1, b"slow")))
+            await asyncio.sleep(0.01)  # the group is in its fsync now
+            read = await entries(reader, 1)
+            read_waited = loop.time() - began
+            assert await slow_add == p.Status.OK
+            added = loop.time() - began
+            assert fast < 0.05 and 1.0 <= added <= 2.1 and read_waited >= 1.0, (fast, added, read_waited)
+            assert read == {0: b"fast"} or read == {0: b"fast", 1: b"slow"}
+            unanswered = asyncio.ensure_future(status_of(client, add(1, 2, b"killed in its fsync")))
+            await asyncio.sleep(0.5)
+            assert not unanswered.done()
+            store.restart()
+            (lost,) = await asyncio.gather(unanswered, return_exceptions=True)
+            assert isinstance(lost, Exception), lost  # the connection reset: never answered
+            again = await connect(store)
+            recovered = await entries(again, 1)
+            assert recovered[0] == b"fast" and recovered[1] == b"slow"
+            await asyncio.sleep(10.0)  # the spell is over
+            began = loop.time()
+            assert await status_of(again, add(2, 0, b"fast again")) == p.Status.OK
+            assert loop.time() - began < 0.05
+
+        world.run(main(), until=UNTIL)
+        assert any(" journal_fsync_wait " in f" {line} " for line in world.trace_tail())
+
+
 def test_a_full_disk_by_capacity_fails_the_group_that_does_not_fit() -> None:
     with World(5) as world:
         store = SimLogStoreHost(world, HOST, capacity_bytes=1000)
