@@ -358,8 +358,12 @@ class ZooKeeper:
                     raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts}: the process is stopping and {why}")
             try:
                 sent_at = time.monotonic()
-                return await asyncio.wait_for(self._bridge(method(*args, **kwargs), sent_at),
-                                              max(0.0, deadline - time.monotonic()))
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the inner result (or raises its error)
+                # when the caller is cancelled as the answer arrives, losing the cancellation. A log store's
+                # registration loop, cancelled by its stop while a call's answer came, took the call's error for a
+                # failed check and went on checking for ever: the stop never ended (found by the simulation).
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    return await self._bridge(method(*args, **kwargs), sent_at)
             except TimeoutError as error:  # queued by kazoo while disconnected, or never answered
                 raise ZooKeeperUnavailable(f"ZooKeeper at {self.hosts} unavailable: no answer in time") from error
             except _RETRIABLE as error:

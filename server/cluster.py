@@ -162,7 +162,8 @@ class ClusterMember:
                     self._reconcile()
             await self._publish()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self._poll_interval)
+                async with asyncio.timeout(self._poll_interval):  # not wait_for: 3.11's loses a cancel meeting a set
+                    await self._changed.wait()
 
     async def _read_map(self) -> ContainerMap:
         try:

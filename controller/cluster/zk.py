@@ -196,7 +196,8 @@ class ControllerCluster(Coordination):
     async def _follow(self) -> None:
         while not self._closed:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):  # not wait_for: 3.11's loses a cancel meeting a set
+                    await self._changed.wait()
             try:
                 await self._look()
             except ZooKeeperUnavailable as error:

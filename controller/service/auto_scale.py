@@ -324,8 +324,9 @@ class AutoScaler:
         try:
             while True:
                 if self._waiting or self._recheck:  # streams to look at again: after a pause, or when reports come
-                    try:
-                        await asyncio.wait_for(self._wakeup.wait(), self.timings.retry_seconds)
+                    try:  # not wait_for: 3.11's loses a cancel that meets a set event
+                        async with asyncio.timeout(self.timings.retry_seconds):
+                            await self._wakeup.wait()
                     except TimeoutError:
                         pass
                 else:

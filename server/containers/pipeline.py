@@ -60,16 +60,29 @@ Outcome = asyncio.Future[Any]
 
 
 class _Frame:
-    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence", "address")
+    __slots__ = ("decisions", "futures", "size", "done", "timestamp_ms", "first_sequence", "address", "_settled")
 
     def __init__(self) -> None:
         self.decisions: list[Decision] = []
-        self.futures: list[Outcome] = []
+        self.futures: list[Outcome] = []  # the callers': a caller that gives up may cancel its own
         self.size = 0
         self.done = False
         self.timestamp_ms = 0
         self.first_sequence = 0
         self.address: LogAddress | None = None  # once durable
+        self._settled: asyncio.Future[None] | None = None  # made when someone waits: see settled()
+
+    def settled(self) -> asyncio.Future[None]:
+        """Resolved once the frame is committed or failed: the pipeline's own, which no caller can cancel (waiting on
+        the callers' futures instead, a cancelled one ended the wait at once, and a retry waiting for the original's
+        frame spun without time moving: found by the simulation, a slow log store and a closed connection)."""
+        if self._settled is None:
+            self._settled = asyncio.get_running_loop().create_future()
+        return self._settled
+
+    def settle(self) -> None:
+        if self._settled is not None and not self._settled.done():
+            self._settled.set_result(None)
 
 
 class _CheckpointParts:
@@ -196,9 +209,8 @@ class OperationPipeline:
         self.status = ContainerStatus.STOPPED
         if self._frame is not None:
             self._flush()
-        in_flight = [future for frame in self._in_flight for future in frame.futures]
-        if in_flight:
-            await asyncio.gather(*in_flight, return_exceptions=True)
+        if self._in_flight:
+            await asyncio.shield(self._in_flight[-1].settled())  # frames commit (or fail) in order
 
     def fail(self, error: BaseException) -> None:
         """Fails every mutation in flight or held with ContainerUnavailable; refuses new ones."""
@@ -210,6 +222,7 @@ class OperationPipeline:
             for future in frame.futures:
                 if not future.done():
                     future.set_exception(errors.ContainerUnavailable("", unavailable))
+            frame.settle()
         held, self._held = self._held or (), None
         for _, future in held:
             future.set_exception(errors.ContainerUnavailable("", unavailable))
@@ -237,8 +250,8 @@ class OperationPipeline:
     async def settled(self) -> None:
         """Waits until every operation decided so far is durable and applied (or failed)."""
         frame = self._frame if self._frame is not None else (self._in_flight[-1] if self._in_flight else None)
-        if frame is not None and frame.futures:
-            await asyncio.wait(frame.futures)  # frames commit in order: the newest one is the last
+        if frame is not None:
+            await asyncio.shield(frame.settled())  # frames commit in order: the newest one is the last
 
     def _decide(self, decide: Decide, future: Outcome) -> None:
         try:
@@ -320,6 +333,7 @@ class OperationPipeline:
             for decision, future in zip(frame.decisions, frame.futures, strict=True):
                 if not future.done():
                     future.set_result(decision.result)
+            frame.settle()
             self._operations_since_checkpoint += len(frame.decisions)
             if not _is_checkpoint(frame.decisions[0].operation):
                 self.logged_bytes += frame.size

@@ -115,8 +115,9 @@ class SegmentReader:
             waiter = loop.create_future()
             segment.waiters.append(waiter)
             timeout = None if deadline is None else max(0.0, deadline - loop.time())
-            try:
-                await asyncio.wait_for(waiter, timeout)
+            try:  # not wait_for: 3.11's loses a cancel that meets the waiter's result, and this loop would go on
+                async with asyncio.timeout(timeout):
+                    await waiter
             finally:
                 if waiter in segment.waiters:
                     segment.waiters.remove(waiter)

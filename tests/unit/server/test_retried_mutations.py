@@ -77,3 +77,51 @@ async def test_a_retry_fails_when_the_original_is_lost(mutation):
     for outcome in (first, retried):
         with pytest.raises(errors.ContainerUnavailable):
             await outcome
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+async def test_a_retry_waits_without_spinning_when_the_original_s_caller_gave_up(mutation):
+    """The original's caller is cancelled (its connection closed) while its mutation is being logged. The retry
+    still waits for that mutation's frame, idle: before, it waited on the callers' futures, found the cancelled
+    one done, and decided again at once, for ever, without time moving (found by the simulation: a slow log
+    store and a closed connection left a segment store's loop spinning). Once the frame is durable the retry
+    is answered as before."""
+    log, owner, first, retried = await retried_while_in_flight(mutation)
+    first.cancel()
+    submitted = 0
+    submit = owner._pipeline.submit
+
+    def counting(decide):
+        nonlocal submitted
+        submitted += 1
+        return submit(decide)
+
+    owner._pipeline.submit = counting
+    await asyncio.sleep(0.05)
+    assert not retried.done()
+    assert submitted == 0, f"the retry decided {submitted} times while the original was still being logged"
+    for gate in log.gates:
+        gate.set_result(None)
+    log.gated = False
+    if mutation == "merge":
+        assert await retried == 62
+    else:
+        with pytest.raises(errors.SegmentIsSealed if mutation == "seal" else errors.SegmentAlreadyExists):
+            await retried
+
+
+async def test_a_stop_waits_for_a_frame_whose_callers_all_gave_up():
+    """A container stopping waits for the frames in flight to be durable, even when every caller of one has
+    gone (before, it waited on the callers' futures, and a cancelled one ended the wait at once)."""
+    log = GatedLog()
+    owner = await started(log)
+    log.gated = True
+    sealing = asyncio.ensure_future(owner.seal(SOURCE))
+    await settle()
+    sealing.cancel()
+    stopping = asyncio.ensure_future(owner.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done(), "the stop did not wait for the frame in flight"
+    for gate in log.gates:
+        gate.set_result(None)
+    await asyncio.wait_for(stopping, 5)
