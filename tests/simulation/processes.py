@@ -16,7 +16,9 @@ server and connection the process creates belongs to the generation, however dee
 * ``restart(main)`` starts the next generation on the same host (crashing the current one first).
 * ``pause(seconds)`` is a GC pause or SIGSTOP: the generation's handles that come due are held and
   run, in their order, when the pause ends; the rest of the world (including the kernel's part of
-  its connections) goes on.
+  its connections) goes on. Called from inside the process, it is a blocking call (a log store's slow
+  fsync on its loop, journal_sim.py): the rest of the calling callback runs at once, but what it writes
+  to its connections leaves only when the pause ends (tcp.py), as it would once the call returned.
 
 ``Terminations`` is SIGTERM: a process's main, once it serves, waits for it, stops its service gracefully (the
 production code's own stop) and returns; the process then exits (a crash of a generation with nothing left to
