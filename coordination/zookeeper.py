@@ -240,6 +240,12 @@ class ZooKeeper:
         return bool(self._client.connected)
 
     @property
+    def shutting_down(self) -> bool:
+        """Whether the process is stopping (``begin_shutdown`` or ``stop`` was called): its session ends with it, and
+        its ephemeral nodes with the session."""
+        return self._shutdown_deadline is not None or self._stopping
+
+    @property
     def session_timeout(self) -> float:
         """The session's timeout in seconds: the negotiated one once a session was made."""
         return self.clock.session_timeout

@@ -131,14 +131,19 @@ class SegmentContainer(ContainerMutations):
                                              "segments": self._state.counted_segments})
 
     async def stop(self) -> None:
-        """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail."""
-        await self.dormancy.stop()
-        await self.load.stop()
-        if self._tier2 is not None:
-            await self._tier2.stop()
-        await self._pipeline.close()  # lets the frames in flight commit, if it was running
-        self._pipeline.status = ContainerStatus.STOPPED
-        await self._log.close()
+        """Waits for frames in flight, stops the storage writer, then closes the log. Later requests fail.
+
+        The log is closed whatever the steps before it raise: its close releases the log's owner lock, which a
+        container left holding kept every store from opening the log for as long as this process's session lived."""
+        try:
+            await self.dormancy.stop()
+            await self.load.stop()
+            if self._tier2 is not None:
+                await self._tier2.stop()
+            await self._pipeline.close()  # lets the frames in flight commit, if it was running
+        finally:
+            self._pipeline.status = ContainerStatus.STOPPED
+            await self._log.close()
 
     def fail(self, error: BaseException) -> None:
         """Stops serving at once, as if the log had failed with ``error``: what is in flight fails, later requests

@@ -34,6 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
+from coordination.retry import Backoff
 from coordination.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper, ZooKeeperUnavailable
 
 from .api import AppendData, DurableDataLog, LogAddress
@@ -181,6 +182,7 @@ class ReplicatedDurableDataLog(DurableDataLog):
         self._settings = pool.settings
         self._token = uuid.uuid4().hex.encode()
         self._state = "new"  # new -> open -> closed
+        self._releasing: asyncio.Future[None] | None = None  # the owner lock's release, once begun
         self._failure: LogError | None = None
         self._chain = LogChain()
         self._version = -1
@@ -249,20 +251,40 @@ class ReplicatedDurableDataLog(DurableDataLog):
                 raise LogBusy(f"log {self.name} is owned by a live process") from None
 
     async def _release_owner_lock(self) -> None:
+        """Releases the owner lock, in a task of its own that a cancelled caller does not stop, and that keeps trying
+        while ZooKeeper is out of reach unless the process is stopping.
+
+        A live process's session outlives ZooKeeper being out of reach (the ensemble gives every session a fresh
+        timeout when it is back), so a lock left to "go with the session" stays for as long as the process lives, and
+        no store can open the log again, this one included. Found by the simulation (cluster seed 90): a container
+        stopped while ZooKeeper went down, its stop was cancelled when the store presumed its session lost, the
+        session lived on, and the log was never opened again."""
         if not self._owner_lock_held:
             return
         self._owner_lock_held = False
-        path = self._paths.owner(self.name)
-        try:
-            holder, version = await self._zk.get(path)
-            if holder == self._token:
-                # First to a version no held lock has (a lock is created at version 0 and never written), then
-                # deleted at that version: a delete retried after its lost reply must not match the lock the next
-                # owner created at this path meanwhile (at version 0 again, as the lock just deleted was).
-                version = await self._zk.set_if(path, self._token + _RELEASING, version)
-                await self._zk.delete(path, version)
-        except (NoNodeError, BadVersionError, ZooKeeperUnavailable):
-            pass  # gone already, someone else's, or it goes with the session
+        self._releasing = asyncio.ensure_future(self._release(self._paths.owner(self.name)))
+        await asyncio.shield(self._releasing)
+
+    async def _release(self, path: str) -> None:
+        delays = _RELEASE_RETRY.delays()
+        while True:
+            try:
+                holder, version = await self._zk.get(path)
+                if holder == self._token:
+                    # First to a version no held lock has (a lock is created at version 0 and never written), then
+                    # deleted at that version: a delete retried after its lost reply must not match the lock the next
+                    # owner created at this path meanwhile (at version 0 again, as the lock just deleted was).
+                    version = await self._zk.set_if(path, self._token + _RELEASING, version)
+                    await self._zk.delete(path, version)
+                return
+            except (NoNodeError, BadVersionError):
+                return  # gone already (with an expired session), or someone else's
+            except ZooKeeperUnavailable:
+                if self._zk.shutting_down:
+                    return  # the process stops: its session ends, and the lock goes with it
+                log.warning("owner lock not released yet: ZooKeeper is out of reach; trying again",
+                            extra={"log": self.name})
+                await asyncio.sleep(next(delays))
 
     async def _bump_epoch(self) -> None:
         path = self._paths.log(self.name)
@@ -557,6 +579,7 @@ class ReplicatedDurableDataLog(DurableDataLog):
             await self._release_owner_lock()
 
 
+_RELEASE_RETRY = Backoff(initial_seconds=0.5, multiplier=2.0, max_delay_seconds=5.0, attempts=None)
 _request_ids = iter(range(1 << 40, 1 << 62))
 
 

@@ -66,6 +66,11 @@ CLUSTER_REGRESSION_SEEDS = [
     # as a ZooKeeper answer came, Python 3.11's wait_for lost the cancel, and the stop never ended (killed after
     # 30 s). tests/unit/coordination/test_zookeeper_cancellation.py
     (21, (7, 9)),
+    # With slowness: a container's stop (its log's owner lock released) met ZooKeeper down and was cancelled when the
+    # store presumed its session lost; the session lived on (the ensemble restores sessions when it is back), the lock
+    # with it, and no store could ever open the log again. tests/simulation/test_cluster_coordination.py::
+    # test_a_lock_released_while_zookeeper_is_down_by_a_cancelled_caller_is_released_once_it_is_back
+    (90, None),
 ]
 PLANT_SEED_BUDGET = range(1, 31)  # a plant is found at 1 seed in 10 or more (commit_twice: 2 of 1..20 at
 # 816b764), and any change to the code moves the seeds that find it: 30 seeds miss one that rare once in 25

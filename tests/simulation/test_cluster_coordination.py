@@ -130,6 +130,37 @@ def test_an_open_cancelled_while_its_lock_create_is_retried_leaves_no_lock_behin
         world.run(scenario(), until=120)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lock_released_while_zookeeper_is_down_by_a_cancelled_caller_is_released_once_it_is_back(seed):
+    """A store releases a container log's owner lock (it stops the container) while ZooKeeper is down, and the stop
+    is cancelled meanwhile (the store presumed its session lost). ZooKeeper comes back and the store's session lives
+    on, as sessions do across an ensemble's outage: the lock must still be released, or it stays for as long as the
+    store lives and no store can open the log again (found by the simulation, cluster seed 90)."""
+    with World(seed) as world:
+        zookeeper = world.zookeeper(ZK, reply_loss=0.0)
+        path = Paths("/tributary").owner("container-0")
+        logs: dict[str, ReplicatedDurableDataLog] = {}
+        stores = _log_owners(world, logs)
+
+        async def scenario() -> None:
+            await eventually(lambda: len(logs) == 2, 30)
+            await _run_in(world, stores["a"], logs["a"]._take_owner_lock())
+            session = zookeeper.ephemeral_owner(path)
+            zookeeper.down(8.0)
+            releasing = _run_in(world, stores["a"], logs["a"]._release_owner_lock())
+            await asyncio.sleep(3.0)
+            releasing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await releasing
+            assert zookeeper.ephemeral_owner(path) == session  # still held: ZooKeeper is down
+            await eventually(lambda: not zookeeper.exists(path), 30)
+            assert logs["a"]._zk.session_id == session, "the session expired: the test did not test"
+            await _run_in(world, stores["b"], logs["b"]._take_owner_lock())  # the next owner takes it
+            assert zookeeper.data(path) == logs["b"]._token
+
+        world.run(scenario(), until=120)
+
+
 def _log_owners(world: World, logs: dict[str, ReplicatedDurableDataLog]) -> dict[str, Process]:
     """Two stores, ``a`` and ``b``, each with a ZooKeeper session and a (not yet opened) log ``container-0`` in
     ``logs`` once started."""
