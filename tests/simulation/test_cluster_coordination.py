@@ -83,8 +83,7 @@ def test_a_released_owner_lock_whose_delete_is_retried_leaves_the_next_owner_s_l
         stores = _log_owners(world, logs)
 
         async def scenario() -> None:
-            await eventually(lambda: len(logs) == 2, 30)
-            await _run_in(world, stores["a"], logs["a"]._take_owner_lock())
+            await _lock_taken_by_a(world, logs, stores)
 
             async def release() -> None:
                 zookeeper.reply_loss = 1.0  # its delete is applied, its answer lost: it is retried
@@ -143,8 +142,7 @@ def test_a_lock_released_while_zookeeper_is_down_by_a_cancelled_caller_is_releas
         stores = _log_owners(world, logs)
 
         async def scenario() -> None:
-            await eventually(lambda: len(logs) == 2, 30)
-            await _run_in(world, stores["a"], logs["a"]._take_owner_lock())
+            await _lock_taken_by_a(world, logs, stores)
             session = zookeeper.ephemeral_owner(path)
             zookeeper.down(8.0)
             releasing = _run_in(world, stores["a"], logs["a"]._release_owner_lock())
@@ -159,6 +157,13 @@ def test_a_lock_released_while_zookeeper_is_down_by_a_cancelled_caller_is_releas
             assert zookeeper.data(path) == logs["b"]._token
 
         world.run(scenario(), until=120)
+
+
+async def _lock_taken_by_a(world: World, logs: dict[str, ReplicatedDurableDataLog], stores: dict[str, Process]
+                           ) -> None:
+    """Once both stores of ``_log_owners`` are up, store ``a`` takes the log's owner lock."""
+    await eventually(lambda: len(logs) == 2, 30)
+    await _run_in(world, stores["a"], logs["a"]._take_owner_lock())
 
 
 def _log_owners(world: World, logs: dict[str, ReplicatedDurableDataLog]) -> dict[str, Process]:
