@@ -18,11 +18,13 @@ from server.tier1 import replicated
 from server.tier1.logstore.registry import Paths
 from server.tier1.replicated import ReplicaPool, ReplicatedDurableDataLog, ReplicationSettings
 from tests.simulation import OWNER, Process, World
+from tests.simulation.zookeeper_sim import SimZooKeeperServer
 from tests.support.zookeeper_contract import eventually
 
 ZK = "10.0.9.1"
 HOSTS = f"{ZK}:2181/tributary-test"
 CONTROLLER = "10.0.1.1"
+OWNER_PATH = Paths("/tributary").owner("container-0")  # the owner lock of _two_log_owners' log
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -77,10 +79,8 @@ def test_a_released_owner_lock_whose_delete_is_retried_leaves_the_next_owner_s_l
     that lock (a re-created znode starts at version 0 again, as the released one was): the next owner would run
     the log with no lock, and a third store could open it beside it."""
     with World(seed) as world:
-        zookeeper = world.zookeeper(ZK, reply_loss=0.0)
-        path = Paths("/tributary").owner("container-0")
-        logs: dict[str, ReplicatedDurableDataLog] = {}
-        stores = _log_owners(world, logs)
+        zookeeper, logs, stores = _two_log_owners(world)
+        path = OWNER_PATH
 
         async def scenario() -> None:
             await _lock_taken_by_a(world, logs, stores)
@@ -107,10 +107,8 @@ def test_an_open_cancelled_while_its_lock_create_is_retried_leaves_no_lock_behin
     another store meanwhile). The lock must not stay behind: it goes only with the store's session, which lives on,
     and no store could ever open the log again."""
     with World(seed) as world:
-        zookeeper = world.zookeeper(ZK, reply_loss=0.0)
-        path = Paths("/tributary").owner("container-0")
-        logs: dict[str, ReplicatedDurableDataLog] = {}
-        stores = _log_owners(world, logs)
+        zookeeper, logs, stores = _two_log_owners(world)
+        path = OWNER_PATH
 
         async def scenario() -> None:
             await eventually(lambda: len(logs) == 2, 30)
@@ -136,10 +134,8 @@ def test_a_lock_released_while_zookeeper_is_down_by_a_cancelled_caller_is_releas
     on, as sessions do across an ensemble's outage: the lock must still be released, or it stays for as long as the
     store lives and no store can open the log again (found by the simulation, cluster seed 90)."""
     with World(seed) as world:
-        zookeeper = world.zookeeper(ZK, reply_loss=0.0)
-        path = Paths("/tributary").owner("container-0")
-        logs: dict[str, ReplicatedDurableDataLog] = {}
-        stores = _log_owners(world, logs)
+        zookeeper, logs, stores = _two_log_owners(world)
+        path = OWNER_PATH
 
         async def scenario() -> None:
             await _lock_taken_by_a(world, logs, stores)
@@ -164,6 +160,14 @@ async def _lock_taken_by_a(world: World, logs: dict[str, ReplicatedDurableDataLo
     """Once both stores of ``_log_owners`` are up, store ``a`` takes the log's owner lock."""
     await eventually(lambda: len(logs) == 2, 30)
     await _run_in(world, stores["a"], logs["a"]._take_owner_lock())
+
+
+def _two_log_owners(world: World) -> tuple[SimZooKeeperServer, dict[str, ReplicatedDurableDataLog],
+                                           dict[str, Process]]:
+    """A ZooKeeper that loses no reply (yet), and ``_log_owners``' two stores and logs."""
+    zookeeper = world.zookeeper(ZK, reply_loss=0.0)
+    logs: dict[str, ReplicatedDurableDataLog] = {}
+    return zookeeper, logs, _log_owners(world, logs)
 
 
 def _log_owners(world: World, logs: dict[str, ReplicatedDurableDataLog]) -> dict[str, Process]:
