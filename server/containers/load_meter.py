@@ -243,14 +243,12 @@ class LoadMeter:
         and the time between the segment's last fold and the span's start is silence. Each window's rate decays
         over the silence and then moves towards the span's rate by the span's weight, so a late tick (a long
         span) weighs more and a tick just after a late one (a span of a millisecond) weighs next to nothing."""
-        span_start_ms = max(previous_tick_ms, load.last_tick_ms)
-        silence_ms = span_start_ms - load.last_tick_ms
-        span_ms = max(1, now_ms - span_start_ms)
+        span_ms = max(1, now_ms - max(previous_tick_ms, load.last_tick_ms))
+        elapsed_ms = max(span_ms, now_ms - load.last_tick_ms)  # the silence and the span: what the old rate decays by
         instant = load.count * 1000 / span_ms
         rates = load.rates
         for index, window_ms in enumerate(self._windows_ms):
-            kept = math.exp(-span_ms / window_ms)
-            rates[index] = rates[index] * math.exp(-silence_ms / window_ms) * kept + (1.0 - kept) * instant
+            rates[index] = rates[index] * math.exp(-elapsed_ms / window_ms) - math.expm1(-span_ms / window_ms) * instant
         load.count = 0
         load.last_tick_ms = now_ms
 
