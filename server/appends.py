@@ -7,7 +7,11 @@ connection it has since dropped, may be among them), the answer waits until it i
 durable or failed. Answered at once with the number before it, the writer would
 send that event again; and if a seal is decided meanwhile, it would be told
 SegmentIsSealed and write the event to the successor as well, where the first one
-lands too: read twice (found by the simulation, seed 10). Each
+lands too: read twice (found by the simulation, seed 10). The setup also claims the
+writer's events on the segment at once: appends of the writer that arrive by another
+connection after it (sent before the writer gave that connection up) are refused
+(``containers/writer_attributes.py``). On a segment deleted since, the setup names the
+last event number it stored of the writer (``containers/state.py``). Each
 append (AppendBlockEnd, ConditionalAppend, ConditionalBlockEnd) is checked in
 Java's order; connection-level violations close the connection. The append is
 submitted to the container with two attribute updates decided atomically with
@@ -18,6 +22,12 @@ A duplicate (an event number at or below the writer's last stored or submitted
 one, as a client resends after a lost ack) is acknowledged, in order, without
 being written again; Java would close the connection (lower) or append it a
 second time (equal).
+
+An append refused with SegmentIsSealed, NoSuchSegment or WrongHost ends the writer's
+setup: the appends submitted with it fail as a consequence and are not answered, and
+those that arrive before the writer sets up again are dropped. The connection stays
+open: closing it (as one more reply, InvalidEventNumber, would) made a client that was
+still sending get a reset, which dropped the first reply unread (simulation seed 196).
 
 Submission is synchronous (no task per append): the container returns a
 future. Replies for one writer go out strictly in submission order even though
@@ -31,7 +41,7 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from wire import Reply
@@ -40,6 +50,7 @@ from wire.envelope import envelope
 
 from . import errors, metrics
 from .containers import SegmentContainer
+from .containers.writer_attributes import WriterClaim
 from .replies import CloseConnection, append_error_reply
 
 if TYPE_CHECKING:
@@ -49,15 +60,17 @@ if TYPE_CHECKING:
 class WriterState:
     """One writer registered on this connection."""
 
-    __slots__ = ("writer_id", "segment", "container", "last_stored", "last_acked", "last_seen", "outstanding",
-                 "failed")
+    __slots__ = ("writer_id", "segment", "container", "claim", "ready", "last_stored", "last_acked", "last_seen",
+                 "outstanding", "failed")
 
-    def __init__(self, writer_id: uuid.UUID, segment: str, container: SegmentContainer, last_event_number: int):
+    def __init__(self, writer_id: uuid.UUID, segment: str, container: SegmentContainer, claim: WriterClaim):
         self.writer_id = writer_id
         self.segment = segment
         self.container = container
-        self.last_stored = last_event_number  # highest event number submitted
-        self.last_acked = last_event_number
+        self.claim = claim  # dead once the writer is set up again, here or on another connection
+        self.ready = False  # AppendSetup answered: the writer may append
+        self.last_stored = 0  # highest event number submitted (the stored one once ready)
+        self.last_acked = 0
         self.last_seen = 0  # the decoder's per-connection monotonicity counter starts at 0
         # (future, append) in submission order: the future of the offset the append lands at (of None for a duplicate)
         self.outstanding: deque[tuple[asyncio.Future[Any], _Append]] = deque()
@@ -76,6 +89,19 @@ class _Append:
         self.duplicate = duplicate
         self.events = events
         self.arrived = arrived  # perf_counter at arrival, when metrics are on
+
+
+def _last_stored(container: SegmentContainer, command: wc.SetupAppend) -> int:
+    """The writer's last event number stored in the segment, or in it when it was deleted: then AppendSetup
+    names it, and the writer's appends after it are answered NoSuchSegment, so the writer sends only those to
+    the successors (containers/state.py says why). Raises SegmentStoreError."""
+    try:
+        return container.get_attribute(command.segment, command.writer_id)
+    except errors.NoSuchSegment:
+        last = container.deleted_writer(command.segment, command.writer_id)
+        if last is None:
+            raise
+        return last
 
 
 class AppendProcessor:
@@ -104,36 +130,47 @@ class AppendProcessor:
     def setup_append(self, command: wc.SetupAppend) -> Reply | None:
         """Returns AppendSetup (or an error reply) for a SetupAppend; None while a mutation of the segment is
         still being logged: then ``setup_append_settled`` answers, once it is durable or failed (module docstring).
+        The writer's claim on the segment is taken at once, before any wait: appends that reach the store by
+        another connection from now on are refused (writer_attributes.py says why).
         """
+        self._forget_writer(command.writer_id)
         try:
             container = self._container_for(command.segment)
+            state = self._writers[command.writer_id] = WriterState(
+                command.writer_id, command.segment, container, container.claim_writer(command.segment,
+                                                                                      command.writer_id))
             if container.has_pending(command.segment):
                 return None
-            last = container.get_attribute(command.segment, command.writer_id)
+            last = _last_stored(container, command)
         except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
+            self._forget_writer(command.writer_id)
             return append_error_reply(error, command.writer_id, command.request_id, command.segment)
-        return self._set_up(command, container, last)
+        return self._set_up(command, state, last)
 
-    async def setup_append_settled(self, command: wc.SetupAppend) -> Reply:
-        """``setup_append`` once every mutation decided so far is durable or failed."""
+    def setup_append_settled(self, command: wc.SetupAppend) -> Awaitable[Reply]:
+        """The answer to a SetupAppend that ``setup_append`` left unanswered: ``setup_append`` once every mutation
+        decided so far is durable or failed."""
+        return self._settled_setup(command, self._writers[command.writer_id])
+
+    async def _settled_setup(self, command: wc.SetupAppend, state: WriterState) -> Reply:
         try:
-            container = self._container_for(command.segment)
-            await container.settled()
-            last = container.get_attribute(command.segment, command.writer_id)
+            await state.container.settled()
+            last = _last_stored(state.container, command)
         except errors.SegmentStoreError as error:  # raises CloseConnection if the error has no reply
+            if self._writers.get(command.writer_id) is state:
+                self._forget_writer(command.writer_id)
             return append_error_reply(error, command.writer_id, command.request_id, command.segment)
-        return self._set_up(command, container, last)
+        return self._set_up(command, state, last)
 
-    def _set_up(self, command: wc.SetupAppend, container: SegmentContainer, last: int) -> Reply:
-        self._forget_writer(command.writer_id)
-        self._writers[command.writer_id] = WriterState(command.writer_id, command.segment, container, last)
-        container.writer_attached(command.segment, command.writer_id)
+    def _set_up(self, command: wc.SetupAppend, state: WriterState, last: int) -> Reply:
+        state.last_stored = state.last_acked = last
+        state.ready = True  # (a state set up again meanwhile or closed with the connection stays refused)
         return wc.AppendSetup(command.request_id, command.segment, command.writer_id, last)
 
     def _forget_writer(self, writer_id: uuid.UUID) -> None:
         state = self._writers.pop(writer_id, None)
         if state is not None:
-            state.container.writer_detached(state.segment, writer_id)
+            state.container.release_writer(state.claim)
 
     def close(self) -> None:
         """The connection is gone: its writers are no longer set up (their attributes may expire)."""
@@ -157,12 +194,15 @@ class AppendProcessor:
                 expected_offset: int | None) -> int:
         """Submits one append; returns the bytes now outstanding for it. Raises CloseConnection."""
         state = self._writers.get(writer_id)
-        if state is None:
+        if state is None or not state.ready:
             raise CloseConnection(f"append from writer {writer_id} without SetupAppend")
+        if state.failed:
+            return 0  # sent before the writer heard of the failure: dropped (module docstring)
+        if not state.claim.live:
+            raise CloseConnection(f"append from writer {writer_id} on {state.segment}, set up on another connection "
+                                  "since")
         if event_number < state.last_seen:
             raise CloseConnection(f"event numbers of writer {writer_id} went backwards")
-        if state.failed:
-            raise CloseConnection(f"append from writer {writer_id} after a failed append, without SetupAppend")
         state.last_seen = event_number
         if event_number <= state.last_stored:
             return self._duplicate(state, event_number, request_id, expected_offset is not None)
@@ -226,7 +266,12 @@ class AppendProcessor:
                                    length))
 
     def _reject(self, state: WriterState, append: _Append, error: BaseException) -> None:
-        """Answers a failed append; what happens to the writer depends on the reply (§3.4.3)."""
+        """Answers a failed append; what happens to the writer depends on the reply (§3.4.3). After a failure
+        that ends the writer's setup, its appends that were submitted with it fail as a consequence, unanswered:
+        one more reply (InvalidEventNumber, for an append whose predecessor was refused) would close the
+        connection, and with it the first reply before the client reads it (module docstring)."""
+        if state.failed:
+            return
         if not isinstance(error, errors.SegmentStoreError):
             raise CloseConnection(f"append to {state.segment} failed: {error!r}")
         reply = append_error_reply(error, state.writer_id, append.request_id, state.segment, append.event_number,
@@ -239,5 +284,3 @@ class AppendProcessor:
             raise CloseConnection(f"writer {state.writer_id} does not own its event numbers on {state.segment}")
         else:  # the writer must set up again
             state.failed = True
-            if self._writers.get(state.writer_id) is state:
-                self._forget_writer(state.writer_id)

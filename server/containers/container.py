@@ -40,7 +40,7 @@ from .storage_metadata import storage_metadata_segment
 from .storage_writer import StorageWriter
 from .tier2_link import Tier2Link, Tier2Settings
 from .views import ContainerStatus
-from .writer_attributes import WriterAttributes
+from .writer_attributes import WriterAttributes, WriterClaim
 
 log = logging.getLogger("tributary.container")
 
@@ -175,11 +175,11 @@ class SegmentContainer(ContainerMutations):
 
     # ------------------------------------------------------------------ writer attributes (writer_attributes.py)
 
-    def writer_attached(self, name: str, writer_id: uuid.UUID) -> None:
-        self.writers.attached(name, writer_id)
+    def claim_writer(self, name: str, writer_id: uuid.UUID) -> WriterClaim:
+        return self.writers.claim(name, writer_id)
 
-    def writer_detached(self, name: str, writer_id: uuid.UUID) -> None:
-        self.writers.detached(name, writer_id)
+    def release_writer(self, claim: WriterClaim) -> None:
+        self.writers.release(claim)
 
     def writer_attribute_count(self) -> int:
         return self.writers.count()

@@ -78,6 +78,11 @@ class ContainerQueries:
         """The attribute's durable value (a mutation still being logged may change it: ``has_pending``)."""
         return self._segment(name).attributes.get(attribute_id, NULL_ATTRIBUTE_VALUE)
 
+    def deleted_writer(self, name: str, attribute_id: uuid.UUID) -> int | None:
+        """The last event number deleted segment ``name`` stored of writer ``attribute_id`` (None: ``name`` is not
+        a deleted segment remembered, or the writer never appended to it; state.py says why)."""
+        return self._state.deleted_writer(name, attribute_id)
+
     def has_pending(self, name: str) -> bool:
         """Whether a mutation of ``name`` is decided but not yet durable (or failed)."""
         return self._pipeline.has_pending(name)

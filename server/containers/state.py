@@ -16,6 +16,11 @@ An ``observer`` (the storage writer) is told of every applied change that Tier-2
 must follow, with its sequence number, in the same order. ``boundaries`` hears of
 appends, merges, truncations and removals too, to keep its hints of where events
 start (``boundaries.py``, for LocateOffset).
+
+A deleted segment leaves its writers' last event numbers behind (``deleted_writers``, in snapshots since version
+3), for as long as writer attributes are kept: a writer that lost its acks, was away while the segment was
+sealed and deleted (a truncation), and sets up again learns what the segment stored, and sends only the rest to
+the successors. Told only "no such segment", it sends them all: stored twice (found by the simulation, seed 196).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import struct
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.naming import INTERNAL_SCOPE
@@ -41,15 +46,28 @@ if TYPE_CHECKING:
     from .cache import CacheManager
 
 _MERGED_SOURCES_REMEMBERED = 10_000
+DELETED_WRITERS_REMEMBERED = 100_000  # writer attributes of deleted segments kept at most (oldest deletions go)
 SYSTEM_PREFIX = INTERNAL_SCOPE + "/"  # the container's and the controller's segments: not counted by the limit
 # Snapshot: version:u8 next_segment_id:i64 last_sequence:i64 count:u32, then (version 2) writers:u32 and as many
-# _WRITER records (the writer attributes' last use, oldest first), then per segment _SEGMENT_FIXED, the name,
-# and its attributes as operations encode them (version 0: a u16 attribute count; 1 and 2: u32).
-SNAPSHOT_VERSION = 2
+# _WRITER records (the writer attributes' last use, oldest first), then (version 3) deleted segments' writers:
+# their size in bytes:u32 and per deleted segment _DELETED (name length, when deleted, writers), the name and as
+# many _DELETED_WRITER records, oldest deletion first; then per segment _SEGMENT_FIXED, the name, and its
+# attributes as operations encode them (version 0: a u16 attribute count; 1 and later: u32).
+SNAPSHOT_VERSION = 3
 _SNAPSHOT_HEADER = struct.Struct(">BqqI")
 _WRITER_COUNT = struct.Struct(">I")
 _WRITER = struct.Struct(">q16sq")  # segment id, attribute id, last use (ms)
+_DELETED_SIZE = struct.Struct(">I")
+_DELETED = struct.Struct(">HqI")  # name length, deleted at (ms), writers
+_DELETED_WRITER = struct.Struct(">16sq")  # attribute id, last event number
 _SEGMENT_FIXED = struct.Struct(">qBqqBqH")
+
+
+class DeletedWriters(NamedTuple):
+    """The writer attributes a deleted segment had: attribute id (as an int) -> last event number."""
+
+    deleted_ms: int
+    writers: dict[int, int]
 
 
 class InconsistentState(Exception):
@@ -88,6 +106,9 @@ class ContainerState:
         # first, for their expiry (``SegmentContainer.expire_writers``). Advisory: entries of deleted segments
         # linger until the expiry walks past them, and a later checkpoint met in a replay is not compared on it.
         self.writers: dict[tuple[int, int], int] = {}  # keys: (segment id, attribute id as an int)
+        # Deleted segments' writer attributes (module docstring), oldest deletion first; advisory too.
+        self.deleted_writers: OrderedDict[str, DeletedWriters] = OrderedDict()
+        self.deleted_writer_count = 0  # writer attributes in deleted_writers
         self.counted_segments = 0  # segments outside the _system scope (what the segment limit counts)
         # Dormant segments (not in by_name/by_id): name -> the segment's snapshot record; id -> name.
         self.dormant: dict[str, bytes] = {}
@@ -202,6 +223,7 @@ class ContainerState:
             return segment
         if kind is ops.Delete:
             segment = self.segment(operation.segment_id)
+            self._remember_writers(segment, timestamp_ms)
             self._remove(segment)
             self.observer.deleted(segment, sequence)
             return segment
@@ -220,6 +242,7 @@ class ContainerState:
         self.counted_segments += not segment.name.startswith(SYSTEM_PREFIX)
         self.next_segment_id = max(self.next_segment_id, segment.segment_id + 1)
         self.merged_sources.pop(segment.name, None)
+        self._forget_deleted(segment.name)
 
     def _merge(self, operation: ops.Merge, timestamp_ms: int, sequence: int) -> SegmentMetadata:
         target = self.segment(operation.target_id)
@@ -263,6 +286,41 @@ class ContainerState:
                 writers.pop(key, None)  # re-inserted at the end: the dict stays in order of last use
                 writers[key] = appended_at
 
+    # ------------------------------------------------------------------ deleted segments' writers
+
+    def deleted_writer(self, name: str, writer_id: uuid.UUID) -> int | None:
+        """The last event number deleted segment ``name`` stored of ``writer_id`` (None: not remembered)."""
+        deleted = self.deleted_writers.get(name)
+        return None if deleted is None else deleted.writers.get(writer_id.int)
+
+    def expire_deleted_writers(self, cutoff_ms: int) -> int:
+        """Forgets the writers of segments deleted at or before ``cutoff_ms``; returns how many."""
+        deleted_writers, expired = self.deleted_writers, 0
+        while deleted_writers:
+            name, deleted = next(iter(deleted_writers.items()))
+            if deleted.deleted_ms > cutoff_ms:
+                break
+            expired += self._forget_deleted(name)
+        return expired
+
+    def _remember_writers(self, segment: SegmentMetadata, deleted_ms: int) -> None:
+        segment_id, writers = segment.segment_id, self.writers
+        kept = {attribute_id.int: value for attribute_id, value in segment.attributes.items()
+                if (segment_id, attribute_id.int) in writers}
+        if kept:
+            self._forget_deleted(segment.name)
+            self.deleted_writers[segment.name] = DeletedWriters(deleted_ms, kept)
+            self.deleted_writer_count += len(kept)
+            while self.deleted_writer_count > DELETED_WRITERS_REMEMBERED:
+                self._forget_deleted(next(iter(self.deleted_writers)))
+
+    def _forget_deleted(self, name: str) -> int:
+        deleted = self.deleted_writers.pop(name, None)
+        if deleted is None:
+            return 0
+        self.deleted_writer_count -= len(deleted.writers)
+        return len(deleted.writers)
+
     def _remove(self, segment: SegmentMetadata) -> None:
         del self.by_name[segment.name]
         del self.by_id[segment.segment_id]
@@ -278,11 +336,22 @@ class ContainerState:
         writers = [_WRITER.pack(segment_id, attribute_id.to_bytes(16, "big"), last_used)  # (a removed attribute's
                    for (segment_id, attribute_id), last_used in self.writers.items()  # entry goes with it)
                    if segment_id in by_id or segment_id in dormant_ids]
+        deleted = self._deleted_records()
         parts = [_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, self.next_segment_id, self.last_sequence,
                                        self.segment_count),
-                 _WRITER_COUNT.pack(len(writers)), *writers]
+                 _WRITER_COUNT.pack(len(writers)), *writers, _DELETED_SIZE.pack(len(deleted)), deleted]
         parts.extend(_record(segment) for segment in by_id.values())
         parts.extend(self.dormant.values())
+        return b"".join(parts)
+
+    def _deleted_records(self) -> bytes:
+        parts = []
+        for name, deleted in self.deleted_writers.items():
+            encoded = name.encode("utf-8", "surrogatepass")
+            parts.append(_DELETED.pack(len(encoded), deleted.deleted_ms, len(deleted.writers)))
+            parts.append(encoded)
+            parts.extend(_DELETED_WRITER.pack(attribute_id.to_bytes(16, "big"), value)
+                         for attribute_id, value in deleted.writers.items())
         return b"".join(parts)
 
     def restore(self, snapshot: bytes) -> bool:
@@ -312,6 +381,9 @@ class ContainerState:
                     self._restore_live(*_unpack_record(record))
         self.counted_segments = sum(not name.startswith(SYSTEM_PREFIX) for name in self.names())
         self.writers = dict(_snapshot_writers(snapshot))
+        for name, deleted in _snapshot_deleted_writers(view):
+            self.deleted_writers[name] = deleted
+            self.deleted_writer_count += len(deleted.writers)
         return holds_bytes
 
     def _restore_live(self, segment_id: int, segment_type: SegmentType, start: int, length: int, sealed: bool,
@@ -469,10 +541,40 @@ def _writer_records(view: memoryview) -> tuple[int, int]:
     return _SNAPSHOT_HEADER.size + _WRITER_COUNT.size, count
 
 
-def _segments_position(view: memoryview) -> int:
-    """Where a snapshot's segment records start (after its writer records)."""
+def _deleted_section(view: memoryview) -> tuple[int, int]:
+    """(where a snapshot's deleted segments' writers start, their size in bytes: none before version 3)."""
     start, count = _writer_records(view)
-    return start + count * _WRITER.size
+    end = start + count * _WRITER.size
+    if view[0] < 3:
+        return end, 0
+    (size,) = _DELETED_SIZE.unpack_from(view, end)
+    return end + _DELETED_SIZE.size, size
+
+
+def _segments_position(view: memoryview) -> int:
+    """Where a snapshot's segment records start (after its writer records and deleted segments' writers)."""
+    start, size = _deleted_section(view)
+    return start + size
+
+
+def _snapshot_deleted_writers(view: memoryview):
+    """Yields (name, DeletedWriters) of a snapshot's deleted segments, oldest deletion first.
+
+    Raises InconsistentState: a record that runs past its section."""
+    position, size = _deleted_section(view)
+    end = position + size
+    while position < end:
+        name_length, deleted_ms, count = _DELETED.unpack_from(view, position)
+        position += _DELETED.size
+        name = str(view[position:position + name_length], "utf-8", "surrogatepass")
+        position += name_length
+        writers_end = position + count * _DELETED_WRITER.size
+        if writers_end > end:
+            raise InconsistentState("a deleted segment's record runs past the end of its snapshot section")
+        writers = {int.from_bytes(attribute_id, "big"): value
+                   for attribute_id, value in _DELETED_WRITER.iter_unpack(view[position:writers_end])}
+        position = writers_end
+        yield name, DeletedWriters(deleted_ms, writers)
 
 
 def _snapshot_writers(snapshot: bytes):

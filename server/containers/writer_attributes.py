@@ -1,5 +1,12 @@
 """Writer attributes that expire: the writers set up on connections, and the removal of idle writers' attributes.
 
+A writer is set up on one connection at a time: each SetupAppend claims the writer's events on the segment
+(``claim``), and the claim it replaces, on another connection or the same one, dies. The append path refuses
+an append under a dead claim. A writer that drops a connection and sets up on a new one has given up the old
+one, but what it sent there may still arrive (held by a partition, or queued behind a slow store): written
+after the new setup told the writer what is stored, it would be an event the writer sends again, and if the
+segment is sealed meanwhile, writes to the successor too: read twice (found by the simulation, seed 196).
+
 A writer's attribute is its last event number, what deduplicates a writer that sets up again after a lost
 connection and resends what it has not seen acknowledged. One that comes back after the retention starts afresh
 (a resend of an event acknowledged before would be written again), so the retention is the longest a writer may
@@ -24,6 +31,17 @@ from .views import ContainerStatus
 log = logging.getLogger("tributary.container")
 
 
+class WriterClaim:
+    """One connection's setup of a writer on a segment: ``live`` until another setup replaces it or it is
+    released."""
+
+    __slots__ = ("key", "live")
+
+    def __init__(self, key: tuple[str, uuid.UUID]) -> None:
+        self.key = key
+        self.live = True
+
+
 class WriterAttributes:
     """The writer attributes of one container: those a connection has set up, which do not expire, and the
     expiry of the others once idle for ``retention_ms`` (0: never)."""
@@ -35,20 +53,24 @@ class WriterAttributes:
         self._pipeline = pipeline
         self.retention_ms = retention_ms
         self._wall_clock_ms = wall_clock_ms
-        self._attached: dict[tuple[str, uuid.UUID], int] = {}  # (segment, writer id) -> connections
+        self._claims: dict[tuple[str, uuid.UUID], WriterClaim] = {}  # (segment, writer id) -> the live claim
 
-    def attached(self, name: str, writer_id: uuid.UUID) -> None:
-        """A connection set ``writer_id`` up on ``name``: its attribute does not expire until it is detached."""
+    def claim(self, name: str, writer_id: uuid.UUID) -> WriterClaim:
+        """A connection sets ``writer_id`` up on ``name``: the claim it held elsewhere dies (module docstring),
+        and its attribute does not expire until this claim is released or replaced."""
         key = (name, writer_id)
-        self._attached[key] = self._attached.get(key, 0) + 1
+        claim = WriterClaim(key)
+        previous = self._claims.get(key)
+        if previous is not None:
+            previous.live = False
+        self._claims[key] = claim
+        return claim
 
-    def detached(self, name: str, writer_id: uuid.UUID) -> None:
-        key = (name, writer_id)
-        count = self._attached.get(key, 0) - 1
-        if count > 0:
-            self._attached[key] = count
-        else:
-            self._attached.pop(key, None)
+    def release(self, claim: WriterClaim) -> None:
+        """The connection no longer has the writer set up (it failed, set up again, or closed)."""
+        claim.live = False
+        if self._claims.get(claim.key) is claim:
+            del self._claims[claim.key]
 
     def count(self) -> int:
         """Writer attributes the container keeps (those of deleted segments until the expiry passes them)."""
@@ -60,7 +82,8 @@ class WriterAttributes:
         if self.retention_ms <= 0 or self._pipeline.status is not ContainerStatus.RUNNING:
             return 0
         cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.retention_ms
-        state, attached, writers = self._state, self._attached, self._state.writers
+        self._state.expire_deleted_writers(cutoff)  # (in memory: a replay may bring some back until the next pass)
+        state, claims, writers = self._state, self._claims, self._state.writers
         due: dict[int, dict[uuid.UUID, int]] = {}
         stale = []
         for looked, ((segment_id, attribute_number), last_used) in enumerate(writers.items()):
@@ -71,7 +94,7 @@ class WriterAttributes:
             value = None if segment is None else segment.attributes.get(attribute_id)
             if segment is None or value is None:
                 stale.append((segment_id, attribute_number))
-            elif (segment.name, attribute_id) not in attached:
+            elif (segment.name, attribute_id) not in claims:
                 due.setdefault(segment_id, {})[attribute_id] = value
         for key in stale:
             del writers[key]

@@ -101,15 +101,16 @@ async def test_writers_that_went_away_expire_and_their_checkpoint_cost_goes_with
 async def test_a_writer_set_up_on_a_connection_keeps_its_attribute_however_idle(tmp_path):
     owner, clock, chunks = await started(tmp_path)
     await write_once(owner, [1, 2])
-    owner.writer_attached(SEGMENT, writer(1))
-    owner.writer_attached(SEGMENT, writer(1))  # two connections
+    first = owner.claim_writer(SEGMENT, writer(1))
+    second = owner.claim_writer(SEGMENT, writer(1))  # set up again on another connection
+    assert not first.live and second.live
     clock.now_ms += 10 * RETENTION_MS
     assert await owner.expire_writers() == 1
-    owner.writer_detached(SEGMENT, writer(1))
+    owner.release_writer(first)  # the old connection closes: the writer is still set up on the new one
     assert await owner.expire_writers() == 0
     # Its next append still finds the event number it was set up with: no fencing error.
     await owner.submit_event_append(SEGMENT, b"e", writer(1), 1, 0, 1)
-    owner.writer_detached(SEGMENT, writer(1))
+    owner.release_writer(second)
     clock.now_ms += RETENTION_MS + 1
     assert await owner.expire_writers() == 1
     assert owner.get_attribute(SEGMENT, writer(1)) == NULL_ATTRIBUTE_VALUE
@@ -167,4 +168,51 @@ async def test_an_append_decided_after_the_expiry_looked_keeps_its_writer(tmp_pa
     await racing
     assert owner.get_attribute(SEGMENT, writer(1)) == 1
     assert owner.get_attribute(SEGMENT, writer(2)) == NULL_ATTRIBUTE_VALUE
+    await owner.stop()
+
+
+# ---------------------------------------------------------------- deleted segments' writers (simulation seed 196)
+
+
+async def test_a_deleted_segment_s_writers_outlive_it_through_restarts_and_checkpoints_until_the_retention(tmp_path):
+    """A writer that lost its acks while its segment was sealed and deleted (a truncation) sets up again: the
+    store still names the last event it stored there, after a restart replaying the delete and after one from a
+    checkpoint holding it. Without that the writer hears only NoSuchSegment and sends every unacknowledged event
+    to the successors, the ones stored here too. A segment created again under the name forgets them; so does
+    the retention."""
+    owner, clock, chunks = await started(tmp_path)
+    await write_once(owner, [1, 2])
+    await owner.submit_event_append(SEGMENT, b"e", writer(1), 5, 0, 1)
+    await owner.seal(SEGMENT)
+    await owner.delete(SEGMENT)
+    assert [owner.deleted_writer(SEGMENT, writer(n)) for n in (1, 2, 3)] == [5, 0, None]
+    assert owner.deleted_writer("scope/busy/1.#epoch.0", writer(1)) is None
+    await owner.stop()
+
+    again = container(tmp_path, chunks, clock)  # the delete replayed from the log
+    await again.start()
+    assert [again.deleted_writer(SEGMENT, writer(n)) for n in (1, 2, 3)] == [5, 0, None]
+    await checkpointed(again)
+    await again.stop()
+
+    third = container(tmp_path, chunks, clock)  # restored from the checkpoint's snapshot
+    await third.start()
+    assert [third.deleted_writer(SEGMENT, writer(n)) for n in (1, 2)] == [5, 0]
+    clock.now_ms += RETENTION_MS // 2
+    await third.expire_writers()
+    assert third.deleted_writer(SEGMENT, writer(1)) == 5
+    clock.now_ms += RETENTION_MS // 2 + 1
+    await third.expire_writers()
+    assert third.deleted_writer(SEGMENT, writer(1)) is None
+    await third.stop()
+
+
+async def test_a_segment_created_again_under_a_deleted_one_s_name_starts_without_its_writers(tmp_path):
+    owner, _, _ = await started(tmp_path)
+    await write_once(owner, [1])
+    await owner.delete(SEGMENT)
+    assert owner.deleted_writer(SEGMENT, writer(1)) == 0
+    await owner.create_segment(SEGMENT)
+    assert owner.deleted_writer(SEGMENT, writer(1)) is None
+    assert owner.get_attribute(SEGMENT, writer(1)) == NULL_ATTRIBUTE_VALUE
     await owner.stop()

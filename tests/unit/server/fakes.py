@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import wire
 from server import errors
 from server.connection import ConnectionLimits, SegmentStoreConnection
+from server.containers.writer_attributes import WriterAttributes, WriterClaim
 from wire import commands as c
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope_all
@@ -62,25 +63,31 @@ class Submission:
 
 class FakeContainer:
     """What the connection layer uses of a container: get_attribute, has_pending, settled, get_info,
-    submit_event_append, flush_if_idle, delete_soon, writer_attached/writer_detached."""
+    submit_event_append, flush_if_idle, delete_soon, claim_writer/release_writer, deleted_writer."""
 
     def __init__(self):
         self.attributes: dict = {}  # (segment, attribute id) -> value
+        self.deleted_writers: dict = {}  # (deleted segment, writer id) -> the last event number it stored
         self.lengths: dict = {}  # segment -> length reported by get_info
         self.failures: dict = {}  # segment -> error raised by get_attribute / get_info
         self.submissions: list[Submission] = []
         self.deleted: list[str] = []
         self.flushes = 0  # calls of flush_if_idle: the connection hands a read's appends over at once
-        self.attached: dict = {}  # (segment, writer id) -> connections that have the writer set up
+        self.claims = WriterAttributes(0, None, None, retention_ms=0, wall_clock_ms=lambda: 0)  # (the claims only)
 
-    def writer_attached(self, segment: str, writer_id) -> None:
-        self.attached[(segment, writer_id)] = self.attached.get((segment, writer_id), 0) + 1
+    def claim_writer(self, segment: str, writer_id) -> WriterClaim:
+        return self.claims.claim(segment, writer_id)
 
-    def writer_detached(self, segment: str, writer_id) -> None:
-        self.attached[(segment, writer_id)] -= 1
-        assert self.attached[(segment, writer_id)] >= 0
-        if not self.attached[(segment, writer_id)]:
-            del self.attached[(segment, writer_id)]
+    def release_writer(self, claim: WriterClaim) -> None:
+        self.claims.release(claim)
+
+    @property
+    def attached(self) -> set:
+        """(segment, writer id) of the writers a connection has set up."""
+        return set(self.claims._claims)
+
+    def deleted_writer(self, segment: str, attribute_id) -> int | None:
+        return self.deleted_writers.get((segment, attribute_id))
 
     def get_attribute(self, segment: str, attribute_id) -> int:
         if segment in self.failures:

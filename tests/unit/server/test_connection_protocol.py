@@ -104,6 +104,78 @@ async def test_setup_append_waits_for_an_append_of_the_segment_still_being_logge
     assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 19)]
 
 
+async def test_an_append_arriving_on_a_connection_the_writer_has_set_up_again_elsewhere_is_refused(client):
+    """A writer gave up a connection (its acks were late) and set up on another, which named event 18 the last
+    stored. Event 19, sent on the old connection and held up on its way, arrives now: written, the writer would
+    send it again on the new one, and across a seal to the successor as well: read twice (simulation seed 196).
+    The old connection is closed instead and stores nothing; the new one goes on."""
+    await client.setup(WRITER)
+    client.container.attributes[(SEGMENT, WRITER)] = 18
+    other = Client(client.container)
+    assert await other.setup(WRITER, request_id=7) == c.AppendSetup(7, SEGMENT, WRITER, 18)
+    client.send(append(WRITER, 19))
+    await settle()
+    assert client.container.submissions == [] and client.closed
+    other.send(append(WRITER, 19))
+    await settle()
+    [resent] = client.container.submissions
+    resent.land_at(0)
+    await settle()
+    assert [r.event_number for r in other.replies()] == [19] and not other.closed
+
+
+async def test_a_setup_waiting_for_the_log_already_fences_the_old_connection(client):
+    """The claim is taken when SetupAppend arrives, not when it is answered: an append reaching the old
+    connection while the setup waits for an earlier one to be logged is refused too, so the answer names every
+    event the segment will ever hold of this writer from the old connection."""
+    await client.setup(WRITER)
+    client.send(append(WRITER, 19))
+    await settle()
+    [in_flight] = client.container.pending()
+    other = Client(client.container)
+    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
+    await settle()
+    client.send(append(WRITER, 20))
+    await settle()
+    assert len(client.container.submissions) == 1 and client.closed
+    client.container.attributes[(SEGMENT, WRITER)] = 19
+    in_flight.land_at(0)
+    await settle()
+    assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 19)]
+
+
+async def test_setup_on_a_deleted_segment_names_what_it_stored_of_the_writer(client):
+    """The segment was sealed and deleted (a truncation) while the writer was away with events 18 and 19 in
+    doubt; the store stored 18. AppendSetup names 18, so the writer acknowledges it and resends only 19, which
+    is answered NoSuchSegment: only 19 goes to the successors (simulation seed 196). A writer the deleted
+    segment never stored, or a segment never remembered, still gets NoSuchSegment."""
+    client.container.failures[SEGMENT] = errors.NoSuchSegment(SEGMENT)
+    client.container.deleted_writers[(SEGMENT, WRITER)] = 18
+    assert await client.setup(WRITER, request_id=5) == c.AppendSetup(5, SEGMENT, WRITER, 18)
+    client.send(append(WRITER, 18), append(WRITER, 19))
+    await settle()
+    [resent] = client.container.submissions
+    assert resent.event_number == 19
+    resent.fail(errors.NoSuchSegment(SEGMENT))
+    await settle()
+    assert [type(reply) for reply in client.replies()] == [c.DataAppended, c.NoSuchSegment]
+    client.send(c.SetupAppend(6, OTHER_WRITER, SEGMENT, ""))
+    await settle()
+    assert client.replies() == [c.NoSuchSegment(6, SEGMENT, "", -1)]
+
+
+async def test_setting_a_writer_up_again_on_the_same_connection_keeps_it_appending(client):
+    """Only another setup takes the claim away: the same writer set up again on its connection appends on."""
+    await client.setup(WRITER)
+    await client.setup(WRITER, request_id=9)
+    client.send(append(WRITER, 1))
+    await settle()
+    [submitted] = client.container.submissions
+    submitted.land_at(0)
+    await settle()
+    assert [r.event_number for r in client.replies()] == [1] and not client.closed
+
+
 async def test_setup_append_after_a_failed_append_names_the_last_stored_event(client):
     await client.setup(WRITER)
     client.container.attributes[(SEGMENT, WRITER)] = 18
@@ -218,7 +290,9 @@ async def test_failed_appends_are_answered_and_the_writer_must_set_up_again(clie
     assert [s.event_number for s in client.container.submissions] == [7, 8] and not client.closed
 
 
-async def test_an_append_after_a_failure_without_setup_closes(client):
+async def test_an_append_after_a_failure_without_setup_is_dropped(client):
+    """Sent before the writer read of the failure: dropped unanswered, nothing stored, the connection open (it
+    may carry other writers); after a new SetupAppend the writer appends again."""
     await client.setup(WRITER)
     client.send(append(WRITER, 7))
     await settle()
@@ -227,7 +301,27 @@ async def test_an_append_after_a_failure_without_setup_closes(client):
     assert client.replies() == [c.SegmentIsSealed(7, SEGMENT, "", 7)]
     client.send(append(WRITER, 8))
     await settle()
-    assert client.closed and len(client.container.submissions) == 1
+    assert not client.closed and len(client.container.submissions) == 1 and client.replies() == []
+    await client.setup(WRITER)
+    client.send(append(WRITER, 8))
+    await settle()
+    assert len(client.container.submissions) == 2
+
+
+async def test_appends_pipelined_behind_a_sealed_one_keep_the_connection_and_its_reply(client):
+    """Events 7, 8, 9 in flight when the segment is sealed: 7 is answered SegmentIsSealed, and 8 and 9, whose
+    own failures follow from it (8 expected 7 stored), are not answered. Answered InvalidEventNumber, 8 closed the
+    connection, and a client still sending got a reset that dropped the SegmentIsSealed unread: it set up again,
+    resent, and went round so for seconds (simulation seed 196)."""
+    await client.setup(WRITER)
+    client.send(*(append(WRITER, n) for n in (7, 8, 9)))
+    await settle()
+    first, second, third = client.container.submissions
+    first.fail(errors.SegmentIsSealed(SEGMENT))
+    second.fail(errors.BadAttributeUpdate(SEGMENT, WRITER, 6, 7))
+    third.fail(errors.BadAttributeUpdate(SEGMENT, WRITER, 6, 8))
+    await settle()
+    assert client.replies() == [c.SegmentIsSealed(7, SEGMENT, "", 7)] and not client.closed
 
 
 @pytest.mark.parametrize("error, expected", [

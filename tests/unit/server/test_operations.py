@@ -114,3 +114,38 @@ def test_a_later_checkpoint_is_checked_against_the_replayed_state():
     again.restore(state.snapshot())
     again.apply(ops.CreateSegment(3, SegmentType.STREAM, "s/b/0.#epoch.0", {}), 1, 4)
     assert not again.matches_snapshot(state.snapshot())  # one too many
+
+
+def test_deleted_segments_writers_survive_a_snapshot_and_version_2_snapshots_are_still_read():
+    """Snapshot version 3 carries what deleted segments stored of their writers (state.py), oldest deletion
+    first, between the writers' last use and the segments; a version 2 snapshot (without it) still restores."""
+    state = ContainerState()
+    writers = [uuid.UUID(int=n) for n in (9, 10)]
+    state.apply(ops.CreateSegment(1, SegmentType.STREAM, "s/a/0.#epoch.0", {}), 1, 1)
+    state.apply(ops.CreateSegment(2, SegmentType.STREAM, "s/a/1.#epoch.0", {}), 1, 2)
+    state.apply(ops.CreateSegment(3, SegmentType.STREAM, "s/a/2.#epoch.1", {}), 1, 3)
+    state.apply(ops.Append(1, 0, b"abc", {writers[0]: 4, writers[1]: 2}), 1, 4)
+    state.apply(ops.Append(2, 0, b"d", {writers[0]: 7}), 1, 5)
+    state.apply(ops.UpdateAttributes(2, {uuid.UUID(int=11): 1}), 1, 6)  # an application's own: not a writer's
+    state.apply(ops.Delete(2), 50, 7)
+    state.apply(ops.Delete(1), 60, 8)
+    snapshot = state.snapshot()
+    restored = ContainerState()
+    restored.restore(snapshot)
+    assert restored.deleted_writers == state.deleted_writers
+    assert list(restored.deleted_writers) == ["s/a/1.#epoch.0", "s/a/0.#epoch.0"]
+    assert restored.deleted_writer("s/a/1.#epoch.0", uuid.UUID(int=11)) is None
+    assert [restored.deleted_writer("s/a/0.#epoch.0", writer) for writer in writers] == [4, 2]
+    assert restored.matches_snapshot(snapshot) and set(ContainerState.describe_snapshot(snapshot)) == {
+        "s/a/2.#epoch.1"}
+    assert restored.expire_deleted_writers(50) == 1 and list(restored.deleted_writers) == ["s/a/0.#epoch.0"]
+
+    empty = ContainerState()
+    empty.apply(ops.CreateSegment(3, SegmentType.STREAM, "s/a/2.#epoch.1", {}), 1, 1)
+    version_3 = empty.snapshot()
+    # header (21 bytes), writers' count (4), the deleted writers' size (4: none), the segment
+    assert version_3[0] == 3 and version_3[25:29] == b"\0\0\0\0"
+    version_2 = b"\x02" + version_3[1:25] + version_3[29:]  # the same without the (empty) section's size
+    old = ContainerState()
+    old.restore(version_2)
+    assert old.names() == ["s/a/2.#epoch.1"] and not old.deleted_writers
