@@ -49,8 +49,7 @@ from wire import commands as wc
 from wire.envelope import envelope
 
 from . import errors, metrics
-from .containers import SegmentContainer
-from .containers.writer_attributes import WriterClaim
+from .containers import SegmentContainer, WriterClaim
 from .replies import CloseConnection, append_error_reply
 
 if TYPE_CHECKING:

@@ -25,8 +25,9 @@ from .storage_writer import StorageWriterConfig
 from .table import MAX_KEY_LENGTH as MAX_TABLE_KEY_LENGTH
 from .tier2_link import Tier2Settings
 from .views import ContainerStatus, ReadResult, SegmentInfo, TableDelta, TableEntry
+from .writer_attributes import WriterClaim
 
 __all__ = ["ACCUMULATE", "EVENT_COUNT", "MAX_TABLE_KEY_LENGTH", "REPLACE", "REPLACE_IF_EQUALS", "ROLLOVER_SIZE",
            "SCALE_POLICY_RATE", "SCALE_POLICY_TYPE", "TABLE_KEY_LENGTH", "AttributeUpdate", "CacheManager",
            "ContainerStatus", "LoadSettings", "ReadResult", "ReplayBound", "SegmentContainer", "SegmentInfo",
-           "SegmentType", "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings"]
+           "SegmentType", "StorageWriterConfig", "TableDelta", "TableEntry", "Tier2Settings", "WriterClaim"]
