@@ -394,7 +394,12 @@ class SegmentStoreService:
                                      segment_idle_seconds=self.config.segment_idle_seconds,
                                      segment_working_set=self.config.segment_working_set)
         self.containers[container_id] = container
-        await container.start()
+        try:
+            await container.start()
+        except BaseException:  # (the container closed its log: start says why)
+            if self.containers.get(container_id) is container:
+                del self.containers[container_id]
+            raise
 
     def _tier2_settings(self, container_id: int) -> Tier2Settings | None:
         chunk_storage, cache = self.chunk_storage, self.cache

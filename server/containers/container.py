@@ -115,17 +115,30 @@ class SegmentContainer(ContainerMutations):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Opens the log (fencing older owners), recovers by replay, and starts accepting requests."""
+        """Opens the log (fencing older owners), recovers by replay, and starts accepting requests.
+
+        A start that fails (or is cancelled) after the log opened stops the container, closing the log: left open,
+        it kept its owner lock, and every later start of the container in this process met a log "held by a live
+        owner" for good (found by the simulation: a full disk failed the container, and its restart met Tier-2
+        unavailable)."""
         self._pipeline.status = ContainerStatus.RECOVERING
         self.epoch = await self._log.open()
-        found_checkpoint = await self._pipeline.replay(has_tier2=self._tier2 is not None)
-        if self._tier2 is not None:
-            await self._tier2.recover(self.epoch)
-        self._pipeline.open()
-        if not found_checkpoint:
-            await self._pipeline.write_checkpoint()
-        if self._tier2 is not None:
-            await self._tier2.start(lambda: self.create_segment(self.storage_metadata_name, SegmentType.TABLE))
+        try:
+            found_checkpoint = await self._pipeline.replay(has_tier2=self._tier2 is not None)
+            if self._tier2 is not None:
+                await self._tier2.recover(self.epoch)
+            self._pipeline.open()
+            if not found_checkpoint:
+                await self._pipeline.write_checkpoint()
+            if self._tier2 is not None:
+                await self._tier2.start(lambda: self.create_segment(self.storage_metadata_name, SegmentType.TABLE))
+        except BaseException:
+            try:
+                await self.stop()
+            except Exception:  # noqa: BLE001 - the start's own error is the one to report
+                log.warning("container did not stop cleanly after a failed start",
+                            extra={"container": self.container_id})
+            raise
         self.load.start(dict(self._state.policy_candidates()))
         log.info("container started", extra={"container": self.container_id, "epoch": self.epoch,
                                              "segments": self._state.counted_segments})

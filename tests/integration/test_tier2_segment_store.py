@@ -332,3 +332,31 @@ async def test_a_failed_start_leaves_no_container_opening_in_the_background(tmp_
     async with running_segment_store(tmp_path / "data", chunk_storage=storage, **config) as store:
         await create(store.port)
         assert await append_pattern(store.port, SEGMENT, 1 * MiB) == 1 * MiB
+
+
+@pytest.mark.parametrize("tier1", ["local", "memory"])
+async def test_a_container_restart_that_fails_on_tier2_leaves_its_log_free_for_the_next(tmp_path, tier1):
+    """A container failed (its log's disk full, say) and its first restart met Tier-2 not answering: that restart
+    closes the log it opened, so the next one opens it, recovers, and the store serves the segment again. Found by
+    the simulation: the failed restart kept the log's lock, and every later restart met a log "held by a live
+    owner", for as long as the process lived."""
+    storage = FaultyChunkStorage(FileSystemChunkStorage(tmp_path / "tier2"))
+    async with running_segment_store(tmp_path / "data", chunk_storage=storage, **SMALL, tier1=tier1) as store:
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 2 * MiB) == 2 * MiB
+        failed = store.container_for(SEGMENT)
+        restarts = store.container_failures
+        storage.fail_next(1, "list")  # the first restart's recovery lists the container's Tier-2 files
+        failed.fail(OSError(28, "injected: no space left on device"))
+        await eventually(lambda: store.container_failures > restarts, "the failure is seen")
+
+        def serving() -> bool:
+            try:
+                return store.container_for(SEGMENT) is not failed
+            except Exception:  # noqa: BLE001 - not running yet
+                return False
+
+        await eventually(serving, "the container restarted", timeout=30)
+        assert not storage._armed, "the first restart met the Tier-2 failure"
+        assert await verify_pattern(store.port, SEGMENT, 2 * MiB) == 2 * MiB
+        assert await append_pattern(store.port, SEGMENT, 1 * MiB, first_block=2) == 3 * MiB
