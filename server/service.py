@@ -124,13 +124,13 @@ class SegmentStoreService:
         try:
             if not self.config.cluster:
                 await self._open_containers()
-        except (ChunkStorageError, MetadataStoreError, LogError) as error:
+        except (ChunkStorageError, MetadataStoreError, LogError, OSError) as error:
             await self._stop_containers()
             if self.chunk_storage is not None:
                 await self.chunk_storage.close()
             await self._stop_replicated_tier1()
             await self._stop_cluster_session()
-            if isinstance(error, LogError):
+            if isinstance(error, (LogError, OSError)):  # (OSError: the local log's files, a full disk say)
                 raise StartupError(f"tier-1 ({self.config.tier1}) is not usable: {error}") from error
             raise StartupError(f"tier-2 ({self.config.tier2}) is not usable: {error}") from error
         limits = ConnectionLimits(append_bytes_outstanding_max=self.config.append_bytes_outstanding_max,
@@ -312,7 +312,8 @@ class SegmentStoreService:
 
     async def _open_container(self, container_id: int) -> None:
         """Starts a container at service start; a log that is busy (its previous owner's ZooKeeper session has
-        not expired yet) or unavailable (too few log stores yet) is tried again for ``log_open_wait`` seconds, and
+        not expired yet) or unavailable (too few log stores yet), or whose disk fails (full: an operator may free
+        it), is tried again for ``log_open_wait`` seconds, and
         a Tier-2 that does not answer (an object store's outage, throttling) for ``tier2_open_wait`` seconds (short:
         an endpoint that never answers is more often a mistake in the settings, which start should report soon)."""
         started = time.monotonic()
@@ -326,6 +327,11 @@ class SegmentStoreService:
                     raise
                 log.info("container log not available yet; retrying",
                          extra={"container": container_id, "error": str(error)})
+            except OSError as error:  # the local log's disk (full, failing): an operator may free it meanwhile
+                if time.monotonic() >= started + self.config.log_open_wait:
+                    raise
+                log.warning("container log's disk failed at start; retrying",
+                            extra={"container": container_id, "error": str(error)})
             except ChunkStorageUnavailable as error:
                 if time.monotonic() >= started + self.config.tier2_open_wait:
                     raise

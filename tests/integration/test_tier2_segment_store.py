@@ -4,16 +4,19 @@ truncation, restart from Tier-2 (table segments included), metadata-only merges,
 from __future__ import annotations
 
 import asyncio
+import errno
 import pathlib
 import uuid
 
 import pytest
 
 from clients.connection import WireConnection, next_request_id
-from server.service import StartupError
+from server.config import SegmentStoreConfig
+from server.service import SegmentStoreService, StartupError, memory_log_factory
 from server.tier2.chunk_storage import ChunkStorageError
 from server.tier2.filesystem import FileSystemChunkStorage
 from tests.support.bulk import MiB, append_pattern, verify_pattern
+from tests.support.faults.tier1 import FaultyDurableDataLog
 from tests.support.faults.tier2 import FaultyChunkStorage
 from tests.support.segment_store import running_segment_store, segment_store
 from tests.support.waiting import eventually
@@ -360,3 +363,41 @@ async def test_a_container_restart_that_fails_on_tier2_leaves_its_log_free_for_t
         assert not storage._armed, "the first restart met the Tier-2 failure"
         assert await verify_pattern(store.port, SEGMENT, 2 * MiB) == 2 * MiB
         assert await append_pattern(store.port, SEGMENT, 1 * MiB, first_block=2) == 3 * MiB
+
+
+class _FullDiskAtOpen(FaultyDurableDataLog):
+    """A log whose disk is full when it is opened, for the next ``failures`` opens (of any container)."""
+
+    failures = 0
+
+    async def open(self) -> int:
+        if _FullDiskAtOpen.failures > 0:
+            _FullDiskAtOpen.failures -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return await super().open()
+
+
+async def test_a_store_started_on_a_full_disk_waits_for_it_to_be_freed_or_says_so_in_one_line(tmp_path):
+    """Started while its Tier-1 disk is full, the store retries for ``log_open_wait`` (an operator may free the disk)
+    and then serves; if the disk stays full, start fails with StartupError naming the disk's error, not with a raw
+    OSError (found by the simulation: a store restarted during a full disk crashed, and nobody started it again)."""
+    def full_disk_logs(config, container_id):
+        return _FullDiskAtOpen(memory_log_factory(config, container_id))
+
+    _FullDiskAtOpen.failures = 3
+    store = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path / "data", port=0, container_count=2,
+                                                   tier1="memory", log_open_wait=30.0), log_factory=full_disk_logs)
+    await store.start()
+    try:
+        assert _FullDiskAtOpen.failures == 0
+        await create(store.port)
+        assert await append_pattern(store.port, SEGMENT, 1 * MiB) == 1 * MiB
+    finally:
+        await store.stop()
+
+    _FullDiskAtOpen.failures = 1_000_000
+    store = SegmentStoreService(SegmentStoreConfig(data_dir=tmp_path / "other", port=0, container_count=2,
+                                                   tier1="memory", log_open_wait=1.0), log_factory=full_disk_logs)
+    with pytest.raises(StartupError, match=r"tier-1 \(memory\) is not usable: .*No space left on device"):
+        await asyncio.wait_for(store.start(), 30)
+    _FullDiskAtOpen.failures = 0
