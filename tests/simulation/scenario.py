@@ -22,6 +22,10 @@ an error). Graceful stops (SIGTERM: the process stops its service, exits, and is
 does: the store or the controller, and in a cluster any segment store, controller or log store. Slowness comes from
 a source of its own too (``SLOW_FAULT_KINDS``): the standalone store's disk stalls; a cluster's log store turns slow
 (each group commit's fsync, which the real store waits for on its loop, takes up to a few seconds) or is paused.
+Full disks come from a source of their own as well (``FULL_FAULT_KINDS``): the standalone store's disk fills (every
+write fails with ENOSPC: its Tier-1 log fails, and the store restarts the container until it can), and is freed a
+while later with nobody's help; a cluster's log store's disk fills (its journal answers UNAVAILABLE from then on, as
+the real one does until it is restarted), and an operator frees it and restarts the store (SIGTERM, then a start).
 ``plant`` switches on a deliberate bug (``plants.py``) to prove the simulation finds it.
 
 ``topology="cluster"`` runs the same workload against a whole cluster instead (``cluster_topology.SimCluster``:
@@ -96,7 +100,8 @@ CLUSTER_FAULT_KINDS = ("store", "controller", "logstore", "logstore_disk", "zook
 TIER2_FAULT_KINDS = ("tier2_outage", "tier2_hang", "tier2_lost_replies", "tier2_torn_write")
 STOP_FAULT_KINDS = ("store_stop", "controller_stop", "logstore_stop")  # graceful stops (SIGTERM); log stores: cluster
 SLOW_FAULT_KINDS = ("disk_stall", "journal_slow", "logstore_pause")  # slowness: the first standalone, others cluster
-SOURCE_KINDS = (TIER2_FAULT_KINDS, STOP_FAULT_KINDS, SLOW_FAULT_KINDS)  # the kinds of each source after the first
+FULL_FAULT_KINDS = ("disk_full", "journal_full")  # a full disk: the first standalone, the second cluster
+SOURCE_KINDS = (TIER2_FAULT_KINDS, STOP_FAULT_KINDS, SLOW_FAULT_KINDS, FULL_FAULT_KINDS)  # each source after the first
 TIER2_LOSABLE = ("write", "create_with_content", "concat", "delete", "set_read_only")  # replies a fault may lose
 ZOMBIE_CUT_AFTER = 1.0  # a zombie resumes cut off from ZooKeeper, for this long (its probe gives up after 0.5 s)
 _INSTANT = ("writer", "transactional", "reader", "pause")  # faults that do not hold the nemesis
@@ -120,6 +125,11 @@ class Fault:
             return self._describe_tier2()
         if self.kind in SLOW_FAULT_KINDS:
             return self._describe_slow()
+        if self.kind == "disk_full":
+            return f"store's disk full for {self.seconds:.2f} s (every write fails with ENOSPC), then freed"
+        if self.kind == "journal_full":
+            return (f"log store {self.target}'s disk full for {self.seconds:.2f} s (its journal answers UNAVAILABLE), "
+                    f"then freed and the store restarted (SIGTERM)")
         if self.kind in STOP_FAULT_KINDS:
             what = {"store_stop": "segment store", "controller_stop": "controller", "logstore_stop": "log store"}
             which = f"{what[self.kind]} {self.target}" if topology == "cluster" else self.kind.split("_")[0]
@@ -191,7 +201,8 @@ def fault_schedule(seed: int, seconds: float, writers: int, topology: str = "sta
         faults = _standalone_fault_schedule(seed, seconds, writers)
     faults += _tier2_fault_schedule(seed, seconds, len(faults))
     faults += _stop_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
-    return faults + _slow_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
+    faults += _slow_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
+    return faults + _full_fault_schedule(seed, seconds, len(faults), topology, cluster or ClusterTopology())
 
 
 def _standalone_fault_schedule(seed: int, seconds: float, writers: int) -> list[Fault]:
@@ -332,6 +343,24 @@ def _slow_fault_schedule(seed: int, seconds: float, first_index: int, topology: 
     return faults
 
 
+def _full_fault_schedule(seed: int, seconds: float, first_index: int, topology: str,
+                         cluster: ClusterTopology) -> list[Fault]:
+    """Full disks (``FULL_FAULT_KINDS``), from a source of their own, numbered after the slowness: rarer than the
+    other faults (a run has one or two), never overlapping one another, overlapping the others."""
+    random = Random(f"nemesis-full-{topology}-{seed}")
+    faults: list[Fault] = []
+    now = random.uniform(0.0, 15.0)
+    while now < seconds:
+        index = first_index + len(faults)
+        if topology == "cluster":
+            fault = Fault(index, now, "journal_full", random.uniform(0.5, 10.0), random.randrange(cluster.logstores))
+        else:
+            fault = Fault(index, now, "disk_full", random.uniform(0.5, 10.0))
+        faults.append(fault)
+        now += fault.seconds + random.uniform(10.0, 30.0)
+    return faults
+
+
 class Nemesis:
     """Injects the faults of a schedule into ``cluster`` and ``workload`` (see the module docstring)."""
 
@@ -375,6 +404,8 @@ class Nemesis:
                 await self._apply_stop(fault)
             elif fault.kind in SLOW_FAULT_KINDS:
                 await self._apply_slow(fault)
+            elif fault.kind in FULL_FAULT_KINDS:
+                await self._apply_full(fault)
             else:
                 await self._apply(fault)
 
@@ -401,6 +432,13 @@ class Nemesis:
         """The standalone's slowness: its store's disk stalls (the disk outlives the store's process)."""
         self.cluster.disk.stall(fault.seconds)
         await asyncio.sleep(fault.seconds)
+
+    async def _apply_full(self, fault: Fault) -> None:
+        """The standalone store's disk fills, and is freed (the disk outlives the store's process)."""
+        disk = self.cluster.disk
+        disk.fill()
+        await asyncio.sleep(fault.seconds)
+        disk.free()
 
     async def _apply_tier2(self, fault: Fault) -> None:
         tier2 = self.cluster.tier2
@@ -504,6 +542,20 @@ class ClusterNemesis(Nemesis):
         else:
             self.world.record("fault_skipped", fault.index, "not running")
         await asyncio.sleep(fault.seconds)
+
+    async def _apply_full(self, fault: Fault) -> None:
+        """A log store's disk fills; once it is freed, a store that answers UNAVAILABLE since is restarted: stopped
+        gracefully and started at once (one that is down meanwhile is started by the fault that stopped it)."""
+        cluster, target = self.sim_cluster, fault.target
+        disk = cluster.logstores[target].disk
+        disk.fill()
+        await asyncio.sleep(fault.seconds)
+        disk.free()
+        outcome = await cluster.stop_logstore(target)
+        self.world.record("stop_outcome", fault.index, outcome)
+        self.stops.append(f"#{fault.index} {outcome}")
+        if outcome not in ("not running", "ended by another fault"):
+            cluster.restart_logstore(target)
 
     def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
         cluster, target = self.sim_cluster, fault.target
