@@ -90,18 +90,38 @@ async def test_setup_append_waits_for_an_append_of_the_segment_still_being_logge
     waits until the append is durable, and names it. Answered with the number before it, the writer would send
     the event again, and if a seal came meanwhile, write it to the successor too (simulation seed 10)."""
     await client.setup(WRITER)
-    client.send(append(WRITER, 19))
-    await settle()
-    [in_flight] = client.container.pending()
-    client.connection.connection_lost(None)
-    other = Client(client.container)
-    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
-    await settle()
+    in_flight, other = await _set_up_elsewhere_while_logging(client, 19, drop_first=True)
     assert other.replies() == []  # not "nothing stored yet" while event 19 is on its way to the log
     client.container.attributes[(SEGMENT, WRITER)] = 19
     in_flight.land_at(0)
     await settle()
     assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 19)]
+
+
+async def _set_up_elsewhere_while_logging(client: Client, event_number: int, *, drop_first: bool = False):
+    """WRITER's append ``event_number`` is being logged (sent on ``client``) when the writer sends SetupAppend
+    (request 7) on another connection (``drop_first``: after ``client`` was lost). Returns the append's submission
+    and the other connection."""
+    client.send(append(WRITER, event_number))
+    await settle()
+    [in_flight] = client.container.pending()
+    if drop_first:
+        client.connection.connection_lost(None)
+    other = Client(client.container)
+    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
+    await settle()
+    return in_flight, other
+
+
+async def _stored_and_acknowledged(client: Client, event_number: int) -> list[int]:
+    """Sends WRITER's append ``event_number`` on ``client``, stores it, and returns the event numbers acknowledged
+    (the connection still open)."""
+    client.send(append(WRITER, event_number))
+    await settle()
+    client.container.submissions[-1].land_at(0)
+    await settle()
+    assert not client.closed
+    return [reply.event_number for reply in client.replies()]
 
 
 async def test_an_append_arriving_on_a_connection_the_writer_has_set_up_again_elsewhere_is_refused(client):
@@ -116,12 +136,8 @@ async def test_an_append_arriving_on_a_connection_the_writer_has_set_up_again_el
     client.send(append(WRITER, 19))
     await settle()
     assert client.container.submissions == [] and client.closed
-    other.send(append(WRITER, 19))
-    await settle()
-    [resent] = client.container.submissions
-    resent.land_at(0)
-    await settle()
-    assert [r.event_number for r in other.replies()] == [19] and not other.closed
+    assert await _stored_and_acknowledged(other, 19) == [19]
+    assert len(client.container.submissions) == 1
 
 
 async def test_a_setup_waiting_for_the_log_already_fences_the_old_connection(client):
@@ -129,12 +145,7 @@ async def test_a_setup_waiting_for_the_log_already_fences_the_old_connection(cli
     connection while the setup waits for an earlier one to be logged is refused too, so the answer names every
     event the segment will ever hold of this writer from the old connection."""
     await client.setup(WRITER)
-    client.send(append(WRITER, 19))
-    await settle()
-    [in_flight] = client.container.pending()
-    other = Client(client.container)
-    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
-    await settle()
+    in_flight, other = await _set_up_elsewhere_while_logging(client, 19)
     client.send(append(WRITER, 20))
     await settle()
     assert len(client.container.submissions) == 1 and client.closed
@@ -168,23 +179,13 @@ async def test_setting_a_writer_up_again_on_the_same_connection_keeps_it_appendi
     """Only another setup takes the claim away: the same writer set up again on its connection appends on."""
     await client.setup(WRITER)
     await client.setup(WRITER, request_id=9)
-    client.send(append(WRITER, 1))
-    await settle()
-    [submitted] = client.container.submissions
-    submitted.land_at(0)
-    await settle()
-    assert [r.event_number for r in client.replies()] == [1] and not client.closed
+    assert await _stored_and_acknowledged(client, 1) == [1]
 
 
 async def test_setup_append_after_a_failed_append_names_the_last_stored_event(client):
     await client.setup(WRITER)
     client.container.attributes[(SEGMENT, WRITER)] = 18
-    client.send(append(WRITER, 19))
-    await settle()
-    [in_flight] = client.container.pending()
-    other = Client(client.container)
-    other.send(c.SetupAppend(7, WRITER, SEGMENT, ""))
-    await settle()
+    in_flight, other = await _set_up_elsewhere_while_logging(client, 19)
     in_flight.fail(errors.ContainerUnavailable("the log failed"))
     await settle()
     assert other.replies() == [c.AppendSetup(7, SEGMENT, WRITER, 18)]
