@@ -128,14 +128,16 @@ async def test_an_append_arriving_on_a_connection_the_writer_has_set_up_again_el
     """A writer gave up a connection (its acks were late) and set up on another, which named event 18 the last
     stored. Event 19, sent on the old connection and held up on its way, arrives now: written, the writer would
     send it again on the new one, and across a seal to the successor as well: read twice (simulation seed 196).
-    The old connection is closed instead and stores nothing; the new one goes on."""
+    The old connection is told InvalidEventNumber instead and stores nothing (it stays open: other flows may share
+    it); the new one goes on."""
     await client.setup(WRITER)
     client.container.attributes[(SEGMENT, WRITER)] = 18
     other = Client(client.container)
     assert await other.setup(WRITER, request_id=7) == c.AppendSetup(7, SEGMENT, WRITER, 18)
-    client.send(append(WRITER, 19))
+    client.send(append(WRITER, 19, request_id=40))
     await settle()
-    assert client.container.submissions == [] and client.closed
+    assert client.container.submissions == [] and not client.closed  # (other flows may share the connection)
+    assert client.replies() == [c.InvalidEventNumber(WRITER, 40, "", 19)]  # a zombie's reply, as Java gives it
     assert await _stored_and_acknowledged(other, 19) == [19]
     assert len(client.container.submissions) == 1
 
@@ -146,9 +148,10 @@ async def test_a_setup_waiting_for_the_log_already_fences_the_old_connection(cli
     event the segment will ever hold of this writer from the old connection."""
     await client.setup(WRITER)
     in_flight, other = await _set_up_elsewhere_while_logging(client, 19)
-    client.send(append(WRITER, 20))
+    client.send(append(WRITER, 20, request_id=20))
     await settle()
-    assert len(client.container.submissions) == 1 and client.closed
+    assert len(client.container.submissions) == 1
+    assert client.replies() == [c.InvalidEventNumber(WRITER, 20, "", 20)]
     client.container.attributes[(SEGMENT, WRITER)] = 19
     in_flight.land_at(0)
     await settle()
