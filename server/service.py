@@ -21,7 +21,6 @@ which the member then stops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -229,17 +228,13 @@ class SegmentStoreService:
         delays = Backoff(initial_seconds=0.1, multiplier=2.0, max_delay_seconds=1.0, attempts=None).delays()
         while True:
             try:
-                await self._start_container(container_id)
+                await self._start_container(container_id)  # (one that fails is closed and forgotten)
                 return
             except LogError as error:
-                await self._discard_container(container_id)
                 if not error.retriable:
                     raise
                 log.info("container log not available yet; retrying",
                          extra={"container": container_id, "error": str(error)})
-            except BaseException:
-                await self._discard_container(container_id)
-                raise
             await asyncio.sleep(next(delays))
 
     def _stop_serving(self) -> int:
@@ -262,10 +257,6 @@ class SegmentStoreService:
         container = self.containers.pop(container_id, None)
         if container is not None:
             await container.stop()
-
-    async def _discard_container(self, container_id: int) -> None:
-        with contextlib.suppress(Exception):
-            await self._stop_container(container_id)
 
     # ------------------------------------------------------------------ tier-1
 
@@ -337,11 +328,7 @@ class SegmentStoreService:
                     raise
                 log.warning("tier-2 not answering at container start; retrying",
                             extra={"container": container_id, "error": str(error)})
-            failed = self.containers.pop(container_id, None)
-            if failed is not None:
-                with contextlib.suppress(Exception):
-                    await failed.stop()
-            await asyncio.sleep(next(delays))
+            await asyncio.sleep(next(delays))  # (the failed start closed its container: _start_container)
 
     async def _stop_containers(self) -> None:
         await asyncio.gather(*(container.stop() for container in self.containers.values()),
@@ -402,7 +389,7 @@ class SegmentStoreService:
         self.containers[container_id] = container
         try:
             await container.start()
-        except BaseException:  # (the container closed its log: start says why)
+        except BaseException:  # (the container stopped itself, closing its log: start says why)
             if self.containers.get(container_id) is container:
                 del self.containers[container_id]
             raise

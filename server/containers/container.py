@@ -117,13 +117,12 @@ class SegmentContainer(ContainerMutations):
     async def start(self) -> None:
         """Opens the log (fencing older owners), recovers by replay, and starts accepting requests.
 
-        A start that fails (or is cancelled) after the log opened stops the container, closing the log: left open,
-        it kept its owner lock, and every later start of the container in this process met a log "held by a live
-        owner" for good (found by the simulation: a full disk failed the container, and its restart met Tier-2
-        unavailable)."""
+        A start that fails (or is cancelled) stops the container, closing the log: left open, it kept its owner
+        lock, and every later start of the container in this process met a log "held by a live owner" for good
+        (found by the simulation: a full disk failed the container, and its restart met Tier-2 unavailable)."""
         self._pipeline.status = ContainerStatus.RECOVERING
-        self.epoch = await self._log.open()
         try:
+            self.epoch = await self._log.open()
             found_checkpoint = await self._pipeline.replay(has_tier2=self._tier2 is not None)
             if self._tier2 is not None:
                 await self._tier2.recover(self.epoch)
