@@ -188,10 +188,10 @@ class SegmentContainer(ContainerMutations):
     # ------------------------------------------------------------------ writer attributes (writer_attributes.py)
 
     def claim_writer(self, name: str, writer_id: uuid.UUID) -> WriterClaim:
-        return self.writers.claim(name, writer_id)
+        return self.writers.claims.claim(name, writer_id)
 
     def release_writer(self, claim: WriterClaim) -> None:
-        self.writers.release(claim)
+        self.writers.claims.release(claim)
 
     def writer_attribute_count(self) -> int:
         return self.writers.count()

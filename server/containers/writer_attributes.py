@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .. import errors, metrics
 from .pending import PendingState
@@ -42,9 +42,39 @@ class WriterClaim:
         self.live = True
 
 
+class WriterClaims:
+    """The writers set up on connections: (segment, writer id) -> the live claim (module docstring)."""
+
+    def __init__(self) -> None:
+        self._live: dict[tuple[str, uuid.UUID], WriterClaim] = {}
+
+    def __contains__(self, key: tuple[str, uuid.UUID]) -> bool:
+        return key in self._live
+
+    def __iter__(self) -> Iterator[tuple[str, uuid.UUID]]:
+        return iter(self._live)
+
+    def claim(self, name: str, writer_id: uuid.UUID) -> WriterClaim:
+        """A connection sets ``writer_id`` up on ``name``: the claim it held elsewhere dies (module docstring),
+        and its attribute does not expire until this claim is released or replaced."""
+        key = (name, writer_id)
+        claim = WriterClaim(key)
+        previous = self._live.get(key)
+        if previous is not None:
+            previous.live = False
+        self._live[key] = claim
+        return claim
+
+    def release(self, claim: WriterClaim) -> None:
+        """The connection no longer has the writer set up (it set up again, or closed)."""
+        claim.live = False
+        if self._live.get(claim.key) is claim:
+            del self._live[claim.key]
+
+
 class WriterAttributes:
-    """The writer attributes of one container: those a connection has set up, which do not expire, and the
-    expiry of the others once idle for ``retention_ms`` (0: never)."""
+    """The writer attributes of one container: those a connection has set up (``claims``), which do not expire,
+    and the expiry of the others once idle for ``retention_ms`` (0: never)."""
 
     def __init__(self, container_id: int, state: ContainerState, pipeline: OperationPipeline, *, retention_ms: int,
                  wall_clock_ms: Callable[[], int]):
@@ -53,24 +83,7 @@ class WriterAttributes:
         self._pipeline = pipeline
         self.retention_ms = retention_ms
         self._wall_clock_ms = wall_clock_ms
-        self._claims: dict[tuple[str, uuid.UUID], WriterClaim] = {}  # (segment, writer id) -> the live claim
-
-    def claim(self, name: str, writer_id: uuid.UUID) -> WriterClaim:
-        """A connection sets ``writer_id`` up on ``name``: the claim it held elsewhere dies (module docstring),
-        and its attribute does not expire until this claim is released or replaced."""
-        key = (name, writer_id)
-        claim = WriterClaim(key)
-        previous = self._claims.get(key)
-        if previous is not None:
-            previous.live = False
-        self._claims[key] = claim
-        return claim
-
-    def release(self, claim: WriterClaim) -> None:
-        """The connection no longer has the writer set up (it failed, set up again, or closed)."""
-        claim.live = False
-        if self._claims.get(claim.key) is claim:
-            del self._claims[claim.key]
+        self.claims = WriterClaims()
 
     def count(self) -> int:
         """Writer attributes the container keeps (those of deleted segments until the expiry passes them)."""
@@ -83,7 +96,7 @@ class WriterAttributes:
             return 0
         cutoff = (self._wall_clock_ms() if now_ms is None else now_ms) - self.retention_ms
         self._state.expire_deleted_writers(cutoff)  # (in memory: a replay may bring some back until the next pass)
-        state, claims, writers = self._state, self._claims, self._state.writers
+        state, claims, writers = self._state, self.claims, self._state.writers
         due: dict[int, dict[uuid.UUID, int]] = {}
         stale = []
         for looked, ((segment_id, attribute_number), last_used) in enumerate(writers.items()):

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import wire
 from server import errors
 from server.connection import ConnectionLimits, SegmentStoreConnection
-from server.containers.writer_attributes import WriterAttributes, WriterClaim
+from server.containers.writer_attributes import WriterClaim, WriterClaims
 from wire import commands as c
 from wire.constants import NULL_ATTRIBUTE_VALUE
 from wire.envelope import envelope_all
@@ -73,7 +73,7 @@ class FakeContainer:
         self.submissions: list[Submission] = []
         self.deleted: list[str] = []
         self.flushes = 0  # calls of flush_if_idle: the connection hands a read's appends over at once
-        self.claims = WriterAttributes(0, None, None, retention_ms=0, wall_clock_ms=lambda: 0)  # (the claims only)
+        self.claims = WriterClaims()
 
     def claim_writer(self, segment: str, writer_id) -> WriterClaim:
         return self.claims.claim(segment, writer_id)
@@ -84,7 +84,7 @@ class FakeContainer:
     @property
     def attached(self) -> set:
         """(segment, writer id) of the writers a connection has set up."""
-        return set(self.claims._claims)
+        return set(self.claims)
 
     def deleted_writer(self, segment: str, attribute_id) -> int | None:
         return self.deleted_writers.get((segment, attribute_id))
