@@ -307,8 +307,7 @@ class ContainerState:
         segment_id, writers = segment.segment_id, self.writers
         kept = {attribute_id.int: value for attribute_id, value in segment.attributes.items()
                 if (segment_id, attribute_id.int) in writers}
-        if kept:
-            self._forget_deleted(segment.name)
+        if kept:  # (none is kept under the name: its create forgot them)
             self.deleted_writers[segment.name] = DeletedWriters(deleted_ms, kept)
             self.deleted_writer_count += len(kept)
             while self.deleted_writer_count > DELETED_WRITERS_REMEMBERED:
