@@ -412,14 +412,19 @@ class Nemesis:
     async def _apply_stop(self, fault: Fault) -> None:
         """A graceful stop, then a start a while later unless another fault restarted the process meanwhile."""
         process, stop, restart = self._stoppable(fault)
-        outcome = await stop()
-        self.world.record("stop_outcome", fault.index, outcome)
-        self.stops.append(f"#{fault.index} {outcome}")
-        if outcome in ("not running", "ended by another fault"):
-            return  # (that fault starts it again)
+        if not await self._stopped(fault, stop):
+            return  # (the fault that ended it starts it again)
         await asyncio.sleep(fault.seconds)
         if not process.alive:  # (else another fault's restart came first)
             restart()
+
+    async def _stopped(self, fault: Fault, stop: Callable[[], Awaitable[str]]) -> bool:
+        """Stops a process gracefully for ``fault`` and notes the outcome; whether this stop ended it (False: it was
+        not running, or another fault ended it meanwhile)."""
+        outcome = await stop()
+        self.world.record("stop_outcome", fault.index, outcome)
+        self.stops.append(f"#{fault.index} {outcome}")
+        return outcome not in ("not running", "ended by another fault")
 
     def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
         """The process a stop fault hits, how to stop it gracefully, and how to start it again."""
@@ -551,10 +556,7 @@ class ClusterNemesis(Nemesis):
         disk.fill()
         await asyncio.sleep(fault.seconds)
         disk.free()
-        outcome = await cluster.stop_logstore(target)
-        self.world.record("stop_outcome", fault.index, outcome)
-        self.stops.append(f"#{fault.index} {outcome}")
-        if outcome not in ("not running", "ended by another fault"):
+        if await self._stopped(fault, functools.partial(cluster.stop_logstore, target)):
             cluster.restart_logstore(target)
 
     def _stoppable(self, fault: Fault) -> tuple[Process, Callable[[], Awaitable[str]], Callable[[], None]]:
