@@ -233,17 +233,24 @@ def test_a_new_log_owner_that_skips_the_fence_is_found_in_a_cluster_and_replays(
     assert run_seed(found.seed, topology="cluster").ok  # the same seed without the bug keeps every invariant
 
 
+def _only(seed: int, topology: str, source: tuple[str, ...], kinds: set[str]) -> tuple[list, RunResult]:
+    """Runs ``seed`` with only its faults of one source, which must be of every kind in ``kinds`` (and no other);
+    asserts the run kept every invariant. Returns those faults and the result."""
+    schedule = [fault for fault in fault_schedule(seed, 30.0, 2, topology) if fault.kind in source]
+    assert {fault.kind for fault in schedule} == kinds, f"the seed no longer has faults of every kind of {kinds}"
+    result = run_seed(seed, keep=[fault.index for fault in schedule], topology=topology)
+    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    return schedule, result
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("topology", "seed"), [("standalone", 8), ("cluster", 11)])  # (not CI seeds: a seed's runs
 def test_graceful_stops_keep_every_invariant(topology, seed):  # share its data dir)
     """Only a seed's graceful stops (SIGTERM to the store and the controller; in a cluster to a segment store, a
     controller and a log store, each started again a few seconds later): each stops cleanly within the grace, and
     the run keeps every invariant."""
-    schedule = [fault for fault in fault_schedule(seed, 30.0, 2, topology) if fault.kind in STOP_FAULT_KINDS]
     kinds = {"store_stop", "controller_stop"} | ({"logstore_stop"} if topology == "cluster" else set())
-    assert {fault.kind for fault in schedule} == kinds, "the seed no longer stops every kind of process"
-    result = run_seed(seed, keep=[fault.index for fault in schedule], topology=topology)
-    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    schedule, result = _only(seed, topology, STOP_FAULT_KINDS, kinds)
     assert result.stops == [f"#{fault.index} stopped" for fault in schedule], result.stops
 
 
@@ -253,11 +260,8 @@ def test_full_disks_keep_every_invariant(topology, seed):
     """Only a seed's full disks: the standalone store's Tier-1 disk full (its containers fail, and are restarted
     once it is freed), or in a cluster a log store's journal full (it answers UNAVAILABLE, the replicated logs roll
     away from it, and once the disk is freed it is restarted): the run keeps every invariant."""
-    schedule = [fault for fault in fault_schedule(seed, 30.0, 2, topology) if fault.kind in FULL_FAULT_KINDS]
-    kind = "disk_full" if topology == "standalone" else "journal_full"
-    assert schedule and {fault.kind for fault in schedule} == {kind}
-    result = run_seed(seed, keep=[fault.index for fault in schedule], topology=topology)
-    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    schedule, result = _only(seed, topology, FULL_FAULT_KINDS, {"disk_full" if topology == "standalone" else
+                                                                 "journal_full"})
     assert len(result.faults) == len(schedule)
     if topology == "cluster":  # the operator's restart of each log store once its disk was freed
         assert result.stops == [f"#{fault.index} stopped" for fault in schedule], result.stops
@@ -269,9 +273,6 @@ def test_slowness_keeps_every_invariant(topology, seed):
     """Only a seed's slowness: the standalone store's disk stalling (up to 7 s), or in a cluster a log store paused
     past its session timeout and another's disk slow (fsyncs of up to 3.7 s, past the replicated log's add timeout,
     each blocking its loop): the run keeps every invariant."""
-    schedule = [fault for fault in fault_schedule(seed, 30.0, 2, topology) if fault.kind in SLOW_FAULT_KINDS]
     kinds = {"disk_stall"} if topology == "standalone" else {"journal_slow", "logstore_pause"}
-    assert {fault.kind for fault in schedule} == kinds, "the seed no longer has every kind of slowness"
-    result = run_seed(seed, keep=[fault.index for fault in schedule], topology=topology)
-    assert result.ok, result.line() + "\n" + "\n".join(result.faults)
+    schedule, result = _only(seed, topology, SLOW_FAULT_KINDS, kinds)
     assert len(result.faults) == len(schedule)
